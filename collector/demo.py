@@ -1,0 +1,102 @@
+"""`collector demo`: the whole system on one machine with no MongoDB and no tokens.
+
+A fake GitHub starred API on 127.0.0.1, an in-memory database (mongomock), demo users and networks; the real
+initial passes walk every history (one user has a tiny quota, so the rateLimit mode shows), new stars arrive,
+and a real normal pass collects them. Ends with one line of JSON.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+import mongomock
+
+from .engine import Collector
+from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
+from .settings import Settings, load_settings
+
+# (name, stars, own quota per 2-second window or None): dora runs out of quota mid-history
+DEMO_USERS = (("ada", 150, None), ("bob", 95, None), ("cy", 60, None), ("dora", 250, 3), ("eve", 30, None),
+              ("fay", 0, None))
+MAX_PASSES = 100
+
+
+def seed(db, fake: FakeGitHub) -> None:
+    for i, (name, count, quota) in enumerate(DEMO_USERS):
+        email = f"{name}@demo.likeastore"
+        fake.add_user(f"demo-token-{name}", make_stars(count, seed=i, id_pool=2_000), quota=quota)
+        db.users.insert_one({"email": email, "name": name.title(), "username": name, "password": "not-copied"})
+        db.networks.insert_one({"user": email, "service": "github", "accessToken": f"demo-token-{name}",
+                                "username": name})
+
+
+def demo_settings(api_url: str) -> Settings:
+    base = load_settings()
+    return base.with_(github_api_url=api_url, initial_interval=0, initial_intervals={}, normal_interval=0,
+                      rate_limit_interval=1, loop_busy_pause=0)
+
+
+def wait_for_next_due(db) -> float:
+    """Sleep until the earliest scheduled network is due (rate-limited ones wait for their reset)."""
+    upcoming = db.networks.find_one({"scheduledTo": {"$type": "date"}, "mode": {"$ne": "normal"}},
+                                    sort=[("scheduledTo", 1)])
+    if upcoming is None:
+        return 0.0
+    delay = (upcoming["scheduledTo"] - datetime.now(timezone.utc)).total_seconds()
+    delay = min(max(delay, 0.0), 5.0)
+    time.sleep(delay)
+    return delay
+
+
+def settle(collector: Collector, db, networks: int, out) -> int:
+    """Initial passes (they serve rateLimit networks too) until every network is in normal mode.
+    Returns how many runs hit a rate limit."""
+    rate_limited = 0
+    for number in range(1, MAX_PASSES + 1):
+        in_normal = db.networks.count_documents({"mode": "normal"})
+        if in_normal == networks:
+            break
+        report = collector.run_pass("initial")
+        rate_limited += report.by_status.get("rateLimit", 0)
+        in_normal = db.networks.count_documents({"mode": "normal"})
+        print(f"initial pass {number}: {report.tasks} networks run, {report.new_items} new items, "
+              f"{in_normal}/{networks} in normal mode {dict(report.by_status)}", file=out)
+        if report.tasks == 0:
+            print(f"  waiting {wait_for_next_due(db):.1f}s for a rate limit to reset", file=out)
+    return rate_limited
+
+
+def run(out=sys.stdout) -> int:
+    started = time.perf_counter()
+    fake = FakeGitHub(window=2)
+    db = mongomock.MongoClient(tz_aware=True)["likeastore_demo"]
+    seed(db, fake)
+    networks = db.networks.count_documents({})
+    with FakeServer(fake) as url:
+        collector = Collector(db, demo_settings(url))
+        print(f"demo: fake GitHub API at {url}, {networks} networks, {fake.total_stars()} stars", file=out)
+        rate_limited = settle(collector, db, networks, out)
+        for name in ("ada", "eve"):  # users keep starring while the collector runs
+            for k in range(3):
+                fake.star(f"demo-token-{name}", make_star(5_000 + k + (10 if name == "eve" else 0),
+                                                          datetime.now(timezone.utc)))
+        report = collector.run_pass("normal")
+        rate_limited += report.by_status.get("rateLimit", 0)
+        print(f"normal pass: {report.tasks} networks run, {report.new_items} new items {dict(report.by_status)}",
+              file=out)
+        rate_limited += settle(collector, db, networks, out)
+        collector.close()
+    summary = {
+        "networks": networks,
+        "networks_normal": db.networks.count_documents({"mode": "normal"}),
+        "items": db.items.count_documents({}),
+        "items_expected": fake.total_stars(),
+        "requests": fake.requests,
+        "rate_limited_runs": rate_limited,
+        "elapsed_s": round(time.perf_counter() - started, 2),
+    }
+    print(json.dumps(summary), file=out)
+    ok = summary["networks_normal"] == networks and summary["items"] == summary["items_expected"]
+    return 0 if ok else 1

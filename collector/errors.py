@@ -1,0 +1,76 @@
+"""Typed failures of one network run. The executor maps each class to a state change (see schedule.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class NetworkError(Exception):
+    """A failure of one network run. `kind` names the class in lastError; `status` is the HTTP status if any."""
+
+    kind = "error"
+    counts_as_error = True
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class Unauthorized(NetworkError):
+    """401, a revoked or expired token: never run again until the app re-authorises."""
+
+    kind = "unauthorized"
+
+
+class RateLimited(NetworkError):
+    """The service's quota is used up; not an error. `reset` is when to come back (None: unknown)."""
+
+    kind = "rateLimit"
+    counts_as_error = False
+
+    def __init__(self, message: str, reset: datetime | None = None, status: int | None = None):
+        super().__init__(message, status)
+        self.reset = reset
+
+
+class Transient(NetworkError):
+    """5xx, timeouts, connection errors: retried with exponential backoff."""
+
+    kind = "transient"
+
+
+class BadResponse(NetworkError):
+    """Another 4xx, or a body that is not what the API documents."""
+
+    kind = "badResponse"
+
+
+class Malformed(NetworkError):
+    """The network document itself is unusable (missing token, wrong field types)."""
+
+    kind = "malformed"
+
+
+class UnknownService(NetworkError):
+    kind = "unknownService"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Rate-limit facts from the last response of a run."""
+
+    remaining: int | None = None
+    limit: int | None = None
+    reset: datetime | None = None
+
+    def exhausted(self, threshold: int = 1) -> bool:
+        return self.remaining is not None and self.remaining <= threshold
+
+
+def redact(text: str, secrets) -> str:
+    """`text` with every secret value replaced by '***'."""
+    for secret in secrets:
+        if secret and isinstance(secret, str) and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,129 @@
+"""One network run, in three steps: prepare (checks, no I/O), execute (the connector: HTTP only), and the
+state change (pure, schedule.py). The engine does the database work around them on its own thread."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from connectors.base import Connector, Job, Result
+from connectors.registry import Registry
+
+from . import schedule
+from .errors import BadResponse, Malformed, NetworkError, redact
+from .http import Http
+from .settings import Settings
+from .store import item_key
+
+log = logging.getLogger("collector.executor")
+
+
+@dataclass
+class Task:
+    network: dict
+    job: Job
+    connector: Connector
+
+
+@dataclass
+class Outcome:
+    network: Mapping[str, Any]
+    mode: str | None
+    update: schedule.Update
+    items: list[dict] = field(default_factory=list)
+    error: NetworkError | None = None
+    duration: float = 0.0
+    new_items: int = 0
+
+    @property
+    def status(self) -> str:
+        if self.error is None:
+            return "rateLimit" if self.update.values.get("mode") == "rateLimit" else "ok"
+        return self.error.kind
+
+
+def secrets_of(network: Mapping[str, Any]) -> list[str]:
+    return [v for k, v in network.items() if k in ("accessToken", "accessTokenSecret", "refreshToken")
+            and isinstance(v, str)]
+
+
+def prepare(network: dict, registry: Registry, settings: Settings, http: Http, now: datetime,
+            jitter: float) -> Task | Outcome:
+    """A Task ready to run, or the failed Outcome of a network that cannot run (unknown service, bad fields)."""
+    mode = None
+    try:
+        if not isinstance(network.get("user"), str) or not network["user"]:
+            raise Malformed("field 'user' must be the user's email")
+        try:
+            mode = schedule.effective_mode(network)
+        except ValueError as exc:
+            raise Malformed(str(exc)) from None
+        connector = registry.get(network.get("service"))(settings, http)
+        connector.validate(network)
+    except NetworkError as error:
+        return fail(network, mode, error, settings, now, jitter)
+    return Task(network, Job(network=network, mode=mode, now=now), connector)
+
+
+def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Outcome:
+    """Run the connector. Never raises: every failure becomes the Outcome's error."""
+    network, job = task.network, task.job
+    started = time.perf_counter()
+    try:
+        result: Result = task.connector.run(job)
+        check_items(result.items)
+        outcome = Outcome(network, job.mode, schedule.on_success(network, job.mode, result, settings, now),
+                          items=result.items)
+    except NetworkError as error:
+        outcome = fail(network, job.mode, error, settings, now, jitter)
+    except Exception as exc:  # a connector bug must not stop the pass
+        log.exception("connector %s crashed", network.get("service"))
+        error = NetworkError(f"internal error in connector: {type(exc).__name__}: {exc}")
+        error.kind = "internal"
+        outcome = fail(network, job.mode, error, settings, now, jitter)
+    outcome.duration = time.perf_counter() - started
+    return outcome
+
+
+def check_items(items: list) -> None:
+    """Every item needs a non-empty string itemId, a type and a source URL before anything is saved."""
+    for item in items:
+        if not isinstance(item, dict):
+            raise BadResponse(f"connector returned an item that is not a dict: {type(item).__name__}")
+        for name in ("itemId", "type", "source"):
+            if not isinstance(item.get(name), str) or not item[name]:
+                raise BadResponse(f"item field {name!r} must be a non-empty string, got {item.get(name)!r}")
+
+
+def fail(network, mode, error: NetworkError, settings, now, jitter) -> Outcome:
+    secrets = secrets_of(network)
+    error.message = redact(error.message, secrets)
+    update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
+    return Outcome(network, mode, update, error=error)
+
+
+def stored_items(outcome: Outcome, user_data: dict | None, now: datetime) -> list[dict]:
+    """The outcome's items as `items` documents: keyed by (user, type, itemId), with userData and date."""
+    user = outcome.network["user"]
+    docs = []
+    for item in outcome.items:
+        doc = {**item, "user": user, "date": now}
+        doc["_id"] = item_key(user, doc["type"], doc["itemId"])
+        if user_data is not None:
+            doc["userData"] = user_data
+        docs.append(doc)
+    return docs
+
+
+def log_run(outcome: Outcome) -> None:
+    network = outcome.network
+    level = logging.WARNING if outcome.error is not None and outcome.error.counts_as_error else logging.INFO
+    message = "run service=%s user=%s mode=%s new_items=%d items=%d duration_ms=%.0f status=%s"
+    args = [network.get("service"), network.get("user"), outcome.mode, outcome.new_items,
+            len(outcome.items), outcome.duration * 1000, outcome.status]
+    if outcome.error is not None:
+        message += " error=%r"
+        args.append(outcome.error.message)
+    log.log(level, message, *args)

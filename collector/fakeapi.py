@@ -1,0 +1,177 @@
+"""A fake of GitHub's starred API (GET /user/starred) on 127.0.0.1, for the demo, the benchmark and tests.
+
+A real HTTP/1.1 server in a thread: page/per_page pagination with Link headers, star+json entries newest first,
+x-ratelimit-* headers from a per-token quota window (403 with remaining 0 once it is used up), 401 for an
+unknown token. Each response is written in one piece (see the design notes on delayed ACKs).
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+
+def make_star(repo_id: int, starred_at: datetime) -> dict:
+    owner = f"owner{repo_id % 97}"
+    return {
+        "starred_at": starred_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "repo": {
+            "id": repo_id,
+            "full_name": f"{owner}/repo{repo_id}",
+            "html_url": f"https://github.com/{owner}/repo{repo_id}",
+            "description": f"Repository number {repo_id}",
+            "created_at": "2020-01-01T00:00:00Z",
+            "owner": {"login": owner, "html_url": f"https://github.com/{owner}",
+                      "avatar_url": f"https://avatars.githubusercontent.com/u/{repo_id % 97}"},
+        },
+    }
+
+
+def make_stars(count: int, seed: int = 0, newest: datetime | None = None, id_pool: int = 100_000) -> list[dict]:
+    """`count` distinct stars, newest first, one hour apart, repo ids drawn from a shared pool."""
+    newest = newest or datetime(2026, 1, 1, tzinfo=timezone.utc)
+    ids = random.Random(seed).sample(range(1, id_pool + 1), count)
+    return [make_star(repo_id, newest - timedelta(hours=i)) for i, repo_id in enumerate(ids)]
+
+
+@dataclass
+class Account:
+    stars: list[dict]  # newest first, as GitHub sorts by star time
+    quota: int | None = None  # this token's own limit (None: the fake's)
+    window_start: float = 0.0
+    used: int = 0
+
+
+@dataclass
+class FakeGitHub:
+    """The fake's state. `quota` requests per `window` seconds per token (windows aligned to the clock)."""
+
+    quota: int = 5000
+    window: int = 3600
+    accounts: dict[str, Account] = field(default_factory=dict)
+    requests: int = 0
+    over_quota: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_user(self, token: str, stars: list[dict], quota: int | None = None) -> None:
+        with self.lock:
+            self.accounts[token] = Account(list(stars), quota)
+
+    def star(self, token: str, entry: dict) -> None:
+        """The user stars one more repository (it becomes the newest)."""
+        with self.lock:
+            self.accounts[token].stars.insert(0, entry)
+
+    def total_stars(self) -> int:
+        with self.lock:
+            return sum(len(a.stars) for a in self.accounts.values())
+
+    def handle(self, token: str | None, query: dict[str, list[str]], base_url: str,
+               now: float) -> tuple[int, dict[str, str], object]:
+        with self.lock:
+            self.requests += 1
+            account = self.accounts.get(token or "")
+            if account is None:
+                return 401, {}, {"message": "Bad credentials"}
+            start = math.floor(now / self.window) * self.window
+            if start != account.window_start:
+                account.window_start, account.used = start, 0
+            reset = int(start + self.window)
+            limit = account.quota or self.quota
+            if account.used >= limit:
+                self.over_quota += 1
+                return 403, _quota_headers(limit, 0, reset), {"message": "API rate limit exceeded"}
+            account.used += 1
+            headers = _quota_headers(limit, limit - account.used, reset)
+            per_page = min(max(_int(query, "per_page", 30), 1), 100)
+            page = max(_int(query, "page", 1), 1)
+            body = account.stars[(page - 1) * per_page: page * per_page]
+            last = max(math.ceil(len(account.stars) / per_page), 1)
+        headers["Link"] = _links(base_url, page, last, per_page)
+        return 200, headers, body
+
+
+def _int(query: dict[str, list[str]], name: str, default: int) -> int:
+    try:
+        return int(query.get(name, [default])[0])
+    except ValueError:
+        return default
+
+
+def _quota_headers(limit: int, remaining: int, reset: int) -> dict[str, str]:
+    return {"x-ratelimit-limit": str(limit), "x-ratelimit-remaining": str(remaining),
+            "x-ratelimit-used": str(limit - remaining), "x-ratelimit-reset": str(reset),
+            "x-ratelimit-resource": "core"}
+
+
+def _links(base_url: str, page: int, last: int, per_page: int) -> str:
+    def link(n: int, rel: str) -> str:
+        return f'<{base_url}/user/starred?per_page={per_page}&page={n}>; rel="{rel}"'
+    rels = []
+    if page < last:
+        rels += [link(page + 1, "next"), link(last, "last")]
+    if page > 1:
+        rels += [link(1, "first"), link(min(page - 1, last), "prev")]
+    return ", ".join(rels)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        parts = urlsplit(self.path)
+        if parts.path != "/user/starred":
+            return self._send(404, {}, {"message": "Not Found"})
+        auth = self.headers.get("Authorization", "")
+        token = auth.split(" ", 1)[1] if " " in auth else None
+        status, headers, body = self.server.fake.handle(token, parse_qs(parts.query), self.server.base_url,
+                                                        time.time())
+        self._send(status, headers, body)
+
+    def _send(self, status: int, headers: dict[str, str], body: object) -> None:
+        payload = json.dumps(body).encode()
+        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
+                 f"Date: {formatdate(usegmt=True)}", "Content-Type: application/json; charset=utf-8",
+                 f"Content-Length: {len(payload)}"]
+        lines += [f"{k}: {v}" for k, v in headers.items() if v]
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+
+    def log_message(self, format: str, *args) -> None:  # keep the demo's output clean
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeGitHub
+    base_url: str
+
+
+class FakeServer:
+    """Serve a FakeGitHub on 127.0.0.1 (a free port) in a background thread: `with FakeServer(fake) as url:`."""
+
+    def __init__(self, fake: FakeGitHub, host: str = "127.0.0.1", port: int = 0):
+        self.fake = fake
+        self.httpd = _Server((host, port), _Handler)
+        self.httpd.fake = fake
+        self.httpd.base_url = f"http://{host}:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="fake-github", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.httpd.base_url
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

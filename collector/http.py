@@ -1,0 +1,52 @@
+"""The HTTP session connectors share: timeouts, a User-Agent, connection retries, typed transport errors.
+
+Error messages name the host and path only: a query string may carry credentials for some services.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from .errors import Transient
+from .settings import Settings
+
+
+def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
+    session = requests.Session()
+    # Retry only failures to connect, quickly; status codes are the executor's business (backoff, rateLimit).
+    retry = Retry(total=2, connect=2, read=0, status=0, other=0, redirect=5,
+                  backoff_factor=0.2, allowed_methods=frozenset({"GET"}),
+                  raise_on_status=False, respect_retry_after_header=False)
+    adapter = HTTPAdapter(max_retries=retry, pool_connections=pool_size, pool_maxsize=pool_size)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    session.headers["User-Agent"] = user_agent
+    return session
+
+
+def where(url: str) -> str:
+    """host/path of a URL, without the query or credentials: safe to log."""
+    parts = urlsplit(url)
+    return f"{parts.hostname or ''}{parts.path}"
+
+
+class Http:
+    def __init__(self, settings: Settings, session: requests.Session | None = None):
+        self.timeout = settings.http_timeout or None
+        self.session = session or make_session(settings.user_agent)
+
+    def get(self, url: str, *, params=None, headers=None) -> requests.Response:
+        try:
+            return self.session.get(url, params=params, headers=headers, timeout=self.timeout)
+        except requests.Timeout:
+            raise Transient(f"timed out after {self.timeout:g}s: GET {where(url)}") from None
+        except requests.ConnectionError:
+            raise Transient(f"connection failed: GET {where(url)}") from None
+        except requests.RequestException as exc:
+            raise Transient(f"request failed ({type(exc).__name__}): GET {where(url)}") from None
+
+    def close(self) -> None:
+        self.session.close()

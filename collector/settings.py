@@ -1,0 +1,219 @@
+"""Settings: declared once, read from config/, a .env file and the environment, validated at start.
+
+Precedence, lowest first: config/defaults.env, config/<COLLECTOR_ENV>.env, ./.env, the process environment.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from dotenv import dotenv_values
+
+ENVIRONMENTS = ("development", "test", "production")
+DEFAULT_ENV = "production"
+PER_SERVICE_INITIAL = re.compile(r"^INITIAL_INTERVAL_([A-Z0-9_]+)$")
+
+
+class SettingsError(ValueError):
+    """An invalid or missing setting; the message names it."""
+
+    def __init__(self, name: str, problem: str):
+        super().__init__(f"setting {name}: {problem}")
+        self.name = name
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if value < 0 or value != value or value == float("inf"):
+        raise ValueError("must be a finite number >= 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _http_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an http(s) URL with a host")
+    return text.rstrip("/")
+
+
+def _mongodb_uri(text: str) -> str:
+    if not text.startswith(("mongodb://", "mongodb+srv://")):
+        raise ValueError("must start with mongodb:// or mongodb+srv://")
+    return text
+
+
+def _log_level(text: str) -> str:
+    level = text.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    return level
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+# (environment name, Settings field, parser)
+SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
+    ("MONGODB_URI", "mongodb_uri", _mongodb_uri),
+    ("LOOP_BUSY_PAUSE", "loop_busy_pause", _number),
+    ("LOOP_IDLE_PAUSE", "loop_idle_pause", _number),
+    ("PASS_LIMIT", "pass_limit", _positive_int),
+    ("NORMAL_INTERVAL", "normal_interval", _number),
+    ("RATE_LIMIT_INTERVAL", "rate_limit_interval", _number),
+    ("INITIAL_INTERVAL", "initial_interval", _number),
+    ("BACKOFF_BASE", "backoff_base", _number),
+    ("BACKOFF_MAX", "backoff_max", _number),
+    ("MAX_ERRORS", "max_errors", _positive_int),
+    ("HTTP_TIMEOUT", "http_timeout", _number),
+    ("USER_AGENT", "user_agent", _text),
+    ("GITHUB_API_URL", "github_api_url", _http_url),
+    ("LOG_LEVEL", "log_level", _log_level),
+)
+SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
+
+
+@dataclass(frozen=True)
+class Settings:
+    env: str
+    mongodb_uri: str
+    loop_busy_pause: float
+    loop_idle_pause: float
+    pass_limit: int
+    normal_interval: float
+    rate_limit_interval: float
+    initial_interval: float
+    backoff_base: float
+    backoff_max: float
+    max_errors: int
+    http_timeout: float
+    user_agent: str
+    github_api_url: str
+    log_level: str
+    initial_intervals: Mapping[str, float] = field(default_factory=dict)
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False)
+    file_keys: frozenset[str] = frozenset()
+
+    def initial_interval_for(self, service: str) -> float:
+        return self.initial_intervals.get(service.lower(), self.initial_interval)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """A raw setting by its environment name, for connectors' own settings (app keys, client ids)."""
+        return self.raw.get(name, default)
+
+    def with_(self, **changes: Any) -> "Settings":
+        return replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """The effective settings by environment name, secrets masked (for --check-config)."""
+        out: dict[str, Any] = {"COLLECTOR_ENV": self.env}
+        for name, attr, _ in SCHEMA:
+            out[name] = getattr(self, attr)
+        for service, value in sorted(self.initial_intervals.items()):
+            out[f"INITIAL_INTERVAL_{service.upper()}"] = value
+        for name in sorted(self.raw):
+            if name not in out and name in self.file_keys:
+                out[name] = self.raw[name]
+        return {name: mask(name, value) for name, value in out.items()}
+
+
+def mask(name: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if name == "MONGODB_URI":
+        return mask_uri(value)
+    if any(word in name for word in SECRET_WORDS) and value:
+        return "***"
+    return value
+
+
+def mask_uri(uri: str) -> str:
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    creds, host = parts.netloc.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def config_dir() -> Path:
+    """The directory of the per-environment files: COLLECTOR_CONFIG_DIR, else the installed config/."""
+    override = os.environ.get("COLLECTOR_CONFIG_DIR")
+    if override:
+        return Path(override)
+    return Path(str(resources.files("collector_config")))
+
+
+def _read(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    env: str | None = None,
+    read_dotenv: bool = True,
+) -> Settings:
+    """Merge the sources and validate. Raises SettingsError naming the first bad setting."""
+    environ = os.environ if environ is None else environ
+    env = env or environ.get("COLLECTOR_ENV") or DEFAULT_ENV
+    if env not in ENVIRONMENTS:
+        raise SettingsError("COLLECTOR_ENV", f"{env!r} is not one of {', '.join(ENVIRONMENTS)}")
+    base = config_dir()
+    merged: dict[str, str] = {}
+    sources = [base / "defaults.env", base / f"{env}.env"]
+    if read_dotenv:
+        sources.append(Path(cwd or os.getcwd()) / ".env")
+    for path in sources:
+        merged.update(_read(path))
+    file_keys = frozenset(merged)
+    merged.update({k: v for k, v in environ.items() if isinstance(v, str)})
+    return _build(env, merged, file_keys)
+
+
+def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Settings:
+    values: dict[str, Any] = {"env": env}
+    for name, attr, parse in SCHEMA:
+        if name not in merged:
+            raise SettingsError(name, "is missing")
+        values[attr] = _parse(name, parse, merged[name])
+    values["initial_intervals"] = {
+        match.group(1).lower(): _parse(key, _number, value)
+        for key, value in merged.items()
+        if (match := PER_SERVICE_INITIAL.match(key))
+    }
+    values["raw"] = dict(merged)
+    values["file_keys"] = file_keys
+    return Settings(**values)
+
+
+def _parse(name: str, parse: Callable[[str], Any], text: str) -> Any:
+    try:
+        return parse(text.strip())
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(name, f"invalid value {mask(name, text)!r} ({exc})") from None
+
+
+def testing_settings(**changes: Any) -> Settings:
+    """Settings of the test environment, ignoring the process environment and ./.env."""
+    settings = load_settings(environ={}, env="test", read_dotenv=False)
+    return settings.with_(**changes) if changes else settings
+
+
+__all__ = ["Settings", "SettingsError", "load_settings", "testing_settings"]

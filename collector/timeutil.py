@@ -1,0 +1,40 @@
+"""Time helpers. MongoDB keeps datetimes in UTC with millisecond precision; so do we."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone.utc
+
+
+def to_ms(value: datetime) -> datetime:
+    """The same instant, UTC and aware, cut to whole milliseconds (what MongoDB stores)."""
+    value = as_utc(value)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def utcnow() -> datetime:
+    return to_ms(datetime.now(UTC))
+
+
+def as_utc(value: datetime) -> datetime:
+    """Aware UTC datetime; a naive one (a client without tz_aware) is taken as UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def parse_iso(text: str) -> datetime:
+    """ISO 8601 as the APIs send it ('2025-03-01T10:00:00Z', with or without fraction/offset)."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected an ISO 8601 date string, got {type(text).__name__}")
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return to_ms(datetime.fromisoformat(text))
+
+
+def from_epoch(seconds: float) -> datetime:
+    return to_ms(datetime.fromtimestamp(float(seconds), UTC))
+
+
+def seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

@@ -1,0 +1,160 @@
+"""What every connector shares: the run context (Job), the Result it returns, response checks and quota parsing.
+
+A connector does HTTP and mapping only. It never touches the database: the engine saves items and state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Mapping
+
+import requests
+
+from collector.errors import BadResponse, Malformed, Quota, RateLimited, Transient, Unauthorized
+from collector.http import Http, where
+from collector.settings import Settings
+from collector.timeutil import from_epoch
+
+SECRET_FIELDS = ("accessToken", "accessTokenSecret", "refreshToken")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of one network: its document (read only), the mode to run in, and the time."""
+
+    network: Mapping[str, Any]
+    mode: str  # 'initial' or 'normal' (a rateLimit network runs in its prevMode)
+    now: datetime
+
+    @property
+    def token(self) -> str:
+        return self.network["accessToken"]
+
+    @property
+    def secrets(self) -> list[str]:
+        return [self.network[f] for f in SECRET_FIELDS if isinstance(self.network.get(f), str)]
+
+    def state_int(self, name: str, default: int, minimum: int = 0) -> int:
+        value = self.network.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise Malformed(f"field {name!r} must be a whole number >= {minimum}, got {value!r}")
+        return value
+
+    def state_datetime(self, name: str) -> datetime | None:
+        value = self.network.get(name)
+        if value is None or isinstance(value, datetime):
+            return value
+        raise Malformed(f"field {name!r} must be a date, got {type(value).__name__}")
+
+
+@dataclass
+class Result:
+    """What one run collected. `state` holds the connector's own fields to save (page, cursor, markers);
+    `done` says the initial history is complete; `quota` is the last rate-limit facts the API gave."""
+
+    items: list[dict]
+    state: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    quota: Quota | None = None
+
+
+class Connector:
+    """Base class. Subclasses set `name` and implement `initial` and `normal`."""
+
+    name: ClassVar[str] = ""
+    required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
+    # remaining <= this after a response: stop and wait for the reset (keeps one request in hand)
+    quota_threshold: ClassVar[int] = 1
+
+    def __init__(self, settings: Settings, http: Http):
+        self.settings = settings
+        self.http = http
+
+    # --- the two modes ------------------------------------------------------------------------------
+    def run(self, job: Job) -> Result:
+        self.validate(job.network)
+        return self.initial(job) if job.mode == "initial" else self.normal(job)
+
+    def initial(self, job: Job) -> Result:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def normal(self, job: Job) -> Result:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def validate(self, network: Mapping[str, Any]) -> None:
+        for name in self.required_fields:
+            value = network.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise Malformed(f"field {name!r} is missing or not a non-empty string")
+
+    # --- HTTP helpers ------------------------------------------------------------------------------
+    def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
+        response = self.http.get(url, params=params, headers=headers)
+        self.check(job, response)
+        try:
+            return response.json(), response
+        except ValueError:
+            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(url)}",
+                              response.status_code) from None
+
+    def check(self, job: Job, response: requests.Response) -> None:
+        """Raise the typed error a response means; return for a usable one."""
+        status = response.status_code
+        if status < 400:
+            return
+        message = f"{status} {_reason(response)}: GET {where(response.url)}"
+        if status == 401:
+            raise Unauthorized(message, status)
+        if status in (403, 429):
+            reset = self.rate_limit_reset(job, response)
+            if reset is not None:
+                raise RateLimited(message, reset, status)
+        if status >= 500:
+            raise Transient(message, status)
+        raise BadResponse(message, status)
+
+    def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
+        """When a 403/429 is a quota answer, the time to come back; None when it is not one."""
+        quota = self.quota(response)
+        retry_after = _retry_after(response.headers.get("Retry-After"), job.now)
+        if retry_after is None and not (quota and quota.remaining == 0) and response.status_code != 429:
+            return None
+        candidates = [t for t in (retry_after, quota.reset if quota else None) if t is not None]
+        return max(candidates) if candidates else job.now + timedelta(seconds=60)
+
+    def quota(self, response: requests.Response) -> Quota | None:
+        """GitHub-style X-RateLimit-* headers with an epoch reset; override for other conventions."""
+        headers = response.headers
+        remaining = _int(headers.get("X-RateLimit-Remaining"))
+        if remaining is None:
+            return None
+        reset = _int(headers.get("X-RateLimit-Reset"))
+        return Quota(remaining=remaining, limit=_int(headers.get("X-RateLimit-Limit")),
+                     reset=from_epoch(reset) if reset is not None else None)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _retry_after(value: str | None, now: datetime) -> datetime | None:
+    seconds = _int(value)
+    return now + timedelta(seconds=seconds) if seconds is not None and seconds >= 0 else None
+
+
+def _reason(response: requests.Response) -> str:
+    """A short reason: the API's own `message`/`error` text if the body has one, else the HTTP reason."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        for key in ("message", "error_message", "error", "detail"):
+            if isinstance(body.get(key), str):
+                return body[key][:200]
+    return response.reason or "error"

@@ -1,0 +1,96 @@
+"""GitHub stars: GET {GITHUB_API_URL}/user/starred, newest star first, with the star time (star+json).
+
+initial: one page per run (state `page`), until a page is empty or has no rel="next" link.
+normal:  pages from the newest until a star older than the marker `sinceLikedAt` (at most MAX_NORMAL_PAGES).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import requests
+
+from collector.errors import BadResponse
+from collector.timeutil import parse_iso
+
+from .base import Connector, Job, Result
+
+PER_PAGE = 100
+MAX_NORMAL_PAGES = 10
+API_VERSION = "2022-11-28"
+
+
+class GitHubConnector(Connector):
+    name = "github"
+
+    def headers(self, job: Job) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {job.token}",
+            "Accept": "application/vnd.github.star+json",
+            "X-GitHub-Api-Version": API_VERSION,
+        }
+
+    def fetch(self, job: Job, page: int) -> tuple[list[dict], requests.Response]:
+        data, response = self.get_json(job, f"{self.settings.github_api_url}/user/starred",
+                                       params={"per_page": PER_PAGE, "page": page}, headers=self.headers(job))
+        if not isinstance(data, list):
+            raise BadResponse(f"expected a list of stars, got {type(data).__name__}", response.status_code)
+        return [self.map(entry) for entry in data], response
+
+    def initial(self, job: Job) -> Result:
+        page = job.state_int("page", 1, minimum=1)
+        items, response = self.fetch(job, page)
+        state: dict[str, Any] = {"page": page + 1}
+        if page == 1 and items:
+            state["sinceLikedAt"] = newest(items)
+        done = not items or "next" not in response.links
+        return Result(items, state, done=done, quota=self.quota(response))
+
+    def normal(self, job: Job) -> Result:
+        marker = job.state_datetime("sinceLikedAt")
+        collected: list[dict] = []
+        interrupted = False
+        for page in range(1, MAX_NORMAL_PAGES + 1):
+            items, response = self.fetch(job, page)
+            quota = self.quota(response)
+            fresh = [item for item in items if marker is None or item["likedAt"] >= marker]
+            collected.extend(fresh)
+            if marker is None or len(fresh) < len(items) or "next" not in response.links:
+                break  # reached stars seen before, or the end
+            if quota and quota.exhausted(self.quota_threshold):
+                interrupted = True  # more new stars wait on later pages: keep the marker, walk again
+                break
+        state = {}
+        if collected and not interrupted:
+            state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
+        return Result(collected, state, quota=quota)
+
+    def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
+        reset = super().rate_limit_reset(job, response)
+        if reset is None and "secondary rate limit" in response.text.lower():
+            return job.now + timedelta(seconds=60)
+        return reset
+
+    @staticmethod
+    def map(entry: Any) -> dict:
+        try:
+            repo = entry["repo"]
+            owner = repo.get("owner") or {}
+            return {
+                "itemId": str(repo["id"]),
+                "type": "github",
+                "source": repo["html_url"],
+                "title": repo["full_name"],
+                "description": repo.get("description"),
+                "authorName": owner.get("login"),
+                "authorUrl": owner.get("html_url"),
+                "avatarUrl": owner.get("avatar_url"),
+                "created": parse_iso(repo["created_at"]),
+                "likedAt": parse_iso(entry["starred_at"]),
+            }
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise BadResponse(f"unexpected star entry ({type(exc).__name__}: {exc})") from None
+
+
+def newest(items: list[dict]) -> datetime:
+    return max(item["likedAt"] for item in items)

@@ -1,0 +1,50 @@
+"""Finds connectors by service name through the `likeastore.connectors` entry-point group.
+
+Built-in connectors are declared in this project's pyproject.toml under that group, exactly as a third-party
+package declares its own, and are loaded on first use.
+"""
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+
+from collector.errors import UnknownService
+
+from .base import Connector
+
+GROUP = "likeastore.connectors"
+DISTRIBUTION = "likeastore-collector"
+
+
+class Registry:
+    def __init__(self, entries: dict[str, type[Connector]] | None = None, discover: bool = True):
+        self._points: dict[str, EntryPoint] = {}
+        if discover:
+            self._points = {ep.name: ep for ep in entry_points(group=GROUP)}
+        self._loaded: dict[str, type[Connector]] = dict(entries or {})
+
+    def register(self, name: str, cls: type[Connector]) -> None:
+        self._loaded[name] = cls
+
+    def names(self) -> list[str]:
+        return sorted(set(self._points) | set(self._loaded))
+
+    def is_builtin(self, name: str) -> bool:
+        point = self._points.get(name)
+        return point is not None and point.dist is not None and point.dist.name == DISTRIBUTION
+
+    def get(self, name: object) -> type[Connector]:
+        if not isinstance(name, str) or not name:
+            raise UnknownService(f"field 'service' must be a service name, got {name!r}")
+        if name in self._loaded:
+            return self._loaded[name]
+        point = self._points.get(name)
+        if point is None:
+            raise UnknownService(f"unknown service {name!r} (no connector registered under '{GROUP}')")
+        try:
+            cls = point.load()
+        except Exception as exc:  # a broken plugin is an error on its networks, not a crash
+            raise UnknownService(f"connector {name!r} failed to load: {type(exc).__name__}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, Connector)):
+            raise UnknownService(f"connector {name!r} ({point.value}) is not a Connector subclass")
+        self._loaded[name] = cls
+        return cls
