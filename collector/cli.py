@@ -6,6 +6,9 @@ import json
 import logging
 import sys
 
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
 from . import __version__
 from .settings import Settings, SettingsError, load_settings
 
@@ -59,9 +62,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(settings: Settings, mode: str, once: bool) -> int:
-    from pymongo import MongoClient
-    from pymongo.errors import PyMongoError
-
     from .daemon import Daemon
     from .engine import Collector
 

@@ -65,6 +65,7 @@ class Quota:
     reset: datetime | None = None
 
     def exhausted(self, threshold: int = 1) -> bool:
+        """remaining <= threshold: stop and wait for the reset, keeping one request in hand."""
         return self.remaining is not None and self.remaining <= threshold
 
 

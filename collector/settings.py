@@ -106,7 +106,7 @@ class Settings:
     log_level: str
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
-    file_keys: frozenset[str] = frozenset()
+    file_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
     def initial_interval_for(self, service: str) -> float:
         return self.initial_intervals.get(service.lower(), self.initial_interval)

@@ -65,8 +65,6 @@ class Connector:
 
     name: ClassVar[str] = ""
     required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
-    # remaining <= this after a response: stop and wait for the reset (keeps one request in hand)
-    quota_threshold: ClassVar[int] = 1
 
     def __init__(self, settings: Settings, http: Http):
         self.settings = settings

@@ -57,7 +57,7 @@ class GitHubConnector(Connector):
             collected.extend(fresh)
             if marker is None or len(fresh) < len(items) or "next" not in response.links:
                 break  # reached stars seen before, or the end
-            if quota and quota.exhausted(self.quota_threshold):
+            if quota and quota.exhausted():
                 interrupted = True  # more new stars wait on later pages: keep the marker, walk again
                 break
         state = {}

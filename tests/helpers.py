@@ -1,0 +1,58 @@
+"""Shared test helpers (fixtures are in conftest.py)."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import responses
+
+from collector.fakeapi import FakeGitHub, make_stars
+
+API = "https://api.github.test"
+STARRED = f"{API}/user/starred"
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+TOKEN = "ghp_SECRETtoken1234567890"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(name: str):
+    return json.loads((FIXTURES / name).read_text())
+
+
+def add_network(db, **fields) -> dict:
+    doc = {"user": "ann@example.com", "service": "github", "accessToken": TOKEN, **fields}
+    doc["_id"] = db.networks.insert_one(doc).inserted_id
+    return doc
+
+
+def network(db, doc) -> dict:
+    return db.networks.find_one({"_id": doc["_id"]})
+
+
+class GitHubStub:
+    """GitHub's /user/starred served through `responses` by the project's FakeGitHub model, at a fixed clock."""
+
+    def __init__(self, mock, stars=None, token=TOKEN, quota=5000, clock=T0):
+        self.fake = FakeGitHub(quota=quota, window=3600)
+        self.fake.add_user(token, stars if stars is not None else make_stars(250, seed=1))
+        self.clock = clock
+        self.requests = []
+        mock.add_callback(responses.GET, STARRED, callback=self.callback)
+
+    def callback(self, request):
+        self.requests.append(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth.split(" ", 1)[1] if " " in auth else None
+        query = parse_qs(urlsplit(request.url).query)
+        status, headers, body = self.fake.handle(token, query, API, self.clock.timestamp())
+        return status, headers, json.dumps(body)
+
+
+def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) -> dict:
+    headers = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(remaining),
+               "x-ratelimit-reset": str(int(reset.timestamp()))}
+    if link:
+        headers["Link"] = link
+    return headers

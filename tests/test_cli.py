@@ -1,0 +1,119 @@
+"""The command line and the daemon loop: --once, signals, the demo."""
+from __future__ import annotations
+
+import io
+import json
+import signal
+from datetime import timedelta
+
+import mongomock
+import pytest
+
+from collector import cli, demo
+from collector.daemon import Daemon
+from collector.engine import Collector
+from collector.fakeapi import make_stars
+from collector.timeutil import utcnow
+from connectors.base import Connector, Result
+from connectors.registry import Registry
+from helpers import GitHubStub, add_network, network
+
+
+@pytest.fixture
+def shared_client(monkeypatch, tmp_path):
+    uri = "mongodb://localhost:27017/likeastore_test"  # the test environment's MONGODB_URI
+    client = mongomock.MongoClient(uri, tz_aware=True)
+
+    def connect(given_uri, **options):
+        assert given_uri == uri and options["tz_aware"] is True
+        return client
+
+    monkeypatch.setattr(cli, "MongoClient", connect)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLLECTOR_ENV", "test")
+    monkeypatch.setenv("GITHUB_API_URL", "https://api.github.test")
+    return client
+
+
+def test_once_runs_one_pass_and_exits(shared_client, http_mock):
+    db = shared_client.get_default_database()
+    GitHubStub(http_mock, stars=make_stars(150, seed=2), clock=utcnow())
+    doc = add_network(db)
+    assert cli.main(["--mode", "initial", "--once"]) == 0
+    assert db.items.count_documents({}) == 100  # one pass: one page
+    assert network(db, doc)["page"] == 2
+
+
+def test_no_mode_is_a_usage_error(capsys):
+    assert cli.main([]) == 2
+    assert "--mode" in capsys.readouterr().err
+
+
+class SignalOnFirstRun(Connector):
+    """A connector that delivers SIGTERM to the daemon while its first network is in flight."""
+
+    name = "signalling"
+    daemon: Daemon | None = None
+    runs = 0
+
+    def initial(self, job):
+        type(self).runs += 1
+        if type(self).runs == 1:
+            self.daemon.on_signal(signal.SIGTERM)
+        return Result([{"itemId": str(type(self).runs), "type": "signalling", "source": "https://x.test"}],
+                      done=True)
+
+
+def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings):
+    db = mongomock.MongoClient(tz_aware=True)["d"]
+    for k in range(3):
+        db.networks.insert_one({"user": f"u{k}@x.test", "service": "signalling", "accessToken": "tok-abcdef"})
+    collector = Collector(db, settings, registry=Registry({"signalling": SignalOnFirstRun}))
+    daemon = Daemon(collector, "initial")
+    SignalOnFirstRun.daemon, SignalOnFirstRun.runs = daemon, 0
+    assert daemon.run() == 0  # returns instead of looping: the stop was requested
+    assert SignalOnFirstRun.runs == 1
+    assert db.items.count_documents({}) == 1
+    assert db.networks.count_documents({"mode": "normal"}) == 1  # its state was saved
+
+
+def test_second_signal_exits_at_once(settings, monkeypatch):
+    exits = []
+    monkeypatch.setattr("os._exit", lambda code: exits.append(code))
+    daemon = Daemon(Collector(mongomock.MongoClient()["d"], settings), "normal")
+    daemon.on_signal(signal.SIGTERM)
+    assert daemon.stopping.is_set() and exits == []
+    daemon.on_signal(signal.SIGINT)
+    assert exits == [128 + signal.SIGINT]
+
+
+def test_a_failing_pass_does_not_stop_the_loop(settings, monkeypatch):
+    collector = Collector(mongomock.MongoClient()["d"], settings)
+    daemon = Daemon(collector, "normal")
+    calls = []
+
+    def flaky(mode, should_stop):
+        calls.append(mode)
+        if len(calls) == 1:
+            raise RuntimeError("database went away")
+        daemon.stopping.set()
+        return type("R", (), {"tasks": 0})()
+
+    monkeypatch.setattr(collector, "run_pass", flaky)
+    assert daemon.run() == 0
+    assert calls == ["normal", "normal"]
+
+
+def test_once_exits_nonzero_when_the_pass_fails(settings, monkeypatch):
+    collector = Collector(mongomock.MongoClient()["d"], settings)
+    monkeypatch.setattr(collector, "run_pass", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
+    assert Daemon(collector, "initial").run(once=True) == 1
+
+
+def test_demo_finishes_with_every_network_normal_and_every_star_collected():
+    out = io.StringIO()
+    assert demo.run(out=out) == 0
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary["networks_normal"] == summary["networks"] == len(demo.DEMO_USERS)
+    assert summary["items"] == summary["items_expected"] > 300
+    assert summary["rate_limited_runs"] >= 1

@@ -1,0 +1,260 @@
+"""The GitHub connector through one collector pass at a time (run_once), against responses-served fixtures."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import requests
+import responses
+
+from collector import run_once
+from collector.fakeapi import make_star, make_stars
+from helpers import STARRED, T0, TOKEN, GitHubStub, add_network, fixture, network, starred_headers
+
+
+def test_one_page_maps_every_field(db, settings, http_mock):
+    http_mock.get(STARRED, json=fixture("github_starred_page.json"), headers=starred_headers())
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    item = db.items.find_one({"itemId": "1296269"})
+    assert {k: item[k] for k in ("type", "source", "title", "description", "authorName", "authorUrl",
+                                 "avatarUrl", "user")} == {
+        "type": "github", "source": "https://github.com/octocat/Hello-World", "title": "octocat/Hello-World",
+        "description": "This your first repo!", "authorName": "octocat", "authorUrl": "https://github.com/octocat",
+        "avatarUrl": "https://github.com/images/error/octocat_happy.gif", "user": "ann@example.com"}
+    assert item["created"] == datetime(2011, 1, 26, 19, 1, 12, tzinfo=timezone.utc)
+    assert item["likedAt"] == datetime(2025, 3, 1, 10, 0, tzinfo=timezone.utc)
+    assert item["date"] == T0
+    assert db.items.find_one({"itemId": "64778136"})["description"] is None
+    # no Link rel=next: the history is complete after one page
+    assert network(db, doc)["mode"] == "normal"
+
+
+def test_request_sends_token_in_header_and_asks_for_star_times(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(3))
+    add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    request = stub.requests[0]
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["Accept"] == "application/vnd.github.star+json"
+    assert "per_page=100" in request.url and "page=1" in request.url
+    assert TOKEN not in request.url
+
+
+def test_multi_page_history_is_walked_to_normal_mode(db, settings, http_mock):
+    stars = make_stars(250, seed=3)
+    GitHubStub(http_mock, stars=stars)
+    doc = add_network(db)
+    modes = []
+    for k in range(3):
+        report = run_once(db, "initial", settings, now=T0 + timedelta(seconds=k))
+        assert report.tasks == 1
+        state = network(db, doc)
+        modes.append((state["mode"], state.get("page")))
+    assert modes == [("initial", 2), ("initial", 3), ("normal", 4)]
+    assert db.items.count_documents({}) == 250
+    assert {i["itemId"] for i in db.items.find()} == {str(s["repo"]["id"]) for s in stars}
+    state = network(db, doc)
+    assert state["errors"] == 0 and state["lastSuccess"] == T0 + timedelta(seconds=2)
+    assert state["scheduledTo"] == T0 + timedelta(seconds=2 + settings.normal_interval)
+    # the normal-mode marker is the newest star of the first page
+    assert state["sinceLikedAt"] == datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def test_empty_last_page_moves_to_normal(db, settings, http_mock):
+    link = f'<{STARRED}?per_page=100&page=3>; rel="next"'
+    http_mock.get(STARRED, json=[], headers=starred_headers(link=link))  # a stale next link, empty page
+    doc = add_network(db, mode="initial", page=3)
+    run_once(db, "initial", settings, now=T0)
+    assert network(db, doc)["mode"] == "normal"
+    assert db.items.count_documents({}) == 0
+
+
+def test_normal_mode_collects_only_new_stars(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(150, seed=4))
+    doc = add_network(db)
+    for k in range(2):
+        run_once(db, "initial", settings, now=T0 + timedelta(seconds=k))
+    assert network(db, doc)["mode"] == "normal"
+    assert db.items.count_documents({}) == 150
+    new = [make_star(900_001 + k, datetime(2026, 2, 1, tzinfo=timezone.utc) + timedelta(minutes=k))
+           for k in range(3)]
+    for entry in new:
+        stub.fake.star(TOKEN, entry)
+    later = T0 + timedelta(seconds=settings.normal_interval + 5)
+    assert run_once(db, "initial", settings, now=later).tasks == 0  # normal networks are not initial's
+    before = len(stub.requests)
+    report = run_once(db, "normal", settings, now=later)
+    assert report.tasks == 1 and report.new_items == 3
+    assert len(stub.requests) - before == 1  # the first page held every new star
+    assert db.items.count_documents({}) == 153
+    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 2, 1, 0, 2, tzinfo=timezone.utc)
+    # nothing new: one request, no items
+    report = run_once(db, "normal", settings, now=later + timedelta(seconds=settings.normal_interval))
+    assert report.tasks == 1 and report.new_items == 0
+
+
+def test_normal_mode_follows_pages_while_every_star_is_new(db, settings, http_mock):
+    old = make_stars(5, seed=5)
+    stub = GitHubStub(http_mock, stars=old)
+    doc = add_network(db, mode="normal", sinceLikedAt=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    for k in range(130):
+        stub.fake.star(TOKEN, make_star(800_000 + k, datetime(2026, 3, 1, tzinfo=timezone.utc)
+                                        + timedelta(minutes=k)))
+    report = run_once(db, "normal", settings, now=T0)
+    assert report.new_items == 131  # 130 new + the marker star itself (equal time), stored once
+    assert len(stub.requests) == 2
+    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 3, 1, 2, 9, tzinfo=timezone.utc)
+
+
+def test_low_quota_enters_rate_limit_and_keeps_the_page(db, settings, http_mock):
+    reset = T0 + timedelta(minutes=40)
+    link = f'<{STARRED}?per_page=100&page=2>; rel="next"'
+    http_mock.get(STARRED, json=fixture("github_starred_page.json"),
+                  headers=starred_headers(remaining=1, reset=reset, link=link))
+    doc = add_network(db)
+    report = run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert report.by_status == {"rateLimit": 1}
+    assert state["mode"] == "rateLimit" and state["prevMode"] == "initial"
+    assert state["scheduledTo"] == reset and state["page"] == 2
+    assert state.get("errors", 0) == 0 and "lastError" not in state
+    assert db.items.count_documents({}) == 2  # the items of that last page are saved
+
+
+def test_rate_limited_network_resumes_in_its_previous_mode(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(150, seed=6))
+    reset = T0 + timedelta(minutes=40)
+    doc = add_network(db, mode="rateLimit", prevMode="initial", page=2, scheduledTo=reset)
+    assert run_once(db, "initial", settings, now=reset - timedelta(seconds=1)).tasks == 0
+    assert run_once(db, "normal", settings, now=reset + timedelta(seconds=1)).tasks == 0
+    assert run_once(db, "initial", settings, now=reset).tasks == 1
+    state = network(db, doc)
+    assert "page=2" in stub.requests[0].url
+    assert state["mode"] == "normal" and "prevMode" not in state  # page 2 was the last
+    assert db.items.count_documents({}) == 50
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_exhausted_quota_answer_is_rate_limit_not_error(db, settings, http_mock, status):
+    reset = T0 + timedelta(minutes=17)
+    http_mock.get(STARRED, status=status, json={"message": "API rate limit exceeded for user ID 1."},
+                  headers=starred_headers(remaining=0, reset=reset))
+    doc = add_network(db, mode="normal", errors=2)
+    report = run_once(db, "normal", settings, now=T0)
+    state = network(db, doc)
+    assert report.by_status == {"rateLimit": 1}
+    assert (state["mode"], state["prevMode"], state["scheduledTo"]) == ("rateLimit", "normal", reset)
+    assert state["errors"] == 2 and "lastError" not in state
+
+
+def test_retry_after_sets_the_next_run(db, settings, http_mock):
+    http_mock.get(STARRED, status=403, headers={"Retry-After": "120"},
+                  json={"message": "You have exceeded a secondary rate limit."})
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["mode"] == "rateLimit" and state["scheduledTo"] == T0 + timedelta(seconds=120)
+
+
+def test_secondary_rate_limit_without_retry_after_waits_a_minute(db, settings, http_mock):
+    http_mock.get(STARRED, status=403, json={"message": "You have exceeded a secondary rate limit."},
+                  headers=starred_headers(remaining=4000))
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["mode"] == "rateLimit" and state["scheduledTo"] == T0 + timedelta(seconds=60)
+
+
+def test_401_marks_unauthorized_and_the_network_never_runs_again(db, settings, http_mock):
+    http_mock.get(STARRED, status=401, json={"message": "Bad credentials"})
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["unauthorized"] is True
+    assert state["lastError"]["status"] == 401 and "Bad credentials" in state["lastError"]["message"]
+    assert run_once(db, "initial", settings, now=T0 + timedelta(days=1)).tasks == 0
+
+
+@pytest.mark.parametrize("failure", [
+    {"status": 502, "json": {"message": "Server Error"}},
+    {"body": requests.exceptions.ConnectTimeout("timed out")},
+    {"body": requests.exceptions.ConnectionError("refused")},
+])
+def test_transient_failures_count_and_back_off_exponentially(db, settings, http_mock, failure):
+    http_mock.get(STARRED, **failure)
+    doc = add_network(db)
+    delays = []
+    now = T0
+    for expected_errors in (1, 2, 3):
+        assert run_once(db, "initial", settings, now=now).tasks == 1
+        state = network(db, doc)
+        assert state["errors"] == expected_errors
+        delays.append((state["scheduledTo"] - now).total_seconds())
+        now = state["scheduledTo"]
+    base = settings.backoff_base
+    for n, delay in enumerate(delays):  # equal jitter: between half and all of base * 2^n
+        assert base * 2 ** n / 2 <= delay <= base * 2 ** n
+    assert state["lastError"]["kind"] == "transient"
+
+
+def test_other_client_errors_count_and_retry_at_the_normal_interval(db, settings, http_mock):
+    http_mock.get(STARRED, status=404, json={"message": "Not Found"})
+    doc = add_network(db, mode="normal")
+    run_once(db, "normal", settings, now=T0)
+    state = network(db, doc)
+    assert state["errors"] == 1 and state["lastError"]["status"] == 404
+    assert state["lastError"]["kind"] == "badResponse" and state["lastError"]["at"] == T0
+    assert state["scheduledTo"] == T0 + timedelta(seconds=settings.normal_interval)
+
+
+@pytest.mark.parametrize("body", ["<html>Unicorn!</html>", '{"message": "not a list"}',
+                                  '[{"starred_at": "yesterday", "repo": {"id": 1}}]', "[1, 2, 3]"])
+def test_garbage_bodies_are_errors_on_that_network_only(db, settings, http_mock, body):
+    http_mock.get(STARRED, body=body, headers=starred_headers())
+    bad = add_network(db, accessToken="ghp_broken_token_0001")
+    stub_ok = add_network(db, user="bo@example.com", service="nosuchservice")
+    report = run_once(db, "initial", settings, now=T0)
+    assert report.tasks == 2
+    assert network(db, bad)["errors"] == 1
+    assert network(db, bad)["lastError"]["kind"] == "badResponse"
+    assert network(db, stub_ok)["lastError"]["kind"] == "unknownService"
+    assert db.items.count_documents({}) == 0
+
+
+def test_max_consecutive_errors_disable_the_network(db, settings, http_mock):
+    http_mock.get(STARRED, status=400, json={"message": "Bad request"})
+    doc = add_network(db, mode="normal", errors=settings.max_errors - 1)
+    run_once(db, "normal", settings, now=T0)
+    state = network(db, doc)
+    assert state["errors"] == settings.max_errors and state["disabled"] is True
+    assert run_once(db, "normal", settings, now=T0 + timedelta(days=1)).tasks == 0
+
+
+def test_success_resets_the_error_count(db, settings, http_mock):
+    GitHubStub(http_mock, stars=make_stars(3))
+    doc = add_network(db, errors=3, lastError={"status": 502, "message": "x", "at": T0})
+    run_once(db, "initial", settings, now=T0)
+    assert network(db, doc)["errors"] == 0
+
+
+def test_github_enterprise_base_url_is_used(db, settings, http_mock):
+    ghes = "https://github.example.com/api/v3"
+    http_mock.get(f"{ghes}/user/starred", json=fixture("github_starred_page.json"), headers=starred_headers())
+    add_network(db)
+    run_once(db, "initial", settings.with_(github_api_url=ghes), now=T0)
+    assert db.items.count_documents({}) == 2
+
+
+def test_redirect_to_another_host_does_not_carry_the_token(db, settings, http_mock):
+    http_mock.get(STARRED, status=301, headers={"Location": "https://elsewhere.test/user/starred"})
+    seen = []
+
+    def capture(request):
+        seen.append(request.headers.get("Authorization"))
+        return 200, starred_headers(), "[]"
+
+    http_mock.add_callback(responses.GET, "https://elsewhere.test/user/starred", callback=capture)
+    add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    assert seen == [None]

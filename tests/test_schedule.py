@@ -1,0 +1,57 @@
+"""The pure scheduling rules, with time and jitter passed in."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from collector import schedule
+from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
+from connectors.base import Result
+from helpers import T0
+
+
+@pytest.mark.parametrize("errors, jitter, seconds", [(1, 0.0, 30), (1, 0.999999, 60), (2, 0.0, 60),
+                                                     (3, 0.5, 180), (30, 0.0, 10800)])
+def test_backoff_doubles_with_equal_jitter_and_a_cap(settings, errors, jitter, seconds):
+    assert schedule.backoff(errors, settings, jitter).total_seconds() == pytest.approx(seconds, abs=1e-3)
+
+
+def test_effective_mode():
+    assert schedule.effective_mode({}) == "initial"
+    assert schedule.effective_mode({"mode": "rateLimit", "prevMode": "normal"}) == "normal"
+    assert schedule.effective_mode({"mode": "rateLimit"}) == "initial"
+    with pytest.raises(ValueError):
+        schedule.effective_mode({"mode": 3})
+
+
+def test_reset_in_the_past_is_clamped_to_now(settings):
+    update = schedule.rate_limited("normal", T0 - timedelta(hours=1), settings, T0)
+    assert update.values["scheduledTo"] == T0
+
+
+def test_rate_limit_without_reset_uses_the_interval(settings):
+    update = schedule.on_failure({}, "initial", RateLimited("429"), settings, T0, 0.0)
+    assert update.values["scheduledTo"] == T0 + timedelta(seconds=settings.rate_limit_interval)
+    assert "errors" not in update.values
+
+
+def test_success_with_exhausted_quota_remembers_the_next_mode(settings):
+    result = Result([], done=True, quota=Quota(remaining=0, reset=T0 + timedelta(minutes=5)))
+    update = schedule.on_success({"service": "github"}, "initial", result, settings, T0)
+    assert update.values["mode"] == "rateLimit" and update.values["prevMode"] == "normal"
+
+
+def test_unauthorized_does_not_count_an_error(settings):
+    update = schedule.on_failure({"errors": 2}, "normal", Unauthorized("401", 401), settings, T0, 0.0)
+    assert update.values["unauthorized"] is True and "errors" not in update.values
+
+
+def test_garbage_error_count_restarts_from_one(settings):
+    update = schedule.on_failure({"errors": "many"}, "normal", BadResponse("x"), settings, T0, 0.0)
+    assert update.values["errors"] == 1
+
+
+def test_transient_at_max_errors_disables(settings):
+    update = schedule.on_failure({"errors": 4}, "normal", Transient("503", 503), settings, T0, 0.0)
+    assert update.values["disabled"] is True and update.values["errors"] == 5
