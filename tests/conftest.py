@@ -3,9 +3,9 @@ from __future__ import annotations
 import mongomock
 import pytest
 import responses
+from helpers import API
 
 from collector.settings import testing_settings
-from helpers import API
 
 
 @pytest.fixture

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
-from datetime import timedelta
 
 import mongomock
 import pytest
+from helpers import GitHubStub, add_network, network
 
 from collector import cli, demo
 from collector.daemon import Daemon
@@ -16,7 +17,6 @@ from collector.fakeapi import make_stars
 from collector.timeutil import utcnow
 from connectors.base import Connector, Result
 from connectors.registry import Registry
-from helpers import GitHubStub, add_network, network
 
 
 @pytest.fixture
@@ -50,27 +50,35 @@ def test_no_mode_is_a_usage_error(capsys):
 
 
 class SignalOnFirstRun(Connector):
-    """A connector that delivers SIGTERM to the daemon while its first network is in flight."""
+    """A connector that sends this process SIGTERM while its first network is in flight."""
 
     name = "signalling"
-    daemon: Daemon | None = None
     runs = 0
 
     def initial(self, job):
         type(self).runs += 1
         if type(self).runs == 1:
-            self.daemon.on_signal(signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
         return Result([{"itemId": str(type(self).runs), "type": "signalling", "source": "https://x.test"}],
                       done=True)
 
 
-def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings):
+@pytest.fixture
+def restore_signal_handlers():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings, restore_signal_handlers):
     db = mongomock.MongoClient(tz_aware=True)["d"]
     for k in range(3):
         db.networks.insert_one({"user": f"u{k}@x.test", "service": "signalling", "accessToken": "tok-abcdef"})
     collector = Collector(db, settings, registry=Registry({"signalling": SignalOnFirstRun}))
     daemon = Daemon(collector, "initial")
-    SignalOnFirstRun.daemon, SignalOnFirstRun.runs = daemon, 0
+    daemon.install_signal_handlers()
+    SignalOnFirstRun.runs = 0
     assert daemon.run() == 0  # returns instead of looping: the stop was requested
     assert SignalOnFirstRun.runs == 1
     assert db.items.count_documents({}) == 1

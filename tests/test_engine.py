@@ -5,11 +5,11 @@ import logging
 from datetime import timedelta
 
 import pytest
+from helpers import T0, TOKEN, GitHubStub, add_network, network
 
 from collector import run_once
 from collector.fakeapi import make_stars
 from collector.store import item_key
-from helpers import T0, TOKEN, GitHubStub, add_network, network
 
 
 def test_rerunning_the_same_page_saves_each_item_once(db, settings, http_mock):

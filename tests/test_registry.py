@@ -8,13 +8,13 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from helpers import T0, add_network, network
 
 from collector import run_once
 from collector.errors import UnknownService
 from connectors import registry as registry_module
 from connectors.github import GitHubConnector
 from connectors.registry import GROUP, Registry
-from helpers import T0, add_network, network
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -57,7 +57,7 @@ def test_readme_connector_registered_by_entry_point_collects(db, settings, http_
     registry = Registry()
     assert "example" in registry.names() and not registry.is_builtin("example")
     doc = add_network(db, service="example", accessToken="example-token-123")
-    for k in range(2):
+    for _ in range(2):
         run_once(db, "initial", settings, now=T0, registry=registry)
     assert network(db, doc)["mode"] == "normal"
     item = db.items.find_one({"type": "example"})

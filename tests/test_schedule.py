@@ -4,11 +4,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from helpers import T0
 
 from collector import schedule
 from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
 from connectors.base import Result
-from helpers import T0
 
 
 @pytest.mark.parametrize("errors, jitter, seconds", [(1, 0.0, 30), (1, 0.999999, 60), (2, 0.0, 60),
