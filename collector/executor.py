@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from connectors.base import Connector, Job, Result
+from connectors.base import SECRET_FIELDS, Connector, Job, Result
 from connectors.registry import Registry
 
 from . import schedule
@@ -45,8 +45,7 @@ class Outcome:
 
 
 def secrets_of(network: Mapping[str, Any]) -> list[str]:
-    return [v for k, v in network.items() if k in ("accessToken", "accessTokenSecret", "refreshToken")
-            and isinstance(v, str)]
+    return [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
 
 
 def prepare(network: dict, registry: Registry, settings: Settings, http: Http, now: datetime,

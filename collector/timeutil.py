@@ -1,7 +1,7 @@
 """Time helpers. MongoDB keeps datetimes in UTC with millisecond precision; so do we."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 UTC = timezone.utc
 
@@ -35,6 +35,3 @@ def parse_iso(text: str) -> datetime:
 def from_epoch(seconds: float) -> datetime:
     return to_ms(datetime.fromtimestamp(float(seconds), UTC))
 
-
-def seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)

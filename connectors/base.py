@@ -30,10 +30,6 @@ class Job:
     def token(self) -> str:
         return self.network["accessToken"]
 
-    @property
-    def secrets(self) -> list[str]:
-        return [self.network[f] for f in SECRET_FIELDS if isinstance(self.network.get(f), str)]
-
     def state_int(self, name: str, default: int, minimum: int = 0) -> int:
         value = self.network.get(name)
         if value is None:
