@@ -12,8 +12,9 @@ from connectors.base import SECRET_FIELDS, Connector, Job, Result
 from connectors.registry import Registry
 
 from . import schedule
-from .errors import BadResponse, Malformed, NetworkError, redact
+from .errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, redact
 from .http import Http
+from .quota import QuotaMemory
 from .settings import Settings
 from .store import item_key
 
@@ -32,10 +33,19 @@ class Outcome:
     network: Mapping[str, Any]
     mode: str | None
     update: schedule.Update
+    at: datetime
     items: list[dict] = field(default_factory=list)
     error: NetworkError | None = None
+    quota: Quota | None = None  # the last rate-limit facts the API gave
+    called: bool = False  # whether the connector ran (made API calls)
     duration: float = 0.0
     new_items: int = 0
+    saved: bool = False
+
+    @property
+    def wait_until(self) -> datetime | None:
+        """A time before which the token must not be used, if the run learned one."""
+        return self.error.reset if isinstance(self.error, RateLimited) else None
 
     @property
     def status(self) -> str:
@@ -49,8 +59,9 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
 
 
 def prepare(network: dict, registry: Registry, settings: Settings, http: Http, now: datetime,
-            jitter: float) -> Task | Outcome:
-    """A Task ready to run, or the failed Outcome of a network that cannot run (unknown service, bad fields)."""
+            jitter: float, quotas: QuotaMemory | None = None) -> Task | Outcome:
+    """A Task ready to run, or the Outcome of a network that cannot or must not run now: an unknown service,
+    bad fields, or a token the quota memory knows is spent (moved to its reset time without an API call)."""
     mode = None
     try:
         if not isinstance(network.get("user"), str) or not network["user"]:
@@ -61,6 +72,9 @@ def prepare(network: dict, registry: Registry, settings: Settings, http: Http, n
             raise Malformed(str(exc)) from None
         connector = registry.get(network.get("service"))(settings, http)
         connector.validate(network)
+        until = quotas.blocked_until(network["service"], network["accessToken"], now) if quotas else None
+        if until is not None:
+            raise RateLimited("token out of quota (remembered); no call made", until)
     except NetworkError as error:
         return fail(network, mode, error, settings, now, jitter)
     return Task(network, Job(network=network, mode=mode, now=now), connector)
@@ -73,8 +87,8 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
     try:
         result: Result = task.connector.run(job)
         check_items(result.items)
-        outcome = Outcome(network, job.mode, schedule.on_success(network, job.mode, result, settings, now),
-                          items=result.items)
+        outcome = Outcome(network, job.mode, schedule.on_success(network, job.mode, result, settings, now), now,
+                          items=result.items, quota=result.quota)
     except NetworkError as error:
         outcome = fail(network, job.mode, error, settings, now, jitter)
     except Exception as exc:  # a connector bug must not stop the pass
@@ -82,6 +96,7 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
         error = NetworkError(f"internal error in connector: {type(exc).__name__}: {exc}")
         error.kind = "internal"
         outcome = fail(network, job.mode, error, settings, now, jitter)
+    outcome.called = True
     outcome.duration = time.perf_counter() - started
     return outcome
 
@@ -100,15 +115,15 @@ def fail(network, mode, error: NetworkError, settings, now, jitter) -> Outcome:
     secrets = secrets_of(network)
     error.message = redact(error.message, secrets)
     update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
-    return Outcome(network, mode, update, error=error)
+    return Outcome(network, mode, update, now, error=error)
 
 
-def stored_items(outcome: Outcome, user_data: dict | None, now: datetime) -> list[dict]:
+def stored_items(outcome: Outcome, user_data: dict | None) -> list[dict]:
     """The outcome's items as `items` documents: keyed by (user, type, itemId), with userData and date."""
     user = outcome.network["user"]
     docs = []
     for item in outcome.items:
-        doc = {**item, "user": user, "date": now}
+        doc = {**item, "user": user, "date": outcome.at}
         doc["_id"] = item_key(user, doc["type"], doc["itemId"])
         if user_data is not None:
             doc["userData"] = user_data

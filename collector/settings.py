@@ -17,6 +17,7 @@ from dotenv import dotenv_values
 ENVIRONMENTS = ("development", "test", "production")
 DEFAULT_ENV = "production"
 PER_SERVICE_INITIAL = re.compile(r"^INITIAL_INTERVAL_([A-Z0-9_]+)$")
+PER_SERVICE_CONCURRENCY = re.compile(r"^SERVICE_CONCURRENCY_([A-Z0-9_]+)$")
 
 
 class SettingsError(ValueError):
@@ -31,6 +32,13 @@ def _number(text: str) -> float:
     value = float(text)
     if value < 0 or value != value or value == float("inf"):
         raise ValueError("must be a finite number >= 0")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise ValueError("must be a number > 0")
     return value
 
 
@@ -80,6 +88,9 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("BACKOFF_MAX", "backoff_max", _number),
     ("MAX_ERRORS", "max_errors", _positive_int),
     ("HTTP_TIMEOUT", "http_timeout", _number),
+    ("CONCURRENCY", "concurrency", _positive_int),
+    ("SERVICE_CONCURRENCY", "service_concurrency", _positive_int),
+    ("LEASE_SECONDS", "lease_seconds", _positive_number),
     ("USER_AGENT", "user_agent", _text),
     ("GITHUB_API_URL", "github_api_url", _http_url),
     ("LOG_LEVEL", "log_level", _log_level),
@@ -101,15 +112,22 @@ class Settings:
     backoff_max: float
     max_errors: int
     http_timeout: float
+    concurrency: int
+    service_concurrency: int
+    lease_seconds: float
     user_agent: str
     github_api_url: str
     log_level: str
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
+    service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
     file_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
     def initial_interval_for(self, service: str) -> float:
         return self.initial_intervals.get(service.lower(), self.initial_interval)
+
+    def service_concurrency_for(self, service: str) -> int:
+        return self.service_concurrencies.get(service.lower(), self.service_concurrency)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """A raw setting by its environment name, for connectors' own settings (app keys, client ids)."""
@@ -125,6 +143,8 @@ class Settings:
             out[name] = getattr(self, attr)
         for service, value in sorted(self.initial_intervals.items()):
             out[f"INITIAL_INTERVAL_{service.upper()}"] = value
+        for service, value in sorted(self.service_concurrencies.items()):
+            out[f"SERVICE_CONCURRENCY_{service.upper()}"] = value
         for name in sorted(self.raw):
             if name not in out and name in self.file_keys:
                 out[name] = self.raw[name]
@@ -197,6 +217,11 @@ def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Se
         match.group(1).lower(): _parse(key, _number, value)
         for key, value in merged.items()
         if (match := PER_SERVICE_INITIAL.match(key))
+    }
+    values["service_concurrencies"] = {
+        match.group(1).lower(): _parse(key, _positive_int, value)
+        for key, value in merged.items()
+        if (match := PER_SERVICE_CONCURRENCY.match(key))
     }
     values["raw"] = dict(merged)
     values["file_keys"] = file_keys

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from datetime import datetime
 from typing import Any, Iterable
 
@@ -33,7 +34,8 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
     """Networks the `mode` collector should run at `now`.
 
     The initial collector takes every mode but normal (missing, initial, rateLimit, and garbage, which the
-    executor then reports); a missing or non-date scheduledTo counts as due.
+    executor then reports); a missing or non-date scheduledTo counts as due. A network leased to a collector
+    (leaseUntil in the future) is not due for anyone else until the lease expires.
     """
     modes = {"mode": "normal"} if mode == "normal" else {"mode": {"$nin": ["normal"]}}
     return {
@@ -41,8 +43,14 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
         "disabled": {"$ne": True},
         "skip": {"$ne": True},
         "unauthorized": {"$ne": True},
-        "$or": [{"scheduledTo": {"$lte": now}}, {"scheduledTo": {"$not": {"$type": "date"}}}],
+        "$and": [
+            {"$or": [{"scheduledTo": {"$lte": now}}, {"scheduledTo": {"$not": {"$type": "date"}}}]},
+            {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]},
+        ],
     }
+
+
+LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
 
 
 class Store:
@@ -55,6 +63,7 @@ class Store:
 
     def ensure_indexes(self) -> None:
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
+        self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
         if self.unique_items_index:
             self._index(self.items, [("user", ASCENDING), ("type", ASCENDING), ("itemId", ASCENDING)],
                         unique=True)
@@ -66,9 +75,34 @@ class Store:
         except OperationFailure as exc:  # e.g. an existing index on the same keys with other options
             log.warning("index %s on %s not created: %s", keys, collection.name, exc)
 
-    def due(self, mode: str, now: datetime, limit: int) -> list[dict]:
-        cursor = self.networks.find(due_query(mode, now)).sort("scheduledTo", ASCENDING).limit(limit)
-        return list(cursor)
+    def claim(self, mode: str, now: datetime, limit: int, owner: str, until: datetime) -> list[dict]:
+        """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
+        claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
+        still due and free, so two collectors never both win one), and read back what this collector won.
+        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save."""
+        query = due_query(mode, now)
+        ids = [d["_id"] for d in self.networks.find(query, {"_id": 1}).sort("scheduledTo", ASCENDING).limit(limit)]
+        if not ids:
+            return []
+        token = uuid.uuid4().hex
+        self.networks.update_many({"_id": {"$in": ids}, **query},
+                                  {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token},
+                                   "$inc": {"leaseEpoch": 1}})
+        return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
+
+    def renew(self, ids: list, owner: str, until: datetime) -> int:
+        """Extend the leases this collector still holds on `ids`."""
+        if not ids:
+            return 0
+        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner},
+                                           {"$set": {"leaseUntil": until}})
+        return result.modified_count
+
+    def release(self, leases: list[tuple[Any, int]]) -> None:
+        """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
+        for network_id, epoch in leases:
+            self.networks.update_one({"_id": network_id, "leaseEpoch": epoch},
+                                     {"$unset": {name: "" for name in LEASE_FIELDS}})
 
     def users_by_email(self, emails: Iterable[str]) -> dict[str, dict]:
         wanted = sorted({e for e in emails if isinstance(e, str)})
@@ -80,22 +114,26 @@ class Store:
             found[user["email"]] = {f: user[f] for f in ("_id",) + USER_FIELDS if f in user}
         return found
 
-    def insert_items(self, items: list[dict]) -> int:
-        """Insert items that are not stored yet; returns how many were new. Duplicates are skipped."""
+    def insert_items(self, items: list[dict]) -> set[int]:
+        """Insert items in one batch, skipping those stored already. Returns the indexes of the skipped ones."""
         if not items:
-            return 0
+            return set()
         try:
-            return len(self.items.insert_many(items, ordered=False).inserted_ids)
+            self.items.insert_many(items, ordered=False)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
-            others = [e for e in errors if e.get("code") != DUPLICATE_KEY]
-            if others:
+            if any(e.get("code") != DUPLICATE_KEY for e in errors):
                 raise
-            return exc.details.get("nInserted", len(items) - len(errors))
+            return {e["index"] for e in errors}
+        return set()
 
-    def save_state(self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = ()) -> None:
-        update: dict[str, Any] = {"$set": set_fields}
-        unset = {name: "" for name in unset_fields if name not in set_fields}
-        if unset:
-            update["$unset"] = unset
-        self.networks.update_one({"_id": network_id}, update)
+    def save_state(self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (),
+                   epoch: int | None = None) -> bool:
+        """Save a run's state and release its lease. With `epoch`, only if the lease epoch is still the one
+        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved."""
+        unset = {name: "" for name in (*unset_fields, *LEASE_FIELDS) if name not in set_fields}
+        update: dict[str, Any] = {"$set": set_fields, "$unset": unset}
+        query: dict[str, Any] = {"_id": network_id}
+        if epoch is not None:
+            query["leaseEpoch"] = epoch
+        return self.networks.update_one(query, update).matched_count == 1

@@ -75,7 +75,7 @@ def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings, r
     db = mongomock.MongoClient(tz_aware=True)["d"]
     for k in range(3):
         db.networks.insert_one({"user": f"u{k}@x.test", "service": "signalling", "accessToken": "tok-abcdef"})
-    collector = Collector(db, settings, registry=Registry({"signalling": SignalOnFirstRun}))
+    collector = Collector(db, settings, registry=Registry({"signalling": SignalOnFirstRun}), concurrency=1)
     daemon = Daemon(collector, "initial")
     daemon.install_signal_handlers()
     SignalOnFirstRun.runs = 0
@@ -83,6 +83,8 @@ def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings, r
     assert SignalOnFirstRun.runs == 1
     assert db.items.count_documents({}) == 1
     assert db.networks.count_documents({"mode": "normal"}) == 1  # its state was saved
+    # the two networks claimed but not started were given back for the next start (or another collector)
+    assert db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0
 
 
 def test_second_signal_exits_at_once(settings, monkeypatch):
