@@ -10,6 +10,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from . import __version__
+from .bench import Options
 from .settings import Settings, SettingsError, load_settings
 
 EXIT_CONFIG = 2
@@ -30,7 +31,32 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("demo", help="run the whole collector against a local fake GitHub API and an "
                                      "in-memory database; prints a JSON summary")
+    bench = commands.add_parser("bench", help="measure throughput, quota use and memory against the fake API; "
+                                              "prints one line of JSON")
+    defaults = Options()
+    for flag, kind, help_text in BENCH_FLAGS:
+        bench.add_argument(f"--{flag}", type=kind, default=getattr(defaults, flag.replace("-", "_")),
+                           help=f"{help_text} (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="networks run at once (default: the CONCURRENCY setting, 16; 1 runs them in series)")
+    parser.add_argument("--instance-id", default=None,
+                        help="this collector's name in network leases (default: host name and pid)")
     return parser
+
+
+BENCH_FLAGS = (
+    ("networks", int, "networks in the throughput workload"),
+    ("pages", int, "pages of 100 stars per network"),
+    ("latency", float, "fake API latency per request, seconds"),
+    ("concurrency", int, "concurrency compared with --concurrency 1"),
+    ("quota-networks", int, "networks in the quota-bound run"),
+    ("quota", int, "requests per token per quota window in the quota-bound run"),
+    ("quota-window", int, "quota window, seconds"),
+    ("quota-windows", int, "quota windows the quota-bound run lasts"),
+    ("quota-pages", int, "pages per network in the quota-bound run (work must exceed quota)"),
+    ("soak-runs", int, "network runs in the memory soak"),
+    ("soak-networks", int, "networks in the memory soak"),
+)
 
 
 def setup_logging(level: str) -> None:
@@ -53,22 +79,31 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging("WARNING")
         from . import demo
         return demo.run()
+    if args.command == "bench":
+        setup_logging("ERROR")
+        from . import bench
+        opts = Options(**{flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _, _ in BENCH_FLAGS})
+        return bench.run(opts)
     if args.mode is None:
         parser.print_usage(sys.stderr)
         print("collector: give --mode initial|normal, --check-config or a command (demo)", file=sys.stderr)
         return EXIT_CONFIG
+    if args.concurrency is not None and args.concurrency < 1:
+        parser.error("--concurrency must be 1 or more")
     setup_logging(settings.log_level)
-    return serve(settings, args.mode, args.once)
+    return serve(settings, args.mode, args.once, args.concurrency, args.instance_id)
 
 
-def serve(settings: Settings, mode: str, once: bool) -> int:
+def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = None,
+          instance_id: str | None = None) -> int:
     from .daemon import Daemon
     from .engine import Collector
 
     log = logging.getLogger("collector")
     client = MongoClient(settings.mongodb_uri, tz_aware=True, serverSelectionTimeoutMS=10_000)
     try:
-        collector = Collector(client.get_default_database("likeastore"), settings)
+        collector = Collector(client.get_default_database("likeastore"), settings, concurrency=concurrency,
+                              instance_id=instance_id)
     except PyMongoError as exc:
         log.error("cannot reach MongoDB: %s", exc)
         return 1

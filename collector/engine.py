@@ -116,7 +116,7 @@ class Collector:
             spans.append(range(first, len(docs)))
         try:
             skipped = self.store.insert_items(docs)
-            for outcome, span in zip(outcomes, spans):
+            for outcome, span in zip(outcomes, spans, strict=True):
                 outcome.new_items = sum(1 for i in span if i not in skipped)
                 self.save_state(outcome, report)
         except PyMongoError as exc:

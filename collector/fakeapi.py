@@ -1,13 +1,18 @@
-"""A fake of GitHub's starred API (GET /user/starred) on 127.0.0.1, for the demo, the benchmark and tests.
+"""A fake of GitHub's starred API (GET /user/starred) on 127.0.0.1: for the demo, the benchmark and tests.
 
-A real HTTP/1.1 server in a thread: page/per_page pagination with Link headers, star+json entries newest first,
-x-ratelimit-* headers from a per-token quota window (403 with remaining 0 once it is used up), 401 for an
-unknown token. Each response is written in one piece (see the design notes on delayed ACKs).
+A real HTTP/1.1 server: page/per_page pagination with Link headers, star+json entries newest first,
+x-ratelimit-* headers from a per-token quota window (403 or 429 with remaining 0 once it is used up),
+ETag/If-None-Match (a 304 costs no quota, as on GitHub), 401 for an unknown token, and a configurable latency.
+Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star).
+Each response is written in one piece (see the design notes on delayed ACKs). `GET /_fake/stats` returns the
+counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate process, so that a benchmark's
+fake does not compete with the collector for the interpreter.
 """
 from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import random
 import threading
 import time
@@ -16,6 +21,8 @@ from datetime import datetime, timedelta, timezone
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def make_star(repo_id: int, starred_at: datetime) -> dict:
@@ -36,45 +43,85 @@ def make_star(repo_id: int, starred_at: datetime) -> dict:
 
 def make_stars(count: int, seed: int = 0, newest: datetime | None = None, id_pool: int = 100_000) -> list[dict]:
     """`count` distinct stars, newest first, one hour apart, repo ids drawn from a shared pool."""
-    newest = newest or datetime(2026, 1, 1, tzinfo=timezone.utc)
+    newest = newest or GENERATED_NEWEST
     ids = random.Random(seed).sample(range(1, id_pool + 1), count)
     return [make_star(repo_id, newest - timedelta(hours=i)) for i, repo_id in enumerate(ids)]
 
 
+def generated_star(seed: int, k: int) -> dict:
+    """The k-th newest star of a generated history: distinct repo ids for k < 1,000,003, a minute apart."""
+    return make_star(1 + (k * 7919 + seed * 1543) % 1_000_003, GENERATED_NEWEST - timedelta(minutes=k))
+
+
 @dataclass
 class Account:
-    stars: list[dict]  # newest first, as GitHub sorts by star time
+    stars: list[dict]  # explicit stars, newest first (new ones are added here)
+    generated: int = 0  # then this many generated stars
+    seed: int = 0
     quota: int | None = None  # this token's own limit (None: the fake's)
-    window_start: float = 0.0
+    version: int = 0  # changes with every new star: part of the ETag
+    window_start: float = -1.0
     used: int = 0
+
+    def __len__(self) -> int:
+        return len(self.stars) + self.generated
+
+    def page(self, start: int, stop: int) -> list[dict]:
+        explicit = self.stars[start:stop]
+        first = max(start - len(self.stars), 0)
+        last = min(max(stop - len(self.stars), 0), self.generated)
+        return explicit + [generated_star(self.seed, k) for k in range(first, last)]
 
 
 @dataclass
 class FakeGitHub:
-    """The fake's state. `quota` requests per `window` seconds per token (windows aligned to the clock)."""
+    """The fake's state. `quota` requests per `window` seconds per token, windows aligned to the clock."""
 
     quota: int = 5000
     window: int = 3600
+    latency: float = 0.0
+    over_status: int = 403
     accounts: dict[str, Account] = field(default_factory=dict)
     requests: int = 0
+    accepted: int = 0
     over_quota: int = 0
+    not_modified: int = 0
+    accepted_by_window: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_user(self, token: str, stars: list[dict], quota: int | None = None) -> None:
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["lock"] = None  # locks do not pickle; a copy gets its own
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+
+    def add_user(self, token: str, stars: list[dict] | None = None, quota: int | None = None,
+                 generated: int = 0, seed: int = 0) -> None:
         with self.lock:
-            self.accounts[token] = Account(list(stars), quota)
+            self.accounts[token] = Account(list(stars or []), generated, seed, quota)
 
     def star(self, token: str, entry: dict) -> None:
         """The user stars one more repository (it becomes the newest)."""
         with self.lock:
-            self.accounts[token].stars.insert(0, entry)
+            account = self.accounts[token]
+            account.stars.insert(0, entry)
+            account.version += 1
 
     def total_stars(self) -> int:
         with self.lock:
-            return sum(len(a.stars) for a in self.accounts.values())
+            return sum(len(a) for a in self.accounts.values())
 
-    def handle(self, token: str | None, query: dict[str, list[str]], base_url: str,
-               now: float) -> tuple[int, dict[str, str], object]:
+    def stats(self) -> dict:
+        with self.lock:
+            return {"requests": self.requests, "accepted": self.accepted, "over_quota": self.over_quota,
+                    "not_modified": self.not_modified, "stars": sum(len(a) for a in self.accounts.values()),
+                    "accepted_by_window": {str(k): v for k, v in self.accepted_by_window.items()}}
+
+    def handle(self, token: str | None, query: dict[str, list[str]], base_url: str, now: float,
+               if_none_match: str | None = None) -> tuple[int, dict[str, str], object]:
         with self.lock:
             self.requests += 1
             account = self.accounts.get(token or "")
@@ -85,15 +132,21 @@ class FakeGitHub:
                 account.window_start, account.used = start, 0
             reset = int(start + self.window)
             limit = account.quota or self.quota
-            if account.used >= limit:
-                self.over_quota += 1
-                return 403, _quota_headers(limit, 0, reset), {"message": "API rate limit exceeded"}
-            account.used += 1
-            headers = _quota_headers(limit, limit - account.used, reset)
             per_page = min(max(_int(query, "per_page", 30), 1), 100)
             page = max(_int(query, "page", 1), 1)
-            body = account.stars[(page - 1) * per_page: page * per_page]
-            last = max(math.ceil(len(account.stars) / per_page), 1)
+            etag = f'W/"{account.version}-{page}-{per_page}"'
+            if if_none_match == etag:  # conditional requests answered 304 do not count against the quota
+                self.not_modified += 1
+                return 304, {**_quota_headers(limit, limit - account.used, reset), "ETag": etag}, None
+            if account.used >= limit:
+                self.over_quota += 1
+                return self.over_status, _quota_headers(limit, 0, reset), {"message": "API rate limit exceeded"}
+            account.used += 1
+            self.accepted += 1
+            self.accepted_by_window[int(start)] = self.accepted_by_window.get(int(start), 0) + 1
+            headers = {**_quota_headers(limit, limit - account.used, reset), "ETag": etag}
+            body = account.page((page - 1) * per_page, page * per_page)
+            last = max(math.ceil(len(account) / per_page), 1)
         headers["Link"] = _links(base_url, page, last, per_page)
         return 200, headers, body
 
@@ -127,17 +180,22 @@ class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        fake = self.server.fake
         parts = urlsplit(self.path)
+        if parts.path == "/_fake/stats":
+            return self._send(200, {}, fake.stats())
         if parts.path != "/user/starred":
             return self._send(404, {}, {"message": "Not Found"})
+        if fake.latency:
+            time.sleep(fake.latency)
         auth = self.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
-        status, headers, body = self.server.fake.handle(token, parse_qs(parts.query), self.server.base_url,
-                                                        time.time())
+        status, headers, body = fake.handle(token, parse_qs(parts.query), self.server.base_url, time.time(),
+                                            self.headers.get("If-None-Match"))
         self._send(status, headers, body)
 
     def _send(self, status: int, headers: dict[str, str], body: object) -> None:
-        payload = json.dumps(body).encode()
+        payload = b"" if body is None else json.dumps(body).encode()
         lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
                  f"Date: {formatdate(usegmt=True)}", "Content-Type: application/json; charset=utf-8",
                  f"Content-Length: {len(payload)}"]
@@ -150,6 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
     fake: FakeGitHub
     base_url: str
 
@@ -175,3 +234,41 @@ class FakeServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def fetch_stats(url: str) -> dict:
+    """The counters of a running fake, read over HTTP."""
+    import requests
+    return requests.get(f"{url}/_fake/stats", timeout=10).json()
+
+
+def _serve_in_child(fake: FakeGitHub, conn) -> None:
+    server = FakeServer(fake)
+    conn.send(server.url)
+    server.httpd.serve_forever()
+
+
+class FakeProcess:
+    """Serve a FakeGitHub from a separate process: `with FakeProcess(fake) as url:`; `stats()` reads its
+    counters over HTTP. The fake is copied into the child: later changes in this process do not reach it."""
+
+    def __init__(self, fake: FakeGitHub):
+        self.fake = fake
+        self.process: multiprocessing.Process | None = None
+        self.url = ""
+
+    def __enter__(self) -> str:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self.process = context.Process(target=_serve_in_child, args=(self.fake, child), daemon=True)
+        self.process.start()
+        self.url = parent.recv()
+        return self.url
+
+    def stats(self) -> dict:
+        return fetch_stats(self.url)
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.join(timeout=10)

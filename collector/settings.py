@@ -235,10 +235,10 @@ def _parse(name: str, parse: Callable[[str], Any], text: str) -> Any:
         raise SettingsError(name, f"invalid value {mask(name, text)!r} ({exc})") from None
 
 
-def testing_settings(**changes: Any) -> Settings:
+def settings_for_tests(**changes: Any) -> Settings:
     """Settings of the test environment, ignoring the process environment and ./.env."""
     settings = load_settings(environ={}, env="test", read_dotenv=False)
     return settings.with_(**changes) if changes else settings
 
 
-__all__ = ["Settings", "SettingsError", "load_settings", "testing_settings"]
+__all__ = ["Settings", "SettingsError", "load_settings", "settings_for_tests"]

@@ -85,12 +85,14 @@ class Connector:
 
     # --- HTTP helpers ------------------------------------------------------------------------------
     def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
-        response = self.http.get(url, params=params, headers=headers)
+        return self.parse_json(job, self.http.get(url, params=params, headers=headers))
+
+    def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
         self.check(job, response)
         try:
             return response.json(), response
         except ValueError:
-            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(url)}",
+            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
                               response.status_code) from None
 
     def check(self, job: Job, response: requests.Response) -> None:

@@ -2,6 +2,8 @@
 
 initial: one page per run (state `page`), until a page is empty or has no rel="next" link.
 normal:  pages from the newest until a star older than the marker `sinceLikedAt` (at most MAX_NORMAL_PAGES).
+         The first page is asked for with If-None-Match and the stored `etag`: a 304 means nothing new and
+         costs no quota.
 """
 from __future__ import annotations
 
@@ -30,9 +32,16 @@ class GitHubConnector(Connector):
             "X-GitHub-Api-Version": API_VERSION,
         }
 
-    def fetch(self, job: Job, page: int) -> tuple[list[dict], requests.Response]:
-        data, response = self.get_json(job, f"{self.settings.github_api_url}/user/starred",
-                                       params={"per_page": PER_PAGE, "page": page}, headers=self.headers(job))
+    def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[dict] | None, requests.Response]:
+        """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
+        headers = self.headers(job)
+        if etag:
+            headers["If-None-Match"] = etag
+        response = self.http.get(f"{self.settings.github_api_url}/user/starred",
+                                 params={"per_page": PER_PAGE, "page": page}, headers=headers)
+        if etag and response.status_code == 304:
+            return None, response
+        data, response = self.parse_json(job, response)
         if not isinstance(data, list):
             raise BadResponse(f"expected a list of stars, got {type(data).__name__}", response.status_code)
         return [self.map(entry) for entry in data], response
@@ -41,27 +50,36 @@ class GitHubConnector(Connector):
         page = job.state_int("page", 1, minimum=1)
         items, response = self.fetch(job, page)
         state: dict[str, Any] = {"page": page + 1}
-        if page == 1 and items:
-            state["sinceLikedAt"] = newest(items)
+        if page == 1:
+            state.update(etag_state(response))
+            if items:
+                state["sinceLikedAt"] = newest(items)
         done = not items or "next" not in response.links
         return Result(items, state, done=done, quota=self.quota(response))
 
     def normal(self, job: Job) -> Result:
         marker = job.state_datetime("sinceLikedAt")
+        etag = job.network.get("etag") if marker is not None else None
         collected: list[dict] = []
         interrupted = False
+        state: dict[str, Any] = {}
         for page in range(1, MAX_NORMAL_PAGES + 1):
-            items, response = self.fetch(job, page)
+            items, response = self.fetch(job, page, etag=etag if page == 1 else None)
             quota = self.quota(response)
+            if items is None:  # 304: nothing new since the stored ETag
+                return Result([], quota=quota)
+            if page == 1:
+                state.update(etag_state(response))
             fresh = [item for item in items if marker is None or item["likedAt"] >= marker]
             collected.extend(fresh)
             if marker is None or len(fresh) < len(items) or "next" not in response.links:
                 break  # reached stars seen before, or the end
             if quota and quota.exhausted():
-                interrupted = True  # more new stars wait on later pages: keep the marker, walk again
+                interrupted = True  # more new stars wait on later pages: keep marker and ETag, walk again
                 break
-        state = {}
-        if collected and not interrupted:
+        if interrupted:
+            return Result(collected, quota=quota)
+        if collected:
             state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
         return Result(collected, state, quota=quota)
 
@@ -90,6 +108,11 @@ class GitHubConnector(Connector):
             }
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise BadResponse(f"unexpected star entry ({type(exc).__name__}: {exc})") from None
+
+
+def etag_state(response: requests.Response) -> dict[str, Any]:
+    etag = response.headers.get("ETag")
+    return {"etag": etag} if etag else {}
 
 
 def newest(items: list[dict]) -> datetime:

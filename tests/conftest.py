@@ -5,7 +5,7 @@ import pytest
 import responses
 from helpers import API
 
-from collector.settings import testing_settings
+from collector.settings import settings_for_tests
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def db():
 
 @pytest.fixture
 def settings():
-    return testing_settings(github_api_url=API)
+    return settings_for_tests(github_api_url=API)
 
 
 @pytest.fixture

@@ -46,8 +46,9 @@ class GitHubStub:
         auth = request.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
         query = parse_qs(urlsplit(request.url).query)
-        status, headers, body = self.fake.handle(token, query, API, self.clock.timestamp())
-        return status, headers, json.dumps(body)
+        status, headers, body = self.fake.handle(token, query, API, self.clock.timestamp(),
+                                                 request.headers.get("If-None-Match"))
+        return status, headers, "" if body is None else json.dumps(body)
 
 
 def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) -> dict:

@@ -1,0 +1,199 @@
+"""Concurrent passes, per-service caps, quota memory, conditional requests and the fake load target."""
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
+
+from collector import run_once
+from collector.fakeapi import FakeGitHub, make_stars
+from collector.settings import settings_for_tests
+from connectors.base import Connector, Result
+from connectors.registry import Registry
+
+
+class Gauge:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.now = self.peak = 0
+
+    def __enter__(self):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.now -= 1
+
+
+def gauged(name: str, gauge: Gauge, barrier: threading.Barrier | None = None):
+    class Gauged(Connector):
+        def initial(self, job):
+            with gauge:
+                if barrier is not None:
+                    barrier.wait(timeout=30)  # all `parties` runs are in flight at once, or this times out
+            return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}],
+                          done=True)
+
+    Gauged.name = name
+    return Gauged
+
+
+def test_concurrency_one_runs_networks_in_series(db, settings):
+    gauge = Gauge()
+    for k in range(6):
+        add_network(db, user=f"u{k}@x.test", service="gauged")
+    report = run_once(db, "initial", settings, now=T0, concurrency=1,
+                      registry=Registry({"gauged": gauged("gauged", gauge)}))
+    assert report.tasks == 6 and gauge.peak == 1
+
+
+def test_networks_run_at_once_up_to_the_concurrency(db, settings):
+    gauge = Gauge()
+    for k in range(8):
+        add_network(db, user=f"u{k}@x.test", service="gauged")
+    barrier = threading.Barrier(4)
+    report = run_once(db, "initial", settings, now=T0, concurrency=4,
+                      registry=Registry({"gauged": gauged("gauged", gauge, barrier)}))
+    assert report.by_status == {"ok": 8} and gauge.peak == 4
+    assert db.items.count_documents({}) == 8
+
+
+def test_per_service_cap(db):
+    settings = settings_for_tests(service_concurrencies={"capped": 2})
+    capped, free = Gauge(), Gauge()
+    for k in range(6):
+        add_network(db, user=f"c{k}@x.test", service="capped")
+        add_network(db, user=f"f{k}@x.test", service="free")
+    registry = Registry({"capped": gauged("capped", capped, threading.Barrier(2)),
+                         "free": gauged("free", free, threading.Barrier(6))})
+    report = run_once(db, "initial", settings, now=T0, concurrency=8, registry=registry)
+    assert report.tasks == 12 and capped.peak == 2 and free.peak == 6
+
+
+def test_concurrent_pass_saves_every_network_and_item(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(120, seed=13))
+    for k in range(1, 12):
+        stub.fake.add_user(f"token-{k}", make_stars(120, seed=13 + k))
+        add_network(db, user=f"u{k}@x.test", accessToken=f"token-{k}")
+    add_network(db)
+    for k in range(2):
+        run_once(db, "initial", settings, now=T0 + timedelta(seconds=k), concurrency=8)
+    assert db.networks.count_documents({"mode": "normal"}) == 12
+    assert db.items.count_documents({}) == 12 * 120
+
+
+def test_a_spent_token_is_skipped_without_an_http_call(db, settings, http_mock):
+    reset = T0 + timedelta(minutes=30)
+    http_mock.get(STARRED, json=make_stars(3), headers=starred_headers(remaining=1, reset=reset))
+    first = add_network(db, scheduledTo=T0 - timedelta(minutes=2))
+    second = add_network(db, user="same-token@x.test", scheduledTo=T0 - timedelta(minutes=1))
+    report = run_once(db, "initial", settings, now=T0, concurrency=1)
+    assert len(http_mock.calls) == 1
+    assert report.requests_skipped == 1
+    for doc in (first, second):
+        state = network(db, doc)
+        assert state["mode"] == "rateLimit" and state["scheduledTo"] == reset
+    assert network(db, second).get("errors", 0) == 0
+
+
+def test_quota_memory_lasts_across_passes_and_ends_at_the_reset(db, settings, http_mock):
+    from collector.engine import Collector
+
+    reset = T0 + timedelta(minutes=30)
+    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
+                  headers=starred_headers(remaining=0, reset=reset))
+    add_network(db)
+    collector = Collector(db, settings, concurrency=1)
+    collector.run_pass("initial", now=T0)
+    other = add_network(db, user="same-token@x.test")
+    collector.run_pass("initial", now=T0 + timedelta(minutes=1))
+    assert len(http_mock.calls) == 1 and network(db, other)["scheduledTo"] == reset
+    assert len(collector.quotas) == 1
+    collector.quotas.prune(reset)
+    assert len(collector.quotas) == 0
+    collector.close()
+
+
+def test_429_without_headers_is_a_rate_limit_not_an_error(db, settings, http_mock):
+    http_mock.get(STARRED, status=429, json={"message": "Too Many Requests"})
+    doc = add_network(db, errors=1)
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["mode"] == "rateLimit" and state["errors"] == 1 and "lastError" not in state
+    assert state["scheduledTo"] == T0 + timedelta(seconds=60)
+
+
+def test_transient_failures_at_one_moment_come_back_spread_out(db, settings, http_mock):
+    http_mock.get(STARRED, status=503, json={"message": "unavailable"})
+    docs = [add_network(db, user=f"u{k}@x.test") for k in range(20)]
+    run_once(db, "initial", settings, now=T0)
+    times = {network(db, d)["scheduledTo"] for d in docs}
+    assert len(times) > 10
+    assert all(T0 + timedelta(seconds=30) <= t <= T0 + timedelta(seconds=60) for t in times)
+
+
+def test_normal_poll_sends_the_stored_etag_and_a_304_is_a_free_success(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(30, seed=14))
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    etag = network(db, doc)["etag"]
+    assert etag
+    later = T0 + timedelta(seconds=settings.normal_interval)
+    db.networks.update_one({"_id": doc["_id"]}, {"$set": {"errors": 2}})
+    report = run_once(db, "normal", settings, now=later)
+    assert stub.requests[-1].headers["If-None-Match"] == etag
+    assert stub.fake.not_modified == 1 and stub.fake.accepted == 1  # the 304 cost no quota
+    state = network(db, doc)
+    assert report.by_status == {"ok": 1} and report.new_items == 0
+    assert state["errors"] == 0 and state["lastSuccess"] == later and state["mode"] == "normal"
+    assert state["scheduledTo"] == later + timedelta(seconds=settings.normal_interval)
+
+
+def test_a_changed_list_answers_200_and_the_new_etag_is_stored(db, settings, http_mock):
+    from datetime import datetime, timezone
+
+    from collector.fakeapi import make_star
+
+    stub = GitHubStub(http_mock, stars=make_stars(30, seed=15))
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    old = network(db, doc)["etag"]
+    stub.fake.star(TOKEN, make_star(777_777, datetime(2026, 5, 1, tzinfo=timezone.utc)))
+    report = run_once(db, "normal", settings, now=T0 + timedelta(hours=1))
+    assert report.new_items == 1
+    assert network(db, doc)["etag"] not in (None, old)
+
+
+def test_no_etag_is_sent_without_a_marker(db, settings, http_mock):
+    stub = GitHubStub(http_mock, stars=make_stars(3))
+    add_network(db, mode="normal", etag='W/"0-1-100"')
+    run_once(db, "normal", settings, now=T0)
+    assert "If-None-Match" not in stub.requests[0].headers
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_fake_api_enforces_its_quota_window(status):
+    fake = FakeGitHub(quota=2, window=60, over_status=status)
+    fake.add_user("t", generated=500, seed=1)
+    now = 1_800_000_010.0
+    answers = [fake.handle("t", {"per_page": ["100"]}, API, now) for _ in range(3)]
+    assert [a[0] for a in answers] == [200, 200, status]
+    assert [a[1]["x-ratelimit-remaining"] for a in answers] == ["1", "0", "0"]
+    assert answers[0][1]["x-ratelimit-reset"] == "1800000060"
+    assert fake.handle("t", {"per_page": ["100"]}, API, now + 60)[0] == 200  # a new window
+    assert fake.over_quota == 1
+
+
+def test_fake_api_generates_any_number_of_distinct_stars():
+    fake = FakeGitHub()
+    fake.add_user("t", generated=25_000, seed=3)
+    ids = set()
+    for page in (1, 2, 250):
+        status, headers, body = fake.handle("t", {"per_page": ["100"], "page": [str(page)]}, API, 0.0)
+        ids |= {entry["repo"]["id"] for entry in body}
+    assert len(ids) == 300
+    assert 'rel="next"' not in headers["Link"]
