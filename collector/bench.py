@@ -32,10 +32,10 @@ class Options:
     pages: int = 3
     latency: float = 0.05
     concurrency: int = 16
-    quota_networks: int = 10
+    quota_networks: int = 5
     quota: int = 20
-    quota_window: int = 2
-    quota_windows: int = 3
+    quota_window: int = 4
+    quota_windows: int = 2
     quota_pages: int = 100
     soak_runs: int = 5000
     soak_networks: int = 200
@@ -67,15 +67,17 @@ def new_db():
     return mongomock.MongoClient(tz_aware=True)["likeastore_bench"]
 
 
-def until_normal(collector: Collector, db, networks: int) -> int:
-    """Initial passes until every network is in normal mode; returns the number of network runs."""
-    runs = 0
+def until_normal(collector: Collector, db, networks: int) -> tuple[int, float]:
+    """Initial passes until every network is in normal mode; returns the network runs and the seconds spent
+    saving to the database."""
+    runs, db_seconds = 0, 0.0
     while db.networks.count_documents({"mode": "normal"}) < networks:
         report = collector.run_pass("initial")
         runs += report.tasks
+        db_seconds += report.db_seconds
         if report.tasks == 0:
             time.sleep(0.02)
-    return runs
+    return runs, db_seconds
 
 
 def throughput(opts: Options, concurrency: int) -> dict:
@@ -85,7 +87,7 @@ def throughput(opts: Options, concurrency: int) -> dict:
     with FakeProcess(fake) as url:
         collector = Collector(db, bench_settings(url, concurrency), unique_items_index=False)
         cpu, wall = time.process_time(), time.perf_counter()
-        runs = until_normal(collector, db, opts.networks)
+        runs, db_seconds = until_normal(collector, db, opts.networks)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         collector.close()
         stats = fetch_stats(url)
@@ -93,8 +95,8 @@ def throughput(opts: Options, concurrency: int) -> dict:
     expected = opts.networks * opts.pages * PER_PAGE
     if items != expected:
         raise RuntimeError(f"throughput run stored {items} items, expected {expected}")
-    return {"wall_s": wall, "cpu_ms_per_task": cpu / runs * 1000, "tasks": runs, "requests": stats["requests"],
-            "over_quota": stats["over_quota"]}
+    return {"wall_s": wall, "cpu_ms_per_task": cpu / runs * 1000, "db_ms_per_task": db_seconds / runs * 1000,
+            "tasks": runs, "requests": stats["requests"], "over_quota": stats["over_quota"]}
 
 
 def quota_bound(opts: Options) -> dict:
@@ -159,6 +161,8 @@ def run(opts: Options, out=sys.stdout) -> int:
         "tasks_per_s": round(concurrent["tasks"] / concurrent["wall_s"], 1),
         "cpu_ms_per_task_series": round(series["cpu_ms_per_task"], 2),
         "cpu_ms_per_task_concurrent": round(concurrent["cpu_ms_per_task"], 2),
+        "db_ms_per_task": round(series["db_ms_per_task"], 2),
+        "speedup_bound": round((opts.latency * 1000 + series["cpu_ms_per_task"]) / series["cpu_ms_per_task"], 2),
         "requests_over_quota": series["over_quota"] + concurrent["over_quota"] + quota["over_quota"]
         + memory["over_quota"],
         "quota_utilization": round(quota["used"] / quota["allowed"], 3),

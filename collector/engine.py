@@ -50,6 +50,7 @@ class Report:
     stale: int = 0  # state writes refused because the lease was lost
     save_failures: int = 0
     released: int = 0  # leases given back unrun (shutdown)
+    db_seconds: float = 0.0  # time spent saving items and state
     duration: float = 0.0
 
     def count(self, outcome: Outcome) -> None:
@@ -114,6 +115,7 @@ class Collector:
             first = len(docs)
             docs.extend(stored_items(outcome, users.get(user)))
             spans.append(range(first, len(docs)))
+        started = time.perf_counter()
         try:
             skipped = self.store.insert_items(docs)
             for outcome, span in zip(outcomes, spans, strict=True):
@@ -122,6 +124,7 @@ class Collector:
         except PyMongoError as exc:
             report.save_failures += len(outcomes)
             log.error("saving %d networks failed; they run again when their leases expire: %s", len(outcomes), exc)
+        report.db_seconds += time.perf_counter() - started
         for outcome in outcomes:
             report.count(outcome)
             log_run(outcome)

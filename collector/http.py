@@ -5,6 +5,7 @@ Error messages name the host and path only: a query string may carry credentials
 from __future__ import annotations
 
 from urllib.parse import urlsplit
+from urllib.request import getproxies
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -24,6 +25,9 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     session.headers["User-Agent"] = user_agent
+    # requests re-reads proxy variables (and ~/.netrc) from the environment on every request, which costs
+    # about as much CPU as the request itself; do it only where proxies are configured.
+    session.trust_env = bool(getproxies())
     return session
 
 

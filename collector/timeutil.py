@@ -27,9 +27,10 @@ def parse_iso(text: str) -> datetime:
     """ISO 8601 as the APIs send it ('2025-03-01T10:00:00Z', with or without fraction/offset)."""
     if not isinstance(text, str):
         raise ValueError(f"expected an ISO 8601 date string, got {type(text).__name__}")
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    return to_ms(datetime.fromisoformat(text))
+    value = datetime.fromisoformat(text)  # Python 3.11 reads the 'Z' suffix itself
+    if value.tzinfo is UTC and not value.microsecond:
+        return value  # the common case, already what MongoDB keeps
+    return to_ms(value)
 
 
 def from_epoch(seconds: float) -> datetime:
