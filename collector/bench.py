@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import sys
 import time
 from dataclasses import dataclass
@@ -144,7 +143,6 @@ def soak(opts: Options) -> dict:
 
 
 def run(opts: Options, out=sys.stdout) -> int:
-    logging.getLogger("collector").setLevel(logging.ERROR)
     series = throughput(opts, 1)
     concurrent = throughput(opts, opts.concurrency)
     quota = quota_bound(opts)

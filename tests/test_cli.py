@@ -127,3 +127,24 @@ def test_demo_finishes_with_every_network_normal_and_every_star_collected():
     assert summary["networks_normal"] == summary["networks"] == len(demo.DEMO_USERS)
     assert summary["items"] == summary["items_expected"] > 300
     assert summary["rate_limited_runs"] >= 1
+
+
+def test_concurrency_and_instance_id_reach_the_collector(shared_client, http_mock, monkeypatch):
+    from collector import engine
+
+    seen = {}
+
+    class Spy(engine.Collector):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "Collector", Spy)
+    assert cli.main(["--mode", "normal", "--once", "--concurrency", "3", "--instance-id", "box-7"]) == 0
+    assert seen["concurrency"] == 3 and seen["instance_id"] == "box-7"
+
+
+def test_concurrency_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--mode", "normal", "--concurrency", "0"])
+    assert exit_.value.code == 2 and "--concurrency" in capsys.readouterr().err
