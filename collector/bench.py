@@ -70,7 +70,10 @@ def until_normal(collector: Collector, db, networks: int) -> tuple[int, float]:
     """Initial passes until every network is in normal mode; returns the network runs and the seconds spent
     saving to the database."""
     runs, db_seconds = 0, 0.0
+    deadline = time.monotonic() + 3600
     while db.networks.count_documents({"mode": "normal"}) < networks:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the workload did not reach normal mode within an hour")
         report = collector.run_pass("initial")
         runs += report.tasks
         db_seconds += report.db_seconds

@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("demo", help="run the whole collector against a local fake GitHub API and an "
                                      "in-memory database; prints a JSON summary")
+    commands.add_parser("connectors", help="list the registered connectors, built-in or third-party")
     bench = commands.add_parser("bench", help="measure throughput, quota use and memory against the fake API; "
                                               "prints one line of JSON")
     defaults = Options()
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging("WARNING")
         from . import demo
         return demo.run()
+    if args.command == "connectors":
+        return list_connectors()
     if args.command == "bench":
         setup_logging("ERROR")
         from . import bench
@@ -92,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--concurrency must be 1 or more")
     setup_logging(settings.log_level)
     return serve(settings, args.mode, args.once, args.concurrency, args.instance_id)
+
+
+def list_connectors() -> int:
+    from connectors.registry import Registry
+
+    registry = Registry()
+    for name in registry.names():
+        print(f"{name}\t{'built-in' if registry.is_builtin(name) else 'third-party'}")
+    return 0
 
 
 def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = None,

@@ -23,6 +23,18 @@ class Unauthorized(NetworkError):
     kind = "unauthorized"
 
 
+class TokenExpired(Unauthorized):
+    """The access token expired: a connector that can refresh it does so and retries once."""
+
+    kind = "unauthorized"
+
+
+class Retired(NetworkError):
+    """The service's API is gone: the network is disabled and no request is made."""
+
+    kind = "retired"
+
+
 class RateLimited(NetworkError):
     """The service's quota is used up; not an error. `reset` is when to come back (None: unknown)."""
 

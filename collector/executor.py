@@ -41,11 +41,7 @@ class Outcome:
     duration: float = 0.0
     new_items: int = 0
     saved: bool = False
-
-    @property
-    def wait_until(self) -> datetime | None:
-        """A time before which the token must not be used, if the run learned one."""
-        return self.error.reset if isinstance(self.error, RateLimited) else None
+    wait_until: datetime | None = None  # no call with this token before then (reset, Retry-After, backoff)
 
     @property
     def status(self) -> str:
@@ -88,7 +84,7 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
         result: Result = task.connector.run(job)
         check_items(result.items)
         outcome = Outcome(network, job.mode, schedule.on_success(network, job.mode, result, settings, now), now,
-                          items=result.items, quota=result.quota)
+                          items=result.items, quota=result.quota, wait_until=result.wait_until)
     except NetworkError as error:
         outcome = fail(network, job.mode, error, settings, now, jitter)
     except Exception as exc:  # a connector bug must not stop the pass
@@ -115,7 +111,8 @@ def fail(network, mode, error: NetworkError, settings, now, jitter) -> Outcome:
     secrets = secrets_of(network)
     error.message = redact(error.message, secrets)
     update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
-    return Outcome(network, mode, update, now, error=error)
+    wait_until = error.reset if isinstance(error, RateLimited) else None
+    return Outcome(network, mode, update, now, error=error, wait_until=wait_until)
 
 
 def stored_items(outcome: Outcome, user_data: dict | None) -> list[dict]:

@@ -42,15 +42,21 @@ class Http:
         self.timeout = settings.http_timeout or None
         self.session = session or make_session(settings.user_agent)
 
-    def get(self, url: str, *, params=None, headers=None) -> requests.Response:
+    def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
+        return self.request("GET", url, params=params, headers=headers, auth=auth)
+
+    def post(self, url: str, *, data=None, headers=None, auth=None) -> requests.Response:
+        return self.request("POST", url, data=data, headers=headers, auth=auth)
+
+    def request(self, method: str, url: str, **kwargs) -> requests.Response:
         try:
-            return self.session.get(url, params=params, headers=headers, timeout=self.timeout)
+            return self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.Timeout:
-            raise Transient(f"timed out after {self.timeout:g}s: GET {where(url)}") from None
+            raise Transient(f"timed out after {self.timeout:g}s: {method} {where(url)}") from None
         except requests.ConnectionError:
-            raise Transient(f"connection failed: GET {where(url)}") from None
+            raise Transient(f"connection failed: {method} {where(url)}") from None
         except requests.RequestException as exc:
-            raise Transient(f"request failed ({type(exc).__name__}): GET {where(url)}") from None
+            raise Transient(f"request failed ({type(exc).__name__}): {method} {where(url)}") from None
 
     def close(self) -> None:
         self.session.close()

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from connectors.base import Result
 
-from .errors import NetworkError, RateLimited, Transient, Unauthorized, redact
+from .errors import NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
 from .settings import Settings
 
 MODES = ("initial", "normal")
@@ -62,6 +62,8 @@ def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: 
         update.values = {**base, **update.values}
         return update
     scheduled = now + interval(next_mode, network.get("service", ""), settings)
+    if result.wait_until is not None:  # the API asked for a pause (Stack Exchange `backoff`): no sooner
+        scheduled = max(scheduled, result.wait_until)
     return Update({**base, "mode": next_mode, "scheduledTo": scheduled}, {"prevMode"})
 
 
@@ -75,6 +77,8 @@ def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError
                   "message": redact(error.message, secrets), "at": now}
     if isinstance(error, Unauthorized):
         return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now})
+    if isinstance(error, Retired):
+        return Update({"disabled": True, "lastError": last_error, "lastExecution": now})
     errors = _error_count(network) + 1
     if isinstance(error, Transient):
         scheduled = now + backoff(errors, settings, jitter)

@@ -69,6 +69,15 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
@@ -93,6 +102,7 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("LEASE_SECONDS", "lease_seconds", _positive_number),
     ("USER_AGENT", "user_agent", _text),
     ("GITHUB_API_URL", "github_api_url", _http_url),
+    ("ALLOW_PRIVATE_HOSTS", "allow_private_hosts", _bool),
     ("LOG_LEVEL", "log_level", _log_level),
 )
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
@@ -117,6 +127,7 @@ class Settings:
     lease_seconds: float
     user_agent: str
     github_api_url: str
+    allow_private_hosts: bool
     log_level: str
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)

@@ -10,10 +10,10 @@ from typing import Any, ClassVar, Mapping
 
 import requests
 
-from collector.errors import BadResponse, Malformed, Quota, RateLimited, Transient, Unauthorized
+from collector.errors import BadResponse, Malformed, Quota, RateLimited, TokenExpired, Transient, Unauthorized
 from collector.http import Http, where
 from collector.settings import Settings
-from collector.timeutil import from_epoch
+from collector.timeutil import from_epoch, parse_iso
 
 SECRET_FIELDS = ("accessToken", "accessTokenSecret", "refreshToken")
 
@@ -29,6 +29,9 @@ class Job:
     @property
     def token(self) -> str:
         return self.network["accessToken"]
+
+    def with_network(self, changes: Mapping[str, Any]) -> "Job":
+        return Job({**self.network, **changes}, self.mode, self.now)
 
     def state_int(self, name: str, default: int, minimum: int = 0) -> int:
         value = self.network.get(name)
@@ -54,6 +57,7 @@ class Result:
     state: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     quota: Quota | None = None
+    wait_until: datetime | None = None  # the API asked not to be called again before this (e.g. `backoff`)
 
 
 class Connector:
@@ -69,7 +73,48 @@ class Connector:
     # --- the two modes ------------------------------------------------------------------------------
     def run(self, job: Job) -> Result:
         self.validate(job.network)
+        try:
+            return self.run_mode(job)
+        except TokenExpired:
+            if not self.can_refresh(job):
+                raise
+        tokens = self.refresh(job)  # a refused refresh raises Unauthorized
+        result = self.run_mode(job.with_network(tokens))  # retried once; a second expiry is Unauthorized
+        result.state.update(tokens)
+        return result
+
+    def run_mode(self, job: Job) -> Result:
         return self.initial(job) if job.mode == "initial" else self.normal(job)
+
+    # --- token refresh (services whose access tokens expire) ---------------------------------------
+    def can_refresh(self, job: Job) -> bool:
+        return False
+
+    def refresh(self, job: Job) -> dict[str, Any]:  # pragma: no cover - only called when can_refresh
+        raise NotImplementedError
+
+    def oauth2_refresh(self, job: Job, token_url: str, client_id: str | None, client_secret: str | None,
+                       basic_auth: bool = False) -> dict[str, Any]:
+        """The standard OAuth 2 refresh-token grant. Returns the new token fields of the network."""
+        data = {"grant_type": "refresh_token", "refresh_token": job.network["refreshToken"]}
+        auth = None
+        if basic_auth:
+            auth = (client_id or "", client_secret or "")
+        else:
+            data |= {k: v for k, v in (("client_id", client_id), ("client_secret", client_secret)) if v}
+        response = self.http.post(token_url, data=data, auth=auth)
+        if response.status_code in (400, 401, 403):
+            raise Unauthorized(f"token refresh refused: {response.status_code} {_reason(response)}: "
+                               f"POST {where(token_url)}", response.status_code)
+        body, response = self.parse_json(job, response)
+        if not isinstance(body, dict) or not isinstance(body.get("access_token"), str):
+            raise BadResponse(f"token refresh answer has no access_token: POST {where(token_url)}")
+        tokens = {"accessToken": body["access_token"]}
+        if isinstance(body.get("refresh_token"), str):
+            tokens["refreshToken"] = body["refresh_token"]
+        if isinstance(body.get("expires_in"), (int, float)):
+            tokens["accessTokenExpiresAt"] = job.now + timedelta(seconds=body["expires_in"])
+        return tokens
 
     def initial(self, job: Job) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -82,6 +127,15 @@ class Connector:
             value = network.get(name)
             if not isinstance(value, str) or not value.strip():
                 raise Malformed(f"field {name!r} is missing or not a non-empty string")
+
+    def map_entries(self, entries: Any, map_one) -> list[dict]:
+        """Map a list of API entries to items; any entry of an unexpected shape is a BadResponse."""
+        if not isinstance(entries, list):
+            raise BadResponse(f"{self.name}: expected a list of entries, got {type(entries).__name__}")
+        try:
+            return [map_one(entry) for entry in entries]
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+            raise BadResponse(f"{self.name}: unexpected entry ({type(exc).__name__}: {exc})") from None
 
     # --- HTTP helpers ------------------------------------------------------------------------------
     def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
@@ -102,7 +156,7 @@ class Connector:
             return
         message = f"{status} {_reason(response)}: GET {where(response.url)}"
         if status == 401:
-            raise Unauthorized(message, status)
+            raise (TokenExpired if job.network.get("refreshToken") else Unauthorized)(message, status)
         if status in (403, 429):
             reset = self.rate_limit_reset(job, response)
             if reset is not None:
@@ -113,14 +167,14 @@ class Connector:
 
     def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
         """When a 403/429 is a quota answer, the time to come back; None when it is not one."""
-        quota = self.quota(response)
+        quota = self.quota(response, job.now)
         retry_after = _retry_after(response.headers.get("Retry-After"), job.now)
         if retry_after is None and not (quota and quota.remaining == 0) and response.status_code != 429:
             return None
         candidates = [t for t in (retry_after, quota.reset if quota else None) if t is not None]
         return max(candidates) if candidates else job.now + timedelta(seconds=60)
 
-    def quota(self, response: requests.Response) -> Quota | None:
+    def quota(self, response: requests.Response, now: datetime | None = None) -> Quota | None:
         """GitHub-style X-RateLimit-* headers with an epoch reset; override for other conventions."""
         headers = response.headers
         remaining = _int(headers.get("X-RateLimit-Remaining"))
@@ -129,6 +183,42 @@ class Connector:
         reset = _int(headers.get("X-RateLimit-Reset"))
         return Quota(remaining=remaining, limit=_int(headers.get("X-RateLimit-Limit")),
                      reset=from_epoch(reset) if reset is not None else None)
+
+
+def header_quota(response: requests.Response, prefix: str, reset_kind: str,
+                 now: datetime | None = None) -> Quota | None:
+    """Quota from `<prefix>Remaining/-Limit/-Reset` headers; the reset is `epoch` seconds, `seconds` from now,
+    or an `iso` date (epoch accepted too)."""
+    headers = response.headers
+    remaining = _number(headers.get(f"{prefix}Remaining"))
+    if remaining is None:
+        return None
+    limit = _number(headers.get(f"{prefix}Limit"))
+    raw = headers.get(f"{prefix}Reset")
+    reset = None
+    if raw is not None:
+        number = _number(raw)
+        if reset_kind == "seconds":
+            reset = now + timedelta(seconds=number) if number is not None and now is not None else None
+        elif number is not None:
+            reset = from_epoch(number)
+        elif reset_kind == "iso":
+            try:
+                reset = parse_iso(raw)
+            except ValueError:
+                reset = None
+    return Quota(remaining=int(remaining), limit=int(limit) if limit is not None else None, reset=reset)
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def bearer(job: Job) -> dict[str, str]:
+    return {"Authorization": f"Bearer {job.token}"}
 
 
 def _int(value: str | None) -> int | None:

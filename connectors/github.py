@@ -22,15 +22,24 @@ MAX_NORMAL_PAGES = 10
 API_VERSION = "2022-11-28"
 
 
-class GitHubConnector(Connector):
-    name = "github"
+class GitHubAPI(Connector):
+    """What GitHub's REST API asks of every call: the headers and its secondary rate limit."""
+
+    accept = "application/vnd.github+json"
 
     def headers(self, job: Job) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {job.token}",
-            "Accept": "application/vnd.github.star+json",
-            "X-GitHub-Api-Version": API_VERSION,
-        }
+        return {"Authorization": f"Bearer {job.token}", "Accept": self.accept, "X-GitHub-Api-Version": API_VERSION}
+
+    def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
+        reset = super().rate_limit_reset(job, response)
+        if reset is None and "secondary rate limit" in response.text.lower():
+            return job.now + timedelta(seconds=60)
+        return reset
+
+
+class GitHubConnector(GitHubAPI):
+    name = "github"
+    accept = "application/vnd.github.star+json"
 
     def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[dict] | None, requests.Response]:
         """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
@@ -82,12 +91,6 @@ class GitHubConnector(Connector):
         if collected:
             state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
         return Result(collected, state, quota=quota)
-
-    def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
-        reset = super().rate_limit_reset(job, response)
-        if reset is None and "secondary rate limit" in response.text.lower():
-            return job.now + timedelta(seconds=60)
-        return reset
 
     @staticmethod
     def map(entry: Any) -> dict:

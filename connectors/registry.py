@@ -7,11 +7,17 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
 
-from collector.errors import UnknownService
+from collector.errors import Retired, UnknownService
 
 from .base import Connector
 
 GROUP = "likeastore.connectors"
+# Services of the original collector whose APIs are gone: their networks are disabled, no request is made.
+RETIRED = {
+    "pocket": "the Pocket API was retired (Pocket shut down on 2025-07-08)",
+    "instagram": "Instagram's API no longer exposes liked or saved posts (Basic Display API ended 2024-12-04)",
+    "behance": "the Behance API was retired (no new API keys since 2019)",
+}
 DISTRIBUTION = "likeastore-collector"
 
 
@@ -37,6 +43,8 @@ class Registry:
             raise UnknownService(f"field 'service' must be a service name, got {name!r}")
         if name in self._loaded:
             return self._loaded[name]
+        if name in RETIRED and name not in self._points:
+            raise Retired(RETIRED[name])
         point = self._points.get(name)
         if point is None:
             raise UnknownService(f"unknown service {name!r} (no connector registered under '{GROUP}')")
