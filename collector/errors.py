@@ -64,6 +64,12 @@ class Malformed(NetworkError):
     kind = "malformed"
 
 
+class NotConfigured(NetworkError):
+    """A setting the connector needs (an app key, a client id) is missing."""
+
+    kind = "notConfigured"
+
+
 class UnknownService(NetworkError):
     kind = "unknownService"
 

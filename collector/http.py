@@ -4,6 +4,7 @@ Error messages name the host and path only: a query string may carry credentials
 """
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlsplit
 from urllib.request import getproxies
 
@@ -13,6 +14,10 @@ from urllib3.util.retry import Retry
 
 from .errors import Transient
 from .settings import Settings
+
+# These libraries log OAuth clients (keys and token secrets included) at DEBUG: never let that through.
+for _name in ("requests_oauthlib", "oauthlib"):
+    logging.getLogger(_name).setLevel(logging.INFO)
 
 
 def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:

@@ -19,7 +19,7 @@ def resolve(host: str) -> list[str]:
         raise Transient(f"cannot resolve host {host!r}") from None
 
 
-def safe_base_url(url: object, field: str, allow_private: bool, resolver: Resolver = resolve) -> str:
+def safe_base_url(url: object, field: str, allow_private: bool, resolver: Resolver | None = None) -> str:
     """The URL without a trailing slash, or Malformed naming the field and the reason."""
     if not isinstance(url, str) or not url:
         raise Malformed(f"field {field!r} must be an https URL")
@@ -29,7 +29,7 @@ def safe_base_url(url: object, field: str, allow_private: bool, resolver: Resolv
     if parts.username or parts.password or parts.query or parts.fragment:
         raise Malformed(f"field {field!r} must be a plain https://host URL")
     if not allow_private:
-        for address in resolver(parts.hostname):
+        for address in (resolver or resolve)(parts.hostname):
             ip = ipaddress.ip_address(address.split("%", 1)[0])
             if not ip.is_global:
                 raise Malformed(f"field {field!r}: host {parts.hostname!r} resolves to a non-public address "

@@ -10,7 +10,16 @@ from typing import Any, ClassVar, Mapping
 
 import requests
 
-from collector.errors import BadResponse, Malformed, Quota, RateLimited, TokenExpired, Transient, Unauthorized
+from collector.errors import (
+    BadResponse,
+    Malformed,
+    NotConfigured,
+    Quota,
+    RateLimited,
+    TokenExpired,
+    Transient,
+    Unauthorized,
+)
 from collector.http import Http, where
 from collector.settings import Settings
 from collector.timeutil import from_epoch, parse_iso
@@ -65,6 +74,7 @@ class Connector:
 
     name: ClassVar[str] = ""
     required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
+    required_settings: ClassVar[tuple[str, ...]] = ()  # app keys the connector cannot work without
 
     def __init__(self, settings: Settings, http: Http):
         self.settings = settings
@@ -123,10 +133,18 @@ class Connector:
         raise NotImplementedError
 
     def validate(self, network: Mapping[str, Any]) -> None:
+        for name in self.required_settings:
+            self.setting(name)
         for name in self.required_fields:
             value = network.get(name)
             if not isinstance(value, str) or not value.strip():
                 raise Malformed(f"field {name!r} is missing or not a non-empty string")
+
+    def setting(self, name: str) -> str:
+        value = self.settings.get(name)
+        if not value:
+            raise NotConfigured(f"setting {name} is not set (the {self.name} connector needs it)")
+        return value
 
     def map_entries(self, entries: Any, map_one) -> list[dict]:
         """Map a list of API entries to items; any entry of an unexpected shape is a BadResponse."""

@@ -22,12 +22,13 @@ EXTRAS = "description,owner_name,icon_server,date_upload"
 class FlickrConnector(PagedConnector):
     name = "flickr"
     required_fields = ("accessToken", "accessTokenSecret")
+    required_settings = ("FLICKR_API_KEY", "FLICKR_API_SECRET")
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         page = cursor or 1
         params = {"method": "flickr.favorites.getList", "format": "json", "nojsoncallback": 1,
                   "extras": EXTRAS, "per_page": 100, "page": page}
-        auth = OAuth1(self.settings.get("FLICKR_API_KEY"), self.settings.get("FLICKR_API_SECRET"),
+        auth = OAuth1(self.setting("FLICKR_API_KEY"), self.setting("FLICKR_API_SECRET"),
                       resource_owner_key=job.token, resource_owner_secret=job.network["accessTokenSecret"],
                       signature_type="auth_header")
         data, response = self.parse_json(job, self.http.get(API, params=params, auth=auth))

@@ -30,13 +30,12 @@ AUTH_ERRORS = {401, 402, 403, 406}  # access_token_required/invalid/denied/compr
 
 class StackOverflowConnector(PagedConnector):
     name = "stackoverflow"
+    required_settings = ("STACKEXCHANGE_KEY",)  # access_token calls need the app key (error 405 otherwise)
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         page = cursor or 1
         params = {"site": "stackoverflow", "page": page, "pagesize": 100, "sort": "added", "order": "desc"}
-        key = self.settings.get("STACKEXCHANGE_KEY")
-        if key:
-            params["key"] = key
+        params["key"] = self.setting("STACKEXCHANGE_KEY")
         response = self.http.get(f"{API}/me/favorites", params=params, headers=bearer(job))
         body = self.body(response)
         self.check_body(job, response, body)

@@ -26,8 +26,7 @@ class TumblrConnector(PagedConnector):
         """Request arguments carrying the credentials: an OAuth 1.0a signature or a Bearer header."""
         secret = job.network.get("accessTokenSecret")
         if isinstance(secret, str) and secret:
-            return {"auth": OAuth1(self.settings.get("TUMBLR_CONSUMER_KEY"),
-                                   self.settings.get("TUMBLR_CONSUMER_SECRET"),
+            return {"auth": OAuth1(self.setting("TUMBLR_CONSUMER_KEY"), self.setting("TUMBLR_CONSUMER_SECRET"),
                                    resource_owner_key=job.token, resource_owner_secret=secret,
                                    signature_type="auth_header")}
         return {"headers": bearer(job)}

@@ -44,8 +44,8 @@ class TwitterConnector(PagedConnector):
             params["pagination_token"] = cursor
         data, response = self.get_json(job, f"{API}/users/{job.network['serviceUserId']}/liked_tweets",
                                        params=params, headers=bearer(job))
-        if not isinstance(data, dict):
-            raise BadResponse("twitter: expected an object")
+        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+            raise BadResponse("twitter: expected an object with meta")
         users = {u.get("id"): u for u in (data.get("includes") or {}).get("users") or [] if isinstance(u, dict)}
         items = self.map_entries(data.get("data", []), lambda post: self.map(post, users))
         return Page(items, (data.get("meta") or {}).get("next_token") if items else None, self.quota(response))

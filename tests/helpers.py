@@ -57,3 +57,8 @@ def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) ->
     if link:
         headers["Link"] = link
     return headers
+
+
+def settings_interval(name: str):
+    from collector.settings import settings_for_tests
+    return timedelta(seconds=getattr(settings_for_tests(), name))
