@@ -137,9 +137,8 @@ class Collector:
             report.stale += 1
             log.warning("network %s: lease lost to another collector, state not saved (items kept)",
                         network["_id"])
-        if outcome.called and isinstance(network.get("accessToken"), str):
-            self.quotas.remember(str(network.get("service")), network["accessToken"], outcome.quota,
-                                 outcome.wait_until)
+        if outcome.called and outcome.quota_scope and isinstance(network.get("accessToken"), str):
+            self.quotas.remember(outcome.quota_scope, network["accessToken"], outcome.quota, outcome.wait_until)
 
     def service_cap(self, service: object) -> int:
         return self.settings.service_concurrency_for(str(service))

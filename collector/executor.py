@@ -42,6 +42,7 @@ class Outcome:
     new_items: int = 0
     saved: bool = False
     wait_until: datetime | None = None  # no call with this token before then (reset, Retry-After, backoff)
+    quota_scope: str | None = None  # whose quota the token spent (the connector's quota group)
 
     @property
     def status(self) -> str:
@@ -68,7 +69,7 @@ def prepare(network: dict, registry: Registry, settings: Settings, http: Http, n
             raise Malformed(str(exc)) from None
         connector = registry.get(network.get("service"))(settings, http)
         connector.validate(network)
-        until = quotas.blocked_until(network["service"], network["accessToken"], now) if quotas else None
+        until = quotas.blocked_until(connector.quota_scope, network["accessToken"], now) if quotas else None
         if until is not None:
             raise RateLimited("token out of quota (remembered); no call made", until)
     except NetworkError as error:
@@ -93,6 +94,7 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
         error.kind = "internal"
         outcome = fail(network, job.mode, error, settings, now, jitter)
     outcome.called = True
+    outcome.quota_scope = task.connector.quota_scope
     outcome.duration = time.perf_counter() - started
     return outcome
 

@@ -15,8 +15,9 @@ from urllib3.util.retry import Retry
 from .errors import Transient
 from .settings import Settings
 
-# These libraries log OAuth clients (keys and token secrets included) at DEBUG: never let that through.
-for _name in ("requests_oauthlib", "oauthlib"):
+# These libraries log OAuth clients (keys and token secrets included) or whole request lines with their query
+# strings (Stack Exchange's app key) at DEBUG: never let that through.
+for _name in ("requests_oauthlib", "oauthlib", "urllib3.connectionpool"):
     logging.getLogger(_name).setLevel(logging.INFO)
 
 

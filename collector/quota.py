@@ -24,23 +24,24 @@ class QuotaMemory:
         self._facts: dict[str, Facts] = {}
 
     @staticmethod
-    def key(service: str, token: str) -> str:
-        return hashlib.sha256(f"{service}\x00{token}".encode()).hexdigest()[:24]
+    def key(scope: str, token: str) -> str:
+        return hashlib.sha256(f"{scope}\x00{token}".encode()).hexdigest()[:24]
 
-    def blocked_until(self, service: str, token: str, now: datetime) -> datetime | None:
-        facts = self._facts.get(self.key(service, token))
+    def blocked_until(self, scope: str, token: str, now: datetime) -> datetime | None:
+        """`scope` is the quota's owner: a service, or a group of services sharing one quota."""
+        facts = self._facts.get(self.key(scope, token))
         if facts is None or facts.blocked_until is None or facts.blocked_until <= now:
             return None
         return facts.blocked_until
 
-    def remember(self, service: str, token: str, quota: Quota | None, wait_until: datetime | None) -> None:
+    def remember(self, scope: str, token: str, quota: Quota | None, wait_until: datetime | None) -> None:
         """Record what a run learned: the last quota headers, and a time before which no call may be made
         (a quota reset when the quota is spent, a Retry-After or backoff)."""
         if quota is None and wait_until is None:
             return
         if wait_until is None and quota is not None and quota.exhausted():
             wait_until = quota.reset
-        self._facts[self.key(service, token)] = Facts(
+        self._facts[self.key(scope, token)] = Facts(
             quota.remaining if quota else None, quota.limit if quota else None, wait_until)
 
     def prune(self, now: datetime) -> None:

@@ -75,6 +75,11 @@ class Connector:
     name: ClassVar[str] = ""
     required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
     required_settings: ClassVar[tuple[str, ...]] = ()  # app keys the connector cannot work without
+    quota_group: ClassVar[str | None] = None  # services that share one quota per token (GitHub and gists)
+
+    @property
+    def quota_scope(self) -> str:
+        return self.quota_group or self.name
 
     def __init__(self, settings: Settings, http: Http):
         self.settings = settings

@@ -26,6 +26,7 @@ class GitHubAPI(Connector):
     """What GitHub's REST API asks of every call: the headers and its secondary rate limit."""
 
     accept = "application/vnd.github+json"
+    quota_group = "github"  # one rate limit per user across the REST API
 
     def headers(self, job: Job) -> dict[str, str]:
         return {"Authorization": f"Bearer {job.token}", "Accept": self.accept, "X-GitHub-Api-Version": API_VERSION}

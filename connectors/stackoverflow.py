@@ -1,7 +1,7 @@
 """Stack Exchange favourites, API 2.3: GET /2.3/me/favorites?site=stackoverflow, newest favourite first.
 
 The token goes in `Authorization: Bearer` (query tokens are rejected from June 2026); the app key from
-STACKEXCHANGE_KEY is a query parameter, as the API requires, and is masked in every message. The body's
+STACKEXCHANGE_KEY is a query parameter, as the API requires (our messages name host and path only). The body's
 `backoff` is honoured (no call to the method sooner), `quota_remaining` feeds the quota memory (the daily quota
 resets at midnight UTC), and errors come as HTTP 400 with an `error_id`.
 """

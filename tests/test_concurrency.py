@@ -197,3 +197,14 @@ def test_fake_api_generates_any_number_of_distinct_stars():
         ids |= {entry["repo"]["id"] for entry in body}
     assert len(ids) == 300
     assert 'rel="next"' not in headers["Link"]
+
+
+def test_github_and_gist_share_one_quota_per_token(db, settings, http_mock):
+    reset = T0 + timedelta(minutes=30)
+    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
+                  headers=starred_headers(remaining=0, reset=reset))
+    add_network(db, scheduledTo=T0 - timedelta(minutes=2))
+    gist = add_network(db, service="gist", scheduledTo=T0 - timedelta(minutes=1))
+    report = run_once(db, "initial", settings, now=T0, concurrency=1)
+    assert len(http_mock.calls) == 1 and report.requests_skipped == 1
+    assert network(db, gist)["scheduledTo"] == reset

@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 import responses
+from helpers import T0, add_network, network
+from services import StackOverflow
 
 from collector import cli, run_once
 from collector.errors import Malformed
 from collector.safeurl import safe_base_url
 from collector.settings import settings_for_tests
-from helpers import T0, add_network, network
-from services import StackOverflow
 
 SE_URL = "https://api.stackexchange.com/2.3/me/favorites"
 
@@ -96,6 +96,19 @@ def test_stack_exchange_backoff_delays_the_next_run_and_the_token(db, http_mock)
     request = http_mock.calls[0].request
     assert request.headers["Authorization"] == "Bearer " + doc["accessToken"]
     assert "key=se-app-key" in request.url and doc["accessToken"] not in request.url
+
+
+def test_stack_exchange_app_key_never_reaches_a_log_record(db, http_mock, caplog):
+    import logging
+
+    http_mock.get(SE_URL, status=400, json={"error_id": 400, "error_name": "bad_parameter",
+                                            "error_message": "site is required"})
+    doc = add_network(db, service="stackoverflow")
+    with caplog.at_level(logging.DEBUG):
+        run_once(db, "initial", with_keys(STACKEXCHANGE_KEY="se-secretish-key"), now=T0)
+    assert network(db, doc)["lastError"]["kind"] == "badResponse"
+    assert "se-secretish-key" not in str(network(db, doc)["lastError"])
+    assert all("se-secretish-key" not in r.getMessage() for r in caplog.records)
 
 
 def test_stack_exchange_body_is_decompressed_even_without_content_encoding(db, http_mock):
