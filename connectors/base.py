@@ -76,6 +76,8 @@ class Connector:
     required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
     required_settings: ClassVar[tuple[str, ...]] = ()  # app keys the connector cannot work without
     quota_group: ClassVar[str | None] = None  # services that share one quota per token (GitHub and gists)
+    refreshable: ClassVar[bool] = False  # access tokens expire and can be refreshed (implement `refresh`)
+    identity_field: ClassVar[str | None] = None  # a network field looked up once from the API when absent
 
     @property
     def quota_scope(self) -> str:
@@ -99,11 +101,22 @@ class Connector:
         return result
 
     def run_mode(self, job: Job) -> Result:
-        return self.initial(job) if job.mode == "initial" else self.normal(job)
+        identity = None
+        if self.identity_field:
+            known = job.network.get(self.identity_field)
+            identity = known if isinstance(known, str) and known else self.lookup_identity(job)
+            job = job.with_network({self.identity_field: identity})
+        result = self.initial(job) if job.mode == "initial" else self.normal(job)
+        if identity is not None:
+            result.state.setdefault(self.identity_field, identity)
+        return result
+
+    def lookup_identity(self, job: Job) -> str:  # pragma: no cover - only with identity_field
+        raise NotImplementedError
 
     # --- token refresh (services whose access tokens expire) ---------------------------------------
     def can_refresh(self, job: Job) -> bool:
-        return False
+        return self.refreshable and bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:  # pragma: no cover - only called when can_refresh
         raise NotImplementedError

@@ -23,6 +23,7 @@ DEFAULT_PDS = "https://bsky.social"
 
 class BlueskyConnector(PagedConnector):
     name = "bluesky"
+    refreshable = True
     required_fields = ("accessToken", "did")
 
     def pds(self, job: Job) -> str:
@@ -46,9 +47,6 @@ class BlueskyConnector(PagedConnector):
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "RateLimit-", "epoch", None)
-
-    def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:
         url = f"{self.pds(job)}/xrpc/com.atproto.server.refreshSession"

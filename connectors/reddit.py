@@ -23,24 +23,17 @@ WEB = "https://www.reddit.com"
 
 class RedditConnector(PagedConnector):
     name = "reddit"
+    refreshable = True
+    identity_field = "username"
 
     def headers(self, job: Job) -> dict[str, str]:
         return {"Authorization": f"bearer {job.token}"}
 
-    def username(self, job: Job) -> str:
-        name = job.network.get("username")
-        if isinstance(name, str) and name:
-            return name
+    def lookup_identity(self, job: Job) -> str:
         data, _ = self.get_json(job, f"{API}/api/v1/me", headers=self.headers(job))
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise BadResponse("reddit: /api/v1/me has no name")
         return data["name"]
-
-    def run_mode(self, job: Job):
-        name = self.username(job)
-        result = super().run_mode(job.with_network({"username": name}))
-        result.state.setdefault("username", name)
-        return result
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         params: dict[str, Any] = {"limit": 100, "raw_json": 1}
@@ -56,9 +49,6 @@ class RedditConnector(PagedConnector):
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "X-Ratelimit-", "seconds", now)
-
-    def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:
         return self.oauth2_refresh(job, TOKEN_URL, self.settings.get("REDDIT_CLIENT_ID"),

@@ -18,6 +18,7 @@ LIMIT = 50
 
 class SpotifyConnector(PagedConnector):
     name = "spotify"
+    refreshable = True
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         offset = cursor or 0
@@ -27,9 +28,6 @@ class SpotifyConnector(PagedConnector):
             raise BadResponse("spotify: expected a paging object")
         items = self.map_entries(data.get("items"), self.map)
         return Page(items, offset + len(items) if items and data.get("next") else None)
-
-    def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:
         return self.oauth2_refresh(job, TOKEN_URL, self.settings.get("SPOTIFY_CLIENT_ID"),

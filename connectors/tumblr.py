@@ -21,6 +21,7 @@ API = "https://api.tumblr.com/v2"
 
 class TumblrConnector(PagedConnector):
     name = "tumblr"
+    refreshable = True  # OAuth 2 networks; OAuth 1.0a tokens do not expire
 
     def signed(self, job: Job) -> dict[str, Any]:
         """Request arguments carrying the credentials: an OAuth 1.0a signature or a Bearer header."""
@@ -46,7 +47,7 @@ class TumblrConnector(PagedConnector):
         return Page(items, str(before) if items and before else None)
 
     def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken")) and not job.network.get("accessTokenSecret")
+        return super().can_refresh(job) and not job.network.get("accessTokenSecret")
 
     def refresh(self, job: Job) -> dict[str, Any]:
         return self.oauth2_refresh(job, f"{API}/oauth2/token", self.settings.get("TUMBLR_CONSUMER_KEY"),

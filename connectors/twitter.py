@@ -21,21 +21,14 @@ API = "https://api.x.com/2"
 
 class TwitterConnector(PagedConnector):
     name = "twitter"
+    refreshable = True
+    identity_field = "serviceUserId"
 
-    def user_id(self, job: Job) -> str:
-        known = job.network.get("serviceUserId")
-        if isinstance(known, str) and known:
-            return known
+    def lookup_identity(self, job: Job) -> str:
         data, _ = self.get_json(job, f"{API}/users/me", headers=bearer(job))
         if not isinstance(data, dict) or not isinstance((data.get("data") or {}).get("id"), str):
             raise BadResponse("twitter: /2/users/me has no id")
         return data["data"]["id"]
-
-    def run_mode(self, job: Job):
-        user_id = self.user_id(job)
-        result = super().run_mode(job.with_network({"serviceUserId": user_id}))
-        result.state.setdefault("serviceUserId", user_id)
-        return result
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         params: dict[str, Any] = {"max_results": 100, "tweet.fields": "created_at,author_id",
@@ -52,9 +45,6 @@ class TwitterConnector(PagedConnector):
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "x-rate-limit-", "epoch", None)
-
-    def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:
         secret = self.settings.get("TWITTER_CLIENT_SECRET")

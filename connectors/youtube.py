@@ -26,6 +26,7 @@ PACIFIC = ZoneInfo("America/Los_Angeles")
 
 class YouTubeConnector(PagedConnector):
     name = "youtube"
+    refreshable = True
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         params: dict[str, Any] = {"myRating": "like", "part": "snippet", "maxResults": 50}
@@ -41,9 +42,6 @@ class YouTubeConnector(PagedConnector):
         if response.status_code == 403 and "quotaExceeded" in _reasons(response):
             raise RateLimited(f"403 quotaExceeded: GET {where(response.url)}", next_pacific_midnight(job.now), 403)
         super().check(job, response)
-
-    def can_refresh(self, job: Job) -> bool:
-        return bool(job.network.get("refreshToken"))
 
     def refresh(self, job: Job) -> dict[str, Any]:
         return self.oauth2_refresh(job, TOKEN_URL, self.settings.get("YOUTUBE_CLIENT_ID"),
