@@ -58,7 +58,10 @@ def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: 
     next_mode = "normal" if mode == "initial" and result.done else mode
     base = {**result.state, "errors": 0, "lastExecution": now, "lastSuccess": now}
     if result.quota is not None and result.quota.exhausted():
-        update = rate_limited(next_mode, result.quota.reset, settings, now)
+        reset = result.quota.reset
+        if reset is not None and result.wait_until is not None:
+            reset = max(reset, result.wait_until)
+        update = rate_limited(next_mode, reset or result.wait_until, settings, now)
         update.values = {**base, **update.values}
         return update
     scheduled = now + interval(next_mode, network.get("service", ""), settings)

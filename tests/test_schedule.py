@@ -55,3 +55,16 @@ def test_garbage_error_count_restarts_from_one(settings):
 def test_transient_at_max_errors_disables(settings):
     update = schedule.on_failure({"errors": 4}, "normal", Transient("503", 503), settings, T0, 0.0)
     assert update.values["disabled"] is True and update.values["errors"] == 5
+
+
+def test_a_requested_pause_longer_than_the_reset_wins(settings):
+    result = Result([], quota=Quota(remaining=0, reset=T0 + timedelta(minutes=5)),
+                    wait_until=T0 + timedelta(minutes=9))
+    update = schedule.on_success({"service": "stackoverflow"}, "normal", result, settings, T0)
+    assert update.values["scheduledTo"] == T0 + timedelta(minutes=9)
+
+
+def test_a_requested_pause_delays_a_successful_run(settings):
+    result = Result([], wait_until=T0 + timedelta(hours=2))
+    update = schedule.on_success({"service": "stackoverflow"}, "normal", result, settings, T0)
+    assert update.values["scheduledTo"] == T0 + timedelta(hours=2) and update.values["mode"] == "normal"
