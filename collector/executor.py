@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
@@ -83,30 +84,35 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
     started = time.perf_counter()
     try:
         result: Result = task.connector.run(job)
-        check_items(result.items)
+        check_items(result.items, task.connector.name)
         outcome = Outcome(network, job.mode, schedule.on_success(network, job.mode, result, settings, now), now,
                           items=result.items, quota=result.quota, wait_until=result.wait_until)
     except NetworkError as error:
         outcome = fail(network, job.mode, error, settings, now, jitter)
     except Exception as exc:  # a connector bug must not stop the pass
-        log.exception("connector %s crashed", network.get("service"))
         error = NetworkError(f"internal error in connector: {type(exc).__name__}: {exc}")
         error.kind = "internal"
-        outcome = fail(network, job.mode, error, settings, now, jitter)
+        outcome = fail(network, job.mode, error, settings, now, jitter)  # redacts the message
+        # the frames only: an exception's text may hold values (tokens) that only the redacted message hides
+        log.error("connector %s crashed: %s\n%s", network.get("service"), error.message,
+                  "".join(traceback.format_tb(exc.__traceback__)).rstrip())
     outcome.called = True
     outcome.quota_scope = task.connector.quota_scope
     outcome.duration = time.perf_counter() - started
     return outcome
 
 
-def check_items(items: list) -> None:
-    """Every item needs a non-empty string itemId, a type and a source URL before anything is saved."""
+def check_items(items: list, service: str) -> None:
+    """Every item needs a non-empty string itemId, its service as type, and a source URL before anything is
+    saved."""
     for item in items:
         if not isinstance(item, dict):
             raise BadResponse(f"connector returned an item that is not a dict: {type(item).__name__}")
         for name in ("itemId", "type", "source"):
             if not isinstance(item.get(name), str) or not item[name]:
                 raise BadResponse(f"item field {name!r} must be a non-empty string, got {item.get(name)!r}")
+        if item["type"] != service:
+            raise BadResponse(f"item type {item['type']!r} is not the connector's service {service!r}")
 
 
 def fail(network, mode, error: NetworkError, settings, now, jitter) -> Outcome:

@@ -232,3 +232,21 @@ def test_pass_limit_takes_the_most_overdue_first(db, settings, http_mock):
 def test_run_once_rejects_an_unknown_mode(db, settings):
     with pytest.raises(ValueError, match="mode"):
         run_once(db, "rateLimit", settings, now=T0)
+
+
+def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
+    from connectors.base import Connector
+    from connectors.registry import Registry
+
+    class Leaky(Connector):
+        name = "leaky"
+
+        def initial(self, job):
+            raise ValueError(f"cannot parse {job.token}")
+
+    doc = add_network(db, service="leaky")
+    with caplog.at_level(logging.DEBUG):
+        run_once(db, "initial", settings, now=T0, registry=Registry({"leaky": Leaky}))
+    assert "***" in network(db, doc)["lastError"]["message"]
+    assert any("crashed" in r.getMessage() for r in caplog.records)
+    assert all(TOKEN not in r.getMessage() and TOKEN not in (r.exc_text or "") for r in caplog.records)
