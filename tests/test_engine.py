@@ -250,3 +250,17 @@ def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
     assert "***" in network(db, doc)["lastError"]["message"]
     assert any("crashed" in r.getMessage() for r in caplog.records)
     assert all(TOKEN not in r.getMessage() and TOKEN not in (r.exc_text or "") for r in caplog.records)
+
+
+def test_real_http_debug_logs_carry_no_token(db, settings, caplog):
+    """Over a real socket (the fake API), with every library logging at DEBUG."""
+    from collector.fakeapi import FakeGitHub, FakeServer
+
+    fake = FakeGitHub()
+    fake.add_user(TOKEN, generated=150, seed=4)
+    add_network(db)
+    with FakeServer(fake) as url, caplog.at_level(logging.DEBUG):
+        for k in range(2):
+            run_once(db, "initial", settings.with_(github_api_url=url), now=T0 + timedelta(seconds=k))
+    assert db.items.count_documents({}) == 150
+    assert caplog.records and all(TOKEN not in r.getMessage() for r in caplog.records)
