@@ -51,8 +51,10 @@ class Daemon:
             else:
                 if report.tasks:
                     pause = settings.loop_busy_pause
-                    log.info("pass %s: %d networks, %d new items, %s, %.1fs", self.mode, report.tasks,
-                             report.new_items, report.by_status, report.duration)
+                    log.info("pass %s: %d networks, %d new items, %s, %.1fs, skipped for quota %d, "
+                             "lost leases %d, save failures %d", self.mode, report.tasks, report.new_items,
+                             report.by_status, report.duration, report.requests_skipped, report.stale,
+                             report.save_failures)
             if once:
                 break
             self.stopping.wait(pause)
