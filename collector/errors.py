@@ -15,6 +15,7 @@ class NetworkError(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.refreshed: dict = {}  # token fields obtained by a refresh before the failure: saved all the same
 
 
 class Unauthorized(NetworkError):

@@ -92,6 +92,7 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float) -> Out
     except Exception as exc:  # a connector bug must not stop the pass
         error = NetworkError(f"internal error in connector: {type(exc).__name__}: {exc}")
         error.kind = "internal"
+        error.refreshed = getattr(exc, "refreshed", {})
         outcome = fail(network, job.mode, error, settings, now, jitter)  # redacts the message
         # the frames only: an exception's text may hold values (tokens) that only the redacted message hides
         log.error("connector %s crashed: %s\n%s", network.get("service"), error.message,
@@ -116,9 +117,10 @@ def check_items(items: list, service: str) -> None:
 
 
 def fail(network, mode, error: NetworkError, settings, now, jitter) -> Outcome:
-    secrets = secrets_of(network)
+    secrets = secrets_of(network) + secrets_of(error.refreshed)
     error.message = redact(error.message, secrets)
     update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
+    update.values.update(error.refreshed)
     wait_until = error.reset if isinstance(error, RateLimited) else None
     return Outcome(network, mode, update, now, error=error, wait_until=wait_until)
 

@@ -96,7 +96,12 @@ class Connector:
             if not self.can_refresh(job):
                 raise
         tokens = self.refresh(job)  # a refused refresh raises Unauthorized
-        result = self.run_mode(job.with_network(tokens))  # retried once; a second expiry is Unauthorized
+        try:
+            result = self.run_mode(job.with_network(tokens))  # retried once; a second expiry is Unauthorized
+        except Exception as error:
+            # the old refresh token may be spent already (rotating services): the new ones must be saved anyway
+            error.refreshed = tokens
+            raise
         result.state.update(tokens)
         return result
 

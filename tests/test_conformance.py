@@ -184,3 +184,15 @@ def test_a_refused_refresh_marks_the_network_unauthorized(spec, db, http_mock):
     state = network(db, doc)
     assert state["unauthorized"] is True and "refresh refused" in state["lastError"]["message"]
     assert state["accessToken"] == TOKEN
+
+
+@pytest.mark.parametrize("spec", REFRESHABLE, ids=[spec.service for spec in REFRESHABLE])
+def test_refreshed_tokens_are_saved_even_when_the_retry_fails(spec, db, http_mock):
+    fake, settings, doc = setup(spec, db, http_mock, 5, refreshToken=REFRESH)
+    fake.answers += [spec.expired(), (503, {}, '{"message": "new-access-token-0001 unavailable"}')]
+    http_mock.add(responses.POST, spec.refresh_url, json=spec.refreshed())
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["errors"] == 1
+    assert state["accessToken"] == "new-access-token-0001" and state["refreshToken"] == "new-refresh-token-0001"
+    assert "new-access-token-0001" not in state["lastError"]["message"]
