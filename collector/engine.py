@@ -105,6 +105,8 @@ class Collector:
     def save(self, outcomes: list[Outcome], users: dict, report: Report) -> None:
         """Items of all `outcomes` in one batch, then each state (fenced by its lease epoch).
         Items first: a crash in between re-collects (harmlessly) rather than loses."""
+        if not outcomes:
+            return
         docs: list[dict] = []
         spans = []
         for outcome in outcomes:
