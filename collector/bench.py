@@ -51,7 +51,8 @@ def rss_mb() -> float:
 def bench_settings(url: str, concurrency: int) -> Settings:
     return load_settings().with_(github_api_url=url, initial_interval=0, initial_intervals={},
                                  normal_interval=0, concurrency=concurrency, service_concurrency=concurrency,
-                                 pass_limit=100_000, loop_idle_pause=0.02, loop_busy_pause=0)
+                                 pass_limit=100_000, loop_idle_pause=0.02, loop_busy_pause=0,
+                                 rate_limit_min_wait=0.2)
 
 
 def seed(db, fake: FakeGitHub, networks: int, stars: int, quota: int | None = None) -> None:

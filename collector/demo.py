@@ -35,7 +35,7 @@ def seed(db, fake: FakeGitHub) -> None:
 def demo_settings(api_url: str) -> Settings:
     base = load_settings()
     return base.with_(github_api_url=api_url, initial_interval=0, initial_intervals={}, normal_interval=0,
-                      rate_limit_interval=1, loop_busy_pause=0)
+                      rate_limit_interval=1, rate_limit_min_wait=0.2, loop_busy_pause=0)
 
 
 def wait_for_next_due(db) -> float:

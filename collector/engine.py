@@ -16,22 +16,27 @@ from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 from connectors.registry import Registry
 
-from .executor import Outcome, Task, execute, log_run, prepare, stored_items
+from connectors.base import SECRET_FIELDS
+
+from .errors import BadResponse
+from .executor import Outcome, Task, crashed, execute, fail, log_run, prepare, refuse, secrets_of, stored_items
 from .http import Http
 from .quota import QuotaMemory
+from .redaction import SECRETS, install
 from .settings import Settings, load_settings
-from .store import Store
+from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 from .timeutil import to_ms, utcnow
 
 log = logging.getLogger("collector.engine")
 MODES = ("initial", "normal")
+STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 
 
 def default_instance_id() -> str:
@@ -50,12 +55,15 @@ class Report:
     stale: int = 0  # state writes refused because the lease was lost
     save_failures: int = 0
     released: int = 0  # leases given back unrun (shutdown)
+    dropped: int = 0  # finished runs whose results could not be saved before their leases lapsed
+    skipped: int = 0  # entries not kept (unreadable, or refused by the database)
     db_seconds: float = 0.0  # time spent saving items and state
     duration: float = 0.0
 
     def count(self, outcome: Outcome) -> None:
         self.tasks += 1
         self.new_items += outcome.new_items
+        self.skipped += outcome.skipped
         self.by_status[outcome.status] = self.by_status.get(outcome.status, 0) + 1
         if outcome.status == "rateLimit" and not outcome.called:
             self.requests_skipped += 1
@@ -76,6 +84,8 @@ class Collector:
         self.concurrency = concurrency or settings.concurrency
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
         self.quotas = QuotaMemory()
+        install()  # every log record of the process is redacted from now on
+        SECRETS.add(settings.secrets())
         self.store.ensure_indexes()
 
     def run_pass(self, mode: str, now: datetime | None = None,
@@ -93,8 +103,14 @@ class Collector:
         start = clock()
         self.quotas.prune(start)
         networks = self.store.claim(mode, start, self.settings.pass_limit, self.instance_id, start + self.lease)
-        users = self.store.users_by_email(n.get("user") for n in networks)
-        _Pass(self, deque(networks), users, report, clock, should_stop).run()
+        for network in networks:
+            SECRETS.add(secrets_of(network))
+        try:
+            users = self.store.users_by_email(n.get("user") for n in networks)
+        except Exception:
+            self._release_claim(networks)
+            raise
+        _Pass(self, deque(networks), users, report, clock, should_stop, start + self.lease).run()
         report.duration = time.perf_counter() - started
         return report
 
@@ -102,45 +118,106 @@ class Collector:
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
 
-    def save(self, outcomes: list[Outcome], users: dict, report: Report) -> None:
-        """Items of all `outcomes` in one batch, then each state (fenced by its lease epoch).
-        Items first: a crash in between re-collects (harmlessly) rather than loses."""
-        if not outcomes:
-            return
-        docs: list[dict] = []
-        spans = []
-        for outcome in outcomes:
-            user = outcome.network.get("user")
-            if outcome.items and user not in users:
-                log.warning("user %r of network %s not found in users: items saved without userData",
-                            user, outcome.network.get("_id"))
-            first = len(docs)
-            docs.extend(stored_items(outcome, users.get(user)))
-            spans.append(range(first, len(docs)))
-        started = time.perf_counter()
-        try:
-            skipped = self.store.insert_items(docs)
-            for outcome, span in zip(outcomes, spans, strict=True):
-                outcome.new_items = sum(1 for i in span if i not in skipped)
-                self.save_state(outcome, report)
-        except PyMongoError as exc:
-            report.save_failures += len(outcomes)
-            log.error("saving %d networks failed; they run again when their leases expire: %s", len(outcomes), exc)
-        report.db_seconds += time.perf_counter() - started
-        for outcome in outcomes:
-            report.count(outcome)
-            log_run(outcome)
+    def persist(self, batch: list[Outcome], users: dict) -> None:
+        """Save what `batch` still needs, in this order: tokens a refresh obtained (on their own, so a failure
+        below cannot lose them), the items of every outcome in one batch, then each state (fenced by its lease
+        epoch). Items before state: a crash in between re-collects (harmlessly) rather than loses.
 
-    def save_state(self, outcome: Outcome, report: Report) -> None:
+        A document the database refuses is that network's problem alone (reported on it); a database that
+        cannot be reached raises DatabaseDown with the progress kept on each outcome, for a retry."""
+        for outcome in batch:
+            if outcome.tokens and not outcome.tokens_saved:
+                self._guard(self.store.save_tokens, outcome.network["_id"], outcome.tokens,
+                            outcome.network.get("refreshToken"))
+                outcome.tokens_saved = True
+        self.insert_items([o for o in batch if not o.items_saved], users)
+        for outcome in batch:
+            if not outcome.state_saved:
+                self.save_state(outcome)
+
+    @staticmethod
+    def _guard(call: Callable, *args: Any) -> Any:
+        try:
+            return call(*args)
+        except Exception as exc:
+            if unavailable(exc):
+                raise DatabaseDown(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+            raise
+
+    def insert_items(self, outcomes: list[Outcome], users: dict) -> None:
+        docs: list[dict] = []
+        owners: list[Outcome] = []
+        for outcome in outcomes:
+            if outcome.docs is None:
+                user = outcome.network.get("user")
+                if outcome.items and user not in users:
+                    log.warning("user %r of network %s not found in users: items saved without userData",
+                                user, outcome.network.get("_id"))
+                outcome.docs = stored_items(outcome, users.get(user)) if outcome.items else []
+            docs.extend(outcome.docs)
+            owners.extend([outcome] * len(outcome.docs))
+            outcome.duplicates = 0
+        errors = self._guard(self.store.insert_items, docs) if docs else []
+        refused: dict[int, list[tuple[str, str]]] = {}
+        for index, code, message in errors:
+            owner = owners[index]
+            if code == DUPLICATE_KEY:
+                owner.duplicates += 1
+            else:
+                refused.setdefault(id(owner), []).append((str(docs[index].get("itemId")), message))
+        for outcome in outcomes:
+            bad = refused.get(id(outcome), [])
+            if bad:
+                log.warning("network %s: %d items refused by the database, first %r: %s",
+                            outcome.network.get("_id"), len(bad), bad[0][0][:80], bad[0][1][:200])
+                refuse(outcome, bad)
+            outcome.new_items = len(outcome.docs or []) - outcome.duplicates - len(bad)
+            outcome.items_saved = True
+
+    def save_state(self, outcome: Outcome) -> None:
         network = outcome.network
-        outcome.saved = self.store.save_state(network["_id"], outcome.update.values, outcome.update.unset,
-                                              epoch=network.get("leaseEpoch"))
+        epoch = network.get("leaseEpoch")
+        try:
+            outcome.saved = self._guard(self.store.save_state, network["_id"], outcome.update.values,
+                                        outcome.update.unset, epoch)
+        except DatabaseDown:
+            raise
+        except Exception as exc:  # this state cannot be stored (a value the API gave): say so on the network
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            log.error("network %s: state cannot be stored (%s); recording the error instead",
+                      network.get("_id"), reason)
+            failed = fail(network, outcome.mode, BadResponse(f"state could not be stored: {reason}"),
+                          self.settings, outcome.at, self.rng.random())
+            failed.update.values.update(outcome.tokens)
+            outcome.error, outcome.update = failed.error, failed.update
+            try:
+                outcome.saved = self._guard(self.store.save_state, network["_id"], failed.update.values,
+                                            failed.update.unset, epoch)
+            except DatabaseDown:
+                raise
+            except Exception as again:
+                log.error("network %s: even the error record cannot be stored (%s); its lease will lapse",
+                          network.get("_id"), type(again).__name__)
+        outcome.state_saved = True
         if not outcome.saved:
-            report.stale += 1
             log.warning("network %s: lease lost to another collector, state not saved (items kept)",
-                        network["_id"])
+                        network.get("_id"))
         if outcome.called and outcome.quota_scope and isinstance(network.get("accessToken"), str):
             self.quotas.remember(outcome.quota_scope, network["accessToken"], outcome.quota, outcome.wait_until)
+
+    def _release_claim(self, networks: list[dict]) -> None:
+        try:
+            self.store.release([(n["_id"], n.get("leaseEpoch")) for n in networks])
+        except Exception as exc:
+            log.warning("giving back %d leases failed (%s); they lapse", len(networks), type(exc).__name__)
+        for network in networks:
+            self.forget(network, {})
+
+    def forget(self, network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
+        """The collector lets go of a network: its secrets no longer need hiding from the logs."""
+        SECRETS.remove(secrets_of(network))
+        if tokens:
+            SECRETS.remove(v for k, v in tokens.items() if k in SECRET_FIELDS)
 
     def service_cap(self, service: object) -> int:
         return self.settings.service_concurrency_for(str(service))
@@ -152,10 +229,14 @@ class Collector:
 
 class _Pass:
     """The dispatch loop of one pass: keep up to `concurrency` networks in flight (and at most the per-service
-    cap of each service), save finished ones as they come, renew leases of long runs, stop early on request."""
+    cap of each service), save finished ones as they come, renew the leases of every network this pass holds
+    (running, waiting for a worker, or waiting to be saved), stop early on request.
+
+    Nothing in it may end the pass because of one network: a network the engine itself cannot handle gets an
+    `internal` error, and database errors delay saves (kept and retried) rather than drop runs that finished."""
 
     def __init__(self, collector: Collector, pending: deque, users: dict, report: Report,
-                 clock: Callable[[], datetime], should_stop: Callable[[], bool]):
+                 clock: Callable[[], datetime], should_stop: Callable[[], bool], lease_until: datetime):
         self.c = collector
         self.pending = pending
         self.users = users
@@ -163,20 +244,45 @@ class _Pass:
         self.clock = clock
         self.should_stop = should_stop
         self.inflight: dict[Future, dict] = {}
+        self.unsaved: list[Outcome] = []
         self.per_service: Counter = Counter()
         self.renew_every = max(collector.settings.lease_seconds / 3, 0.05)
         self.last_renew = time.monotonic()
+        self.lease_until = lease_until
+        self.retry_at = 0.0
+        self.retries = 0
+        self.stop_seen: float | None = None
 
     def run(self) -> None:
-        while self.pending or self.inflight:
-            if self.pending and self.should_stop():
-                self.give_back()
-            self.c.save(self.dispatch(), self.users, self.report)
+        while self.pending or self.inflight or self.unsaved:
+            if self.should_stop():
+                self.stopping()
+            self.save(self.dispatch())
             if self.inflight:
-                timeout = max(self.renew_every - (time.monotonic() - self.last_renew), 0)
-                done, _ = wait(self.inflight, timeout=timeout, return_when=FIRST_COMPLETED)
-                self.c.save([self.finish(future) for future in done], self.users, self.report)
-                self.renew()
+                done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
+                self.save([self.finish(future) for future in done])
+            elif self.unsaved:
+                self.pause()
+            self.renew()
+            self.expire()
+
+    def wait_time(self) -> float:
+        until_renew = self.renew_every - (time.monotonic() - self.last_renew)
+        if self.unsaved:
+            until_renew = min(until_renew, self.retry_at - time.monotonic())
+        return max(until_renew, 0.0)
+
+    def pause(self) -> None:
+        """Nothing running, saves waiting for the database: wait a little before the next try."""
+        delay = self.retry_at - time.monotonic()
+        if delay > 0:
+            time.sleep(min(delay, 0.25))
+
+    def stopping(self) -> None:
+        if self.pending:
+            self.give_back()
+        if self.stop_seen is None:
+            self.stop_seen = time.monotonic()
 
     def dispatch(self) -> list[Outcome]:
         """Start what capacity allows; returns outcomes settled without running (bad input, spent quota)."""
@@ -184,14 +290,19 @@ class _Pass:
         while self.pending and len(self.inflight) < self.c.concurrency:
             network = self.pending.popleft()
             service = network.get("service")
-            if self.per_service[service] >= self.c.service_cap(service):
+            key = service if isinstance(service, str) else None
+            if self.per_service[key] >= self.c.service_cap(service):
                 waiting.append(network)
                 continue
             now, jitter = self.clock(), self.c.rng.random()
-            prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter, self.c.quotas)
+            try:
+                prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter,
+                                   self.c.quotas)
+            except Exception as exc:  # our bug, shown on that network only
+                prepared = crashed(network, None, exc, self.c.settings, now, jitter)
             if isinstance(prepared, Task):
-                self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now, jitter)] = network
-                self.per_service[service] += 1
+                self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now)] = network
+                self.per_service[key] += 1
             else:
                 settled.append(prepared)
         self.pending.extendleft(reversed(waiting))
@@ -199,20 +310,90 @@ class _Pass:
 
     def finish(self, future: Future) -> Outcome:
         network = self.inflight.pop(future)
-        self.per_service[network.get("service")] -= 1
-        return future.result()  # execute() never raises
+        service = network.get("service")
+        self.per_service[service if isinstance(service, str) else None] -= 1
+        try:
+            return future.result()  # execute() never raises, but a bug must not take the pass with it
+        except Exception as exc:
+            return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
+
+    def save(self, outcomes: list[Outcome]) -> None:
+        batch = self.unsaved + outcomes
+        if not batch:
+            return
+        if self.unsaved and outcomes == [] and time.monotonic() < self.retry_at:
+            return
+        started = time.perf_counter()
+        try:
+            self.c.persist(batch, self.users)
+            self.unsaved, self.retries = [], 0
+        except DatabaseDown as exc:
+            self.unsaved = [o for o in batch if not o.done]
+            self.report.save_failures += 1
+            self.retries += 1
+            self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
+            log.error("database unavailable while saving (%s): %d finished networks kept, retrying", exc,
+                      len(self.unsaved))
+        self.report.db_seconds += time.perf_counter() - started
+        for outcome in batch:
+            if outcome.done:
+                self.settle(outcome)
+
+    def settle(self, outcome: Outcome) -> None:
+        self.report.count(outcome)
+        if outcome.state_saved and not outcome.saved:
+            self.report.stale += 1
+        log_run(outcome)
+        self.c.forget(outcome.network, outcome.tokens)
+
+    def expire(self) -> None:
+        """Saves that waited for the database past their lease (or past a stop's grace) are dropped: the
+        networks run again once another pass claims them, and their items are stored once all the same."""
+        if not self.unsaved:
+            return
+        lapsed = self.clock() >= self.lease_until
+        grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
+        if not (lapsed or grace_over) or (grace_over and not lapsed and self.inflight):
+            return
+        log.error("dropping %d finished networks whose results could not be saved (%s); they run again "
+                  "when their leases lapse", len(self.unsaved), "lease lapsed" if lapsed else "stopping")
+        for outcome in self.unsaved:
+            self.report.dropped += 1
+            self.c.forget(outcome.network, outcome.tokens)
+        self.unsaved = []
+
+    def held_ids(self) -> list:
+        return ([n["_id"] for n in self.inflight.values()] + [n["_id"] for n in self.pending]
+                + [o.network["_id"] for o in self.unsaved])
 
     def renew(self) -> None:
-        if not self.inflight or time.monotonic() - self.last_renew < self.renew_every:
+        if time.monotonic() - self.last_renew < self.renew_every:
             return
-        ids = [network["_id"] for network in self.inflight.values()]
-        self.c.store.renew(ids, self.c.instance_id, self.clock() + self.c.lease)
+        ids = self.held_ids()
+        if not ids:
+            return
+        until = self.clock() + self.c.lease
+        try:
+            self.c.store.renew(ids, self.c.instance_id, until)
+        except Exception as exc:  # keep going: the next try comes soon, and saves are fenced anyway
+            log.warning("renewing %d leases failed (%s: %s); retrying", len(ids), type(exc).__name__,
+                        str(exc)[:200])
+            self.last_renew = time.monotonic() - self.renew_every + min(self.renew_every, 1.0)
+            return
+        self.lease_until = until
         self.last_renew = time.monotonic()
 
     def give_back(self) -> None:
         log.info("stop requested: %d claimed networks given back unrun", len(self.pending))
-        self.c.store.release([(n["_id"], n.get("leaseEpoch")) for n in self.pending])
+        leases = [(n["_id"], n.get("leaseEpoch")) for n in self.pending]
+        try:
+            self.c.store.release(leases)
+        except Exception as exc:
+            log.warning("giving back %d leases failed (%s); they lapse in %gs", len(leases), type(exc).__name__,
+                        self.c.settings.lease_seconds)
         self.report.released += len(self.pending)
+        for network in self.pending:
+            self.c.forget(network, {})
         self.pending.clear()
 
 

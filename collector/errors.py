@@ -75,6 +75,14 @@ class UnknownService(NetworkError):
     kind = "unknownService"
 
 
+class Interrupted(NetworkError):
+    """The collector is stopping and cut the run short: not the network's fault. Its state is left as it was
+    (it runs again as soon as a collector takes it); only tokens a refresh obtained are saved."""
+
+    kind = "interrupted"
+    counts_as_error = False
+
+
 @dataclass(frozen=True)
 class Quota:
     """Rate-limit facts from the last response of a run."""

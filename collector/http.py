@@ -1,33 +1,239 @@
-"""The HTTP session connectors share: timeouts, a User-Agent, connection retries, typed transport errors.
+"""The HTTP session connectors share, with every request bounded and every connection checked.
+
+- **A deadline per request.** `HTTP_TIMEOUT` bounds the whole request: connecting, the status line and headers,
+  and the body, however slowly a server trickles them. One watch thread per process shuts down the socket of a
+  request that passes its deadline (socket timeouts alone only bound each read).
+- **A size cap.** Bodies are read in one call, decoded (gzip/deflate) as they stream, up to `HTTP_MAX_BYTES`;
+  a larger body, compressed or not, is refused and its connection dropped.
+- **Addresses.** Every socket to a host that is not one of the collector's configured API hosts is checked at the
+  address actually connected to (no loopback, private, link-local or translated address unless
+  ALLOW_PRIVATE_HOSTS), on every redirect hop; a redirect may not leave https.
+- **Stopping.** `interrupt_after(seconds)` cuts every request still running after that many seconds, and
+  refuses new ones: a collector that is asked to stop is done within the deadline.
 
 Error messages name the host and path only: a query string may carry credentials for some services.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-from urllib.parse import urlsplit
+import socket
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 from urllib.request import getproxies
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
-from .errors import Transient
+from .errors import BadResponse, Interrupted, Transient
+from .safeurl import is_public
 from .settings import Settings
 
-# These libraries log OAuth clients (keys and token secrets included) or whole request lines with their query
-# strings (Stack Exchange's app key) at DEBUG: never let that through.
-for _name in ("requests_oauthlib", "oauthlib", "urllib3.connectionpool"):
-    logging.getLogger(_name).setLevel(logging.INFO)
+log = logging.getLogger(__name__)
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+
+class AddressRefused(Exception):
+    """A connection to a non-public address from a host the collector does not trust."""
+
+
+class RedirectRefused(Exception):
+    """A redirect the collector will not follow (https to http, credentials in the URL)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow_private: bool
+    trusted_hosts: frozenset[str]
+
+    def must_check(self, host: str | None) -> bool:
+        return not self.allow_private and (host or "").lower().strip("[]") not in self.trusted_hosts
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One request under watch: its deadline (monotonic seconds) and the connections it uses."""
+
+    owner: Any
+    deadline: float
+    cutoff: bool  # the deadline is the owner's stop cutoff, not the request's own
+    policy: Policy
+    conns: list = field(default_factory=list)
+    done: bool = False
+    fired: bool = False
+
+
+class _Watch:
+    """Shuts down the sockets of requests that pass their deadline. One daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # RLock: a signal handler on the main thread may call clamp()
+        self.wake = threading.Condition(self.lock)
+        self.heap: list[tuple[float, int, _Entry]] = []
+        self.active: set[_Entry] = set()
+        self.local = threading.local()
+        self.seq = itertools.count()
+        self.thread: threading.Thread | None = None
+
+    def begin(self, owner: Any, deadline: float, cutoff: bool, policy: Policy) -> _Entry:
+        entry = _Entry(owner, deadline, cutoff, policy)
+        self.local.entry = entry
+        with self.lock:
+            self.active.add(entry)
+            self._push(entry)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="http-deadlines", daemon=True)
+                self.thread.start()
+        return entry
+
+    def end(self, entry: _Entry) -> None:
+        self.local.entry = None
+        with self.lock:
+            entry.done = True
+            self.active.discard(entry)
+            if len(self.heap) > 1024 and len(self.heap) > 4 * len(self.active):
+                self.heap = [item for item in self.heap if not item[2].done]
+                heapq.heapify(self.heap)
+
+    def current(self) -> _Entry | None:
+        return getattr(self.local, "entry", None)
+
+    def attach(self, conn: Any, sock: socket.socket | None) -> None:
+        """Put a connection (and its socket) under the current request's deadline."""
+        entry = self.current()
+        if entry is None or sock is None:
+            return
+        with self.lock:
+            conn._collector_entry = entry  # a pooled connection belongs to the request that uses it now
+            entry.conns.append((conn, sock))
+            if entry.fired:
+                _shutdown(conn, sock)
+
+    def clamp(self, owner: Any, deadline: float) -> None:
+        """Bring the deadline of every running request of `owner` forward to `deadline`."""
+        with self.lock:
+            for entry in list(self.active):
+                if entry.owner is owner and deadline < entry.deadline:
+                    entry.deadline, entry.cutoff = deadline, True
+                    self._push(entry)
+
+    def _push(self, entry: _Entry) -> None:
+        heapq.heappush(self.heap, (entry.deadline, next(self.seq), entry))
+        self.wake.notify()
+
+    def _run(self) -> None:
+        with self.lock:
+            while True:
+                while self.heap and (self.heap[0][2].done or self.heap[0][2].fired):
+                    heapq.heappop(self.heap)
+                if not self.heap:
+                    self.wake.wait()
+                    continue
+                deadline, _, entry = self.heap[0]
+                delay = deadline - time.monotonic()
+                if delay > 0:
+                    self.wake.wait(delay)
+                    continue
+                heapq.heappop(self.heap)
+                if deadline > entry.deadline:
+                    continue  # an older, later deadline of a clamped entry
+                entry.fired = True
+                for conn, sock in entry.conns:
+                    if getattr(conn, "_collector_entry", None) is entry:
+                        _shutdown(conn, sock)
+
+
+def _shutdown(conn: Any, sock: socket.socket) -> None:
+    target = getattr(conn, "sock", None) or sock
+    try:
+        socket.socket.shutdown(target, socket.SHUT_RDWR)  # the plain socket's: safe under a TLS reader
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+_WATCH = _Watch()
+
+
+class _Guarded:
+    """Connection mix-in: deadline watch, and the address check at the address connected to."""
+
+    host: str
+    proxy: Any
+    sock: Any
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        _WATCH.attach(self, sock)
+        entry = _WATCH.current()
+        if entry is not None and not self.proxy and entry.policy.must_check(self.host):
+            try:
+                address = sock.getpeername()[0]
+            except OSError:
+                address = ""
+            if not is_public(address):
+                sock.close()
+                raise AddressRefused(f"connection to {self.host} refused: it reached the non-public address "
+                                     f"{address or 'unknown'} (ALLOW_PRIVATE_HOSTS is off)")
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self.sock is not None:  # a pooled connection, reused: under this request's deadline now
+            _WATCH.attach(self, self.sock)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _HTTPConnection(_Guarded, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Guarded, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _Adapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+class _Session(requests.Session):
+    def get_redirect_target(self, resp: requests.Response) -> str | None:
+        target = super().get_redirect_target(resp)
+        if target is None:
+            return None
+        parts = urlsplit(urljoin(resp.url, target))
+        if urlsplit(resp.url).scheme == "https" and parts.scheme != "https":
+            raise RedirectRefused(f"redirect from https to {parts.scheme or 'none'}:// refused")
+        if parts.username or parts.password:
+            raise RedirectRefused("redirect to a URL with credentials refused")
+        return target
 
 
 def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
-    session = requests.Session()
+    session = _Session()
+    session.max_redirects = 5
     # Retry only failures to connect, quickly; status codes are the executor's business (backoff, rateLimit).
     retry = Retry(total=2, connect=2, read=0, status=0, other=0, redirect=5,
                   backoff_factor=0.2, allowed_methods=frozenset({"GET"}),
                   raise_on_status=False, respect_retry_after_header=False)
-    adapter = HTTPAdapter(max_retries=retry, pool_connections=pool_size, pool_maxsize=pool_size)
+    adapter = _Adapter(max_retries=retry, pool_connections=pool_size, pool_maxsize=pool_size)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     session.headers["User-Agent"] = user_agent
@@ -39,14 +245,39 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
 
 def where(url: str) -> str:
     """host/path of a URL, without the query or credentials: safe to log."""
-    parts = urlsplit(url)
-    return f"{parts.hostname or ''}{parts.path}"
+    try:
+        parts = urlsplit(url)
+        return f"{parts.hostname or ''}{parts.path}"[:300]
+    except ValueError:
+        return "(unreadable URL)"
+
+
+def trusted_hosts(settings: Settings) -> frozenset[str]:
+    """Hosts the operator configured (GITHUB_API_URL, e.g. a GitHub Enterprise server on a private network)."""
+    hosts = set()
+    for url in (settings.github_api_url,):
+        host = urlsplit(url).hostname
+        if host:
+            hosts.add(host.lower())
+    return frozenset(hosts)
+
+
+def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
+    """zlib/gzip data decompressed to at most `limit` bytes; BadResponse past it (a decompression bomb)."""
+    decompressor = zlib.decompressobj(wbits)
+    out = decompressor.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise BadResponse(f"decompressed body exceeds the {limit}-byte cap")
+    return out
 
 
 class Http:
     def __init__(self, settings: Settings, session: requests.Session | None = None):
-        self.timeout = settings.http_timeout or None
+        self.timeout = settings.http_timeout
+        self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
         self.session = session or make_session(settings.user_agent)
+        self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
+        self.cutoff: float | None = None
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -54,15 +285,75 @@ class Http:
     def post(self, url: str, *, data=None, headers=None, auth=None) -> requests.Response:
         return self.request("POST", url, data=data, headers=headers, auth=auth)
 
-    def request(self, method: str, url: str, **kwargs) -> requests.Response:
+    def interrupt_after(self, seconds: float) -> None:
+        """The collector is stopping: requests still running `seconds` from now are cut, later ones refused."""
+        cutoff = time.monotonic() + max(seconds, 0.0)
+        self.cutoff = cutoff if self.cutoff is None else min(self.cutoff, cutoff)
+        _WATCH.clamp(self, self.cutoff)
+
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        what = f"{method} {where(url)}"
+        now = time.monotonic()
+        deadline, cutoff = now + self.timeout, False
+        if self.cutoff is not None:
+            if now >= self.cutoff:
+                raise Interrupted(f"collector stopping: {what} not started")
+            if self.cutoff < deadline:
+                deadline, cutoff = self.cutoff, True
+        entry = _WATCH.begin(self, deadline, cutoff, self.policy)
         try:
-            return self.session.request(method, url, timeout=self.timeout, **kwargs)
-        except requests.Timeout:
-            raise Transient(f"timed out after {self.timeout:g}s: {method} {where(url)}") from None
-        except requests.ConnectionError:
-            raise Transient(f"connection failed: {method} {where(url)}") from None
-        except requests.RequestException as exc:
-            raise Transient(f"request failed ({type(exc).__name__}): {method} {where(url)}") from None
+            response = self.session.request(method, url, timeout=self.timeout, stream=True, **kwargs)
+            self._read_body(response, what)
+            if entry.fired:
+                raise Transient("cut")  # a body ended by the watch may look complete: never trust it
+            return response
+        except (BadResponse, Transient, Interrupted) as error:
+            if entry.fired:
+                raise self._expired(entry, what) from None
+            raise error
+        except AddressRefused as exc:
+            raise BadResponse(f"{exc}: {what}") from None
+        except RedirectRefused as exc:
+            raise BadResponse(f"{exc}: {what}") from None
+        except requests.TooManyRedirects:
+            raise BadResponse(f"more than 5 redirects: {what}") from None
+        except Exception as exc:
+            if entry.fired:
+                raise self._expired(entry, what) from None
+            if isinstance(exc, requests.Timeout):
+                raise Transient(f"timed out after {self.timeout:g}s: {what}") from None
+            if isinstance(exc, (requests.ConnectionError, OSError, urllib3.exceptions.ProtocolError)):
+                raise Transient(f"connection failed: {what}") from None
+            if isinstance(exc, (requests.RequestException, urllib3.exceptions.HTTPError)):
+                raise Transient(f"request failed ({type(exc).__name__}): {what}") from None
+            raise
+        finally:
+            _WATCH.end(entry)
+
+    def _expired(self, entry: _Entry, what: str) -> Exception:
+        if entry.cutoff:
+            return Interrupted(f"collector stopping: {what} cut short")
+        return Transient(f"deadline of {self.timeout:g}s exceeded: {what}")
+
+    def _read_body(self, response: requests.Response, what: str) -> None:
+        """Read the whole body in one call, decoded, at most max_bytes; drop the connection past that."""
+        cap = self.max_bytes
+        length = response.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > cap:
+            response.close()
+            raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
+        try:
+            body = response.raw.read(cap + 1, decode_content=True) or b""
+        except urllib3.exceptions.DecodeError:
+            response.close()
+            raise BadResponse(f"body could not be decoded ({response.headers.get('Content-Encoding')}): "
+                              f"{what}", response.status_code) from None
+        if len(body) > cap:
+            response.close()
+            raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
+        response._content = body
+        response._content_consumed = True
+        response.raw.release_conn()
 
     def close(self) -> None:
         self.session.close()

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from connectors.base import Result
 
-from .errors import NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from .errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
 from .settings import Settings
 
 MODES = ("initial", "normal")
@@ -47,35 +47,49 @@ def backoff(errors: int, settings: Settings, jitter: float) -> timedelta:
     return timedelta(seconds=delay * (0.5 + jitter / 2))
 
 
-def rate_limited(mode: str, reset: datetime | None, settings: Settings, now: datetime) -> Update:
-    """Enter rateLimit: come back at the reset the API gave (never in the past), else after the interval."""
+def rate_limited(mode: str, reset: datetime | None, settings: Settings, now: datetime,
+                 jitter: float = 0.0) -> Update:
+    """Enter rateLimit: come back at the reset the API gave, else after RATE_LIMIT_INTERVAL; a reset already past
+    waits RATE_LIMIT_MIN_WAIT (with jitter), never "now", and none waits longer than RATE_LIMIT_MAX_WAIT
+    (servers send any number)."""
     at = reset if reset is not None else now + timedelta(seconds=settings.rate_limit_interval)
-    return Update({"mode": "rateLimit", "prevMode": mode, "scheduledTo": max(at, now)})
+    return Update({"mode": "rateLimit", "prevMode": mode, "scheduledTo": clamp_wait(at, settings, now, jitter)})
+
+
+def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 0.0) -> datetime:
+    """A time a server asked us to wait until, at most now + RATE_LIMIT_MAX_WAIT; one not in the future becomes
+    now + RATE_LIMIT_MIN_WAIT (+ up to 50% jitter)."""
+    if at <= now:  # a reset already past (clock skew, a stale header) would mean "now": wait the minimum
+        at = now + timedelta(seconds=settings.rate_limit_min_wait * (1 + jitter / 2))
+    return min(at, now + timedelta(seconds=settings.rate_limit_max_wait))
 
 
 def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: Settings,
-               now: datetime) -> Update:
+               now: datetime, jitter: float = 0.0) -> Update:
     next_mode = "normal" if mode == "initial" and result.done else mode
     base = {**result.state, "errors": 0, "lastExecution": now, "lastSuccess": now}
     if result.quota is not None and result.quota.exhausted():
         reset = result.quota.reset
         if reset is not None and result.wait_until is not None:
             reset = max(reset, result.wait_until)
-        update = rate_limited(next_mode, reset or result.wait_until, settings, now)
+        update = rate_limited(next_mode, reset or result.wait_until, settings, now, jitter)
         update.values = {**base, **update.values}
         return update
     scheduled = now + interval(next_mode, network.get("service", ""), settings)
     if result.wait_until is not None:  # the API asked for a pause (Stack Exchange `backoff`): no sooner
-        scheduled = max(scheduled, result.wait_until)
+        latest = now + timedelta(seconds=settings.rate_limit_max_wait)
+        scheduled = max(scheduled, min(result.wait_until, latest))
     return Update({**base, "mode": next_mode, "scheduledTo": scheduled}, {"prevMode"})
 
 
 def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings,
                now: datetime, jitter: float, secrets=()) -> Update:
     if isinstance(error, RateLimited):
-        update = rate_limited(mode or "initial", error.reset, settings, now)
+        update = rate_limited(mode or "initial", error.reset, settings, now, jitter)
         update.values["lastExecution"] = now
         return update
+    if isinstance(error, Interrupted):  # the collector is stopping: leave the network as it was, due again
+        return Update()
     last_error = {"status": error.status, "kind": error.kind,
                   "message": redact(error.message, secrets), "at": now}
     if isinstance(error, Unauthorized):

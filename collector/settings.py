@@ -57,8 +57,26 @@ def _http_url(text: str) -> str:
 
 
 def _mongodb_uri(text: str) -> str:
+    """Validated with pymongo's own parser (an SRV URI is checked as a plain one: no DNS look-up here)."""
     if not text.startswith(("mongodb://", "mongodb+srv://")):
         raise ValueError("must start with mongodb:// or mongodb+srv://")
+    import warnings
+
+    from pymongo import uri_parser
+    from pymongo.errors import PyMongoError
+
+    plain = text
+    if text.startswith("mongodb+srv://"):
+        hosts = text[len("mongodb+srv://"):].split("/", 1)[0].rsplit("@", 1)[-1]
+        if "," in hosts or ":" in hosts.strip("[]").rsplit("]", 1)[-1]:
+            raise ValueError("a mongodb+srv:// URI takes one host name without a port")
+        plain = "mongodb://" + text[len("mongodb+srv://"):]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # unknown options only warn, as in MongoClient
+            uri_parser.parse_uri(plain, warn=True)
+    except (PyMongoError, ValueError, TypeError) as exc:
+        raise ValueError(f"pymongo cannot parse it: {mask_text(str(exc), text)}") from None
     return text
 
 
@@ -96,7 +114,10 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("BACKOFF_BASE", "backoff_base", _number),
     ("BACKOFF_MAX", "backoff_max", _number),
     ("MAX_ERRORS", "max_errors", _positive_int),
-    ("HTTP_TIMEOUT", "http_timeout", _number),
+    ("HTTP_TIMEOUT", "http_timeout", _positive_number),
+    ("HTTP_MAX_BYTES", "http_max_bytes", _positive_int),
+    ("RATE_LIMIT_MIN_WAIT", "rate_limit_min_wait", _number),
+    ("RATE_LIMIT_MAX_WAIT", "rate_limit_max_wait", _positive_number),
     ("CONCURRENCY", "concurrency", _positive_int),
     ("SERVICE_CONCURRENCY", "service_concurrency", _positive_int),
     ("LEASE_SECONDS", "lease_seconds", _positive_number),
@@ -122,6 +143,9 @@ class Settings:
     backoff_max: float
     max_errors: int
     http_timeout: float
+    http_max_bytes: int
+    rate_limit_min_wait: float
+    rate_limit_max_wait: float
     concurrency: int
     service_concurrency: int
     lease_seconds: float
@@ -146,6 +170,13 @@ class Settings:
 
     def with_(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
+
+    def secrets(self) -> list[str]:
+        """Every secret value among the settings (app keys and secrets, the MongoDB password and secret URI
+        options): what log redaction must hide."""
+        values = uri_secrets(self.mongodb_uri)
+        values += [v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str)]
+        return [v for v in values if v]
 
     def describe(self) -> dict[str, Any]:
         """The effective settings by environment name, secrets masked (for --check-config)."""
@@ -172,20 +203,75 @@ def mask(name: str, value: Any) -> Any:
     return value
 
 
+SECRET_OPTION = re.compile(r"pass|secret|token|key|credential", re.IGNORECASE)
+
+
 def mask_uri(uri: str) -> str:
-    parts = urlsplit(uri)
-    if "@" not in parts.netloc:
-        return uri
-    creds, host = parts.netloc.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """The URI with its password and every secret-looking option value (tlsCertificateKeyFilePassword,
+    AWS_SESSION_TOKEN inside authMechanismProperties, ...) replaced by ***."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, host = netloc.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in creds else netloc
+    options = []
+    for pair in parts.query.split("&") if parts.query else []:
+        name, sep, value = pair.partition("=")
+        if SECRET_OPTION.search(name):
+            value = "***"
+        elif name.lower() == "authmechanismproperties":
+            value = ",".join(_mask_property(p) for p in value.split(","))
+        options.append(f"{name}{sep}{value}")
+    return urlunsplit(parts._replace(netloc=netloc, query="&".join(options)))
+
+
+def _mask_property(pair: str) -> str:
+    name, sep, value = pair.partition(":")
+    return f"{name}{sep}***" if sep and SECRET_OPTION.search(name) else pair
+
+
+def uri_secrets(uri: str) -> list[str]:
+    """The secret values in a MongoDB URI (password, secret options), for log redaction."""
+    from urllib.parse import unquote
+
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return []
+    found = []
+    if "@" in parts.netloc:
+        creds = parts.netloc.rsplit("@", 1)[0]
+        if ":" in creds:
+            found.append(creds.split(":", 1)[1])
+    for pair in parts.query.split("&") if parts.query else []:
+        name, _, value = pair.partition("=")
+        if SECRET_OPTION.search(name):
+            found.append(value)
+        elif name.lower() == "authmechanismproperties":
+            found += [p.partition(":")[2] for p in value.split(",") if SECRET_OPTION.search(p.partition(":")[0])]
+    return [v for s in found for v in {s, unquote(s)} if v]
+
+
+def mask_text(text: str, uri: str) -> str:
+    for secret in uri_secrets(uri):
+        if len(secret) >= 3:
+            text = text.replace(secret, "***")
+    return text
 
 
 def config_dir() -> Path:
-    """The directory of the per-environment files: COLLECTOR_CONFIG_DIR, else the installed config/."""
+    """The directory of the per-environment files: COLLECTOR_CONFIG_DIR, else the config/ beside the code (a
+    checkout), else the installed copy."""
     override = os.environ.get("COLLECTOR_CONFIG_DIR")
     if override:
         return Path(override)
+    checkout = Path(__file__).resolve().parent.parent / "config"
+    if (checkout / "defaults.env").is_file():  # code run from a checkout reads that checkout's config/
+        return checkout
     return Path(str(resources.files("collector_config")))
 
 

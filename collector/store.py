@@ -16,7 +16,15 @@ from typing import Any, Iterable
 from bson import ObjectId
 from pymongo import ASCENDING
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import (
+    BulkWriteError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    ExecutionTimeout,
+    OperationFailure,
+    PyMongoError,
+    WTimeoutError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,23 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
 
 
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
+MAX_EPOCH = 2**62  # an epoch at or beyond this (or not a number) cannot be incremented safely: it is reset
+BAD_EPOCH = {"$or": [{"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
+                     {"leaseEpoch": {"$gte": MAX_EPOCH}}, {"leaseEpoch": {"$lte": -MAX_EPOCH}}]}
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether a database error means "the database cannot be reached now" (retry later) rather than "this
+    document was refused" (a fault of that one document)."""
+    if isinstance(exc, (ConnectionFailure, ExecutionTimeout, WTimeoutError)):
+        return True
+    if isinstance(exc, PyMongoError) and not isinstance(exc, BulkWriteError):
+        return exc.has_error_label("RetryableWriteError") or exc.has_error_label("TransientTransactionError")
+    return False
+
+
+class DatabaseDown(Exception):
+    """The database could not be reached; what was being saved is kept and retried."""
 
 
 class Store:
@@ -79,16 +104,40 @@ class Store:
         """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
         claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
         still due and free, so two collectors never both win one), and read back what this collector won.
-        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save."""
+        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save.
+
+        One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
+        absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
+        and the one that fails is left out."""
         query = due_query(mode, now)
         ids = [d["_id"] for d in self.networks.find(query, {"_id": 1}).sort("scheduledTo", ASCENDING).limit(limit)]
         if not ids:
             return []
         token = uuid.uuid4().hex
-        self.networks.update_many({"_id": {"$in": ids}, **query},
-                                  {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token},
-                                   "$inc": {"leaseEpoch": 1}})
+        claim = {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
+        repaired = self.networks.update_many({"_id": {"$in": ids}, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
+        if repaired.modified_count:
+            log.warning("%d networks had a leaseEpoch that was not a usable number: reset to 0",
+                        repaired.modified_count)
+        try:
+            self.networks.update_many({"_id": {"$in": ids}, **query}, claim)
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            log.warning("claiming %d networks at once failed (%s: %s); claiming them one by one",
+                        len(ids), type(exc).__name__, str(exc)[:200])
+            self._claim_each(ids, query, claim)
         return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
+
+    def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
+        for network_id in ids:
+            try:
+                self.networks.update_one({"_id": network_id, **query}, claim)
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                log.error("network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__,
+                          str(exc)[:200])
 
     def renew(self, ids: list, owner: str, until: datetime) -> int:
         """Extend the leases this collector still holds on `ids`."""
@@ -111,21 +160,51 @@ class Store:
         projection = {f: 1 for f in USER_FIELDS} | {"_id": 1}
         found = {}
         for user in self.users.find({"email": {"$in": wanted}}, projection):
-            found[user["email"]] = {f: user[f] for f in ("_id",) + USER_FIELDS if f in user}
+            # public profile fields that are plain short text only: a user document is not ours to trust
+            data = {f: user[f] for f in USER_FIELDS if isinstance(user.get(f), str) and len(user[f]) <= 1024}
+            found[user["email"]] = {"_id": user["_id"], **data}
         return found
 
-    def insert_items(self, items: list[dict]) -> set[int]:
-        """Insert items in one batch, skipping those stored already. Returns the indexes of the skipped ones."""
+    def insert_items(self, items: list[dict]) -> list[tuple[int, int | None, str]]:
+        """Insert items in one unordered batch. Returns (index, error code, message) of each item not inserted:
+        code 11000 for one stored already, another code (or None) for one the database refused. A database
+        that cannot be reached raises; a batch the driver refuses as a whole is retried item by item."""
         if not items:
-            return set()
+            return []
         try:
             self.items.insert_many(items, ordered=False)
         except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(e.get("code") != DUPLICATE_KEY for e in errors):
+            return [(e["index"], e.get("code"), str(e.get("errmsg", ""))[:300])
+                    for e in exc.details.get("writeErrors", [])]
+        except Exception as exc:
+            if unavailable(exc):
                 raise
-            return {e["index"] for e in errors}
-        return set()
+            log.warning("a batch of %d items was refused as a whole (%s: %s); inserting one by one",
+                        len(items), type(exc).__name__, str(exc)[:200])
+            return self._insert_each(items)
+        return []
+
+    def _insert_each(self, items: list[dict]) -> list[tuple[int, int | None, str]]:
+        errors: list[tuple[int, int | None, str]] = []
+        for index, item in enumerate(items):
+            try:
+                self.items.insert_one(item)
+            except DuplicateKeyError:
+                errors.append((index, DUPLICATE_KEY, "duplicate"))
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {str(exc)[:200]}"))
+        return errors
+
+    def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
+        """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
+        spent once used, so losing the new one locks the user out. Only if the document still holds the refresh
+        token that was used (nobody stored newer ones meanwhile)."""
+        query: dict[str, Any] = {"_id": network_id}
+        if isinstance(previous_refresh, str):
+            query["refreshToken"] = previous_refresh
+        return self.networks.update_one(query, {"$set": tokens}).matched_count == 1
 
     def save_state(self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (),
                    epoch: int | None = None) -> bool:

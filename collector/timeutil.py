@@ -1,7 +1,7 @@
 """Time helpers. MongoDB keeps datetimes in UTC with millisecond precision; so do we."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
 
@@ -33,6 +33,27 @@ def parse_iso(text: str) -> datetime:
     return to_ms(value)
 
 
+FAR_FUTURE = datetime(9999, 12, 31, tzinfo=UTC)
+MAX_EPOCH = FAR_FUTURE.timestamp()
+
+
 def from_epoch(seconds: float) -> datetime:
-    return to_ms(datetime.fromtimestamp(float(seconds), UTC))
+    """Epoch seconds as a datetime. Beyond year 9999 is the far future (FAR_FUTURE); ValueError for
+    values that are not a finite number >= 0."""
+    value = float(seconds)
+    if value != value or value < 0:
+        raise ValueError(f"not a time: {seconds!r}")
+    if value >= MAX_EPOCH:
+        return FAR_FUTURE
+    return to_ms(datetime.fromtimestamp(value, UTC))
+
+
+def after(now: datetime, seconds: float) -> datetime:
+    """`now` plus `seconds`, saturating at FAR_FUTURE instead of overflowing (servers send any number)."""
+    value = float(seconds)
+    if value != value:
+        raise ValueError("not a number of seconds")
+    if value >= (FAR_FUTURE - now).total_seconds():
+        return FAR_FUTURE
+    return now + timedelta(seconds=max(value, 0.0))
 

@@ -4,8 +4,11 @@ A connector does HTTP and mapping only. It never touches the database: the engin
 """
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Mapping
 
 import requests
@@ -21,10 +24,14 @@ from collector.errors import (
     Unauthorized,
 )
 from collector.http import Http, where
+from collector.redaction import SECRETS
+from collector.validate import IDENTITY
 from collector.settings import Settings
-from collector.timeutil import from_epoch, parse_iso
+from collector.timeutil import after, as_utc, from_epoch, parse_iso, to_ms
 
 SECRET_FIELDS = ("accessToken", "accessTokenSecret", "refreshToken")
+ENTRY_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError)
+log = logging.getLogger("collector.connectors")
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class Result:
     done: bool = False
     quota: Quota | None = None
     wait_until: datetime | None = None  # the API asked not to be called again before this (e.g. `backoff`)
+    tokens: dict[str, Any] = field(default_factory=dict)  # obtained by a token refresh during the run
 
 
 class Connector:
@@ -86,6 +94,8 @@ class Connector:
     def __init__(self, settings: Settings, http: Http):
         self.settings = settings
         self.http = http
+        self.skipped = 0  # entries of this run's pages that could not be mapped, and why the first was not
+        self.skip_reason: str | None = None
 
     # --- the two modes ------------------------------------------------------------------------------
     def run(self, job: Job) -> Result:
@@ -96,6 +106,7 @@ class Connector:
             if not self.can_refresh(job):
                 raise
         tokens = self.refresh(job)  # a refused refresh raises Unauthorized
+        SECRETS.add(tokens.values())  # hidden from every log line from now on (the engine lets go after saving)
         try:
             result = self.run_mode(job.with_network(tokens))  # retried once; a second expiry is Unauthorized
         except Exception as error:
@@ -103,6 +114,7 @@ class Connector:
             error.refreshed = tokens
             raise
         result.state.update(tokens)
+        result.tokens = tokens
         return result
 
     def run_mode(self, job: Job) -> Result:
@@ -110,6 +122,8 @@ class Connector:
         if self.identity_field:
             known = job.network.get(self.identity_field)
             identity = known if isinstance(known, str) and known else self.lookup_identity(job)
+            if not IDENTITY.match(identity):
+                raise BadResponse(f"{self.name}: the API gave a {self.identity_field} that is not a plain name or id")
             job = job.with_network({self.identity_field: identity})
         result = self.initial(job) if job.mode == "initial" else self.normal(job)
         if identity is not None:
@@ -145,8 +159,9 @@ class Connector:
         tokens = {"accessToken": body["access_token"]}
         if isinstance(body.get("refresh_token"), str):
             tokens["refreshToken"] = body["refresh_token"]
-        if isinstance(body.get("expires_in"), (int, float)):
-            tokens["accessTokenExpiresAt"] = job.now + timedelta(seconds=body["expires_in"])
+        expires_in = body.get("expires_in")
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and math.isfinite(expires_in):
+            tokens["accessTokenExpiresAt"] = after(job.now, expires_in)
         return tokens
 
     def initial(self, job: Job) -> Result:  # pragma: no cover - abstract
@@ -170,13 +185,27 @@ class Connector:
         return value
 
     def map_entries(self, entries: Any, map_one) -> list[dict]:
-        """Map a list of API entries to items; any entry of an unexpected shape is a BadResponse."""
+        """Map a list of API entries to items, each on its own: an entry that cannot be mapped is skipped and
+        counted (`skipped`, `skip_reason`). BadResponse only when the list is not a list, or when no entry of a
+        non-empty page could be mapped."""
         if not isinstance(entries, list):
             raise BadResponse(f"{self.name}: expected a list of entries, got {type(entries).__name__}")
-        try:
-            return [map_one(entry) for entry in entries]
-        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-            raise BadResponse(f"{self.name}: unexpected entry ({type(exc).__name__}: {exc})") from None
+        items, first_reason = [], None
+        for entry in entries:
+            try:
+                items.append(map_one(entry))
+            except (*ENTRY_ERRORS, BadResponse) as exc:
+                first_reason = first_reason or entry_error(exc)
+        if entries and not items:
+            raise BadResponse(f"{self.name}: no entry of the page could be read ({len(entries)} entries; "
+                              f"first: {first_reason})")
+        self.skip(len(entries) - len(items), first_reason)
+        return items
+
+    def skip(self, count: int, reason: str | None) -> None:
+        if count > 0:
+            self.skipped += count
+            self.skip_reason = self.skip_reason or reason
 
     # --- HTTP helpers ------------------------------------------------------------------------------
     def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
@@ -186,7 +215,7 @@ class Connector:
         self.check(job, response)
         try:
             return response.json(), response
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
                               response.status_code) from None
 
@@ -217,13 +246,7 @@ class Connector:
 
     def quota(self, response: requests.Response, now: datetime | None = None) -> Quota | None:
         """GitHub-style X-RateLimit-* headers with an epoch reset; override for other conventions."""
-        headers = response.headers
-        remaining = _int(headers.get("X-RateLimit-Remaining"))
-        if remaining is None:
-            return None
-        reset = _int(headers.get("X-RateLimit-Reset"))
-        return Quota(remaining=remaining, limit=_int(headers.get("X-RateLimit-Limit")),
-                     reset=from_epoch(reset) if reset is not None else None)
+        return header_quota(response, "X-RateLimit-", "epoch", now)
 
 
 def header_quota(response: requests.Response, prefix: str, reset_kind: str,
@@ -239,23 +262,28 @@ def header_quota(response: requests.Response, prefix: str, reset_kind: str,
     reset = None
     if raw is not None:
         number = _number(raw)
-        if reset_kind == "seconds":
-            reset = now + timedelta(seconds=number) if number is not None and now is not None else None
-        elif number is not None:
-            reset = from_epoch(number)
-        elif reset_kind == "iso":
-            try:
+        try:
+            if reset_kind == "seconds":
+                reset = after(now, number) if number is not None and now is not None else None
+            elif number is not None:
+                reset = from_epoch(number)
+            elif reset_kind == "iso":
                 reset = parse_iso(raw)
-            except ValueError:
-                reset = None
-    return Quota(remaining=int(remaining), limit=int(limit) if limit is not None else None, reset=reset)
+        except (ValueError, OverflowError):
+            reset = None
+        if reset is None:
+            log.warning("unreadable %sReset header %r from %s: ignored", prefix, raw[:40], where(response.url))
+    return Quota(remaining=int(max(min(remaining, 2**53), -1)),
+                 limit=int(min(limit, 2**53)) if limit is not None else None, reset=reset)
 
 
 def _number(value: str | None) -> float | None:
+    """A finite number from a header, or None."""
     try:
-        return float(value) if value is not None else None
+        number = float(value) if value is not None else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def bearer(job: Job) -> dict[str, str]:
@@ -270,15 +298,38 @@ def _int(value: str | None) -> int | None:
 
 
 def _retry_after(value: str | None, now: datetime) -> datetime | None:
-    seconds = _int(value)
-    return now + timedelta(seconds=seconds) if seconds is not None and seconds >= 0 else None
+    """Retry-After as delay-seconds or as an HTTP-date (RFC 9110); None when absent or unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return after(now, int(text[:30]) if len(text) <= 30 else float("inf"))
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        moment = None
+    if moment is None:
+        log.warning("unreadable Retry-After header %r: ignored", text[:40])
+        return None
+    return to_ms(as_utc(moment))
+
+
+def entry_error(exc: BaseException) -> str:
+    """Why an entry could not be mapped, without its content: the exception type and a short message."""
+    if isinstance(exc, BadResponse):
+        return exc.message[:120]
+    if isinstance(exc, KeyError):
+        return f"missing field {str(exc)[:60]}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return f"{type(exc).__name__}: {str(exc)[:100]}"
 
 
 def _reason(response: requests.Response) -> str:
     """A short reason: the API's own `message`/`error` text if the body has one, else the HTTP reason."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         for key in ("message", "error_message", "error", "detail"):

@@ -35,7 +35,10 @@ class FlickrConnector(PagedConnector):
         self.check_stat(data, response)
         photos = data.get("photos") or {}
         items = self.map_entries(photos.get("photo"), self.map)
-        more = items and int(photos.get("page", page)) < int(photos.get("pages", 0))
+        try:
+            more = bool(items) and int(photos.get("page", page)) < int(photos.get("pages", 0))
+        except (TypeError, ValueError):
+            raise BadResponse("flickr: page and pages must be numbers") from None
         return Page(items, page + 1 if more else None)
 
     @staticmethod

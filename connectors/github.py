@@ -52,9 +52,7 @@ class GitHubConnector(GitHubAPI):
         if etag and response.status_code == 304:
             return None, response
         data, response = self.parse_json(job, response)
-        if not isinstance(data, list):
-            raise BadResponse(f"expected a list of stars, got {type(data).__name__}", response.status_code)
-        return [self.map(entry) for entry in data], response
+        return self.map_entries(data, self.map), response
 
     def initial(self, job: Job) -> Result:
         page = job.state_int("page", 1, minimum=1)

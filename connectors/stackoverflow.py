@@ -7,7 +7,6 @@ resets at midnight UTC), and errors come as HTTP 400 with an `error_id`.
 """
 from __future__ import annotations
 
-import gzip
 import html
 import json
 import re
@@ -18,8 +17,8 @@ from typing import Any
 import requests
 
 from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
-from collector.http import where
-from collector.timeutil import from_epoch
+from collector.http import bounded_decompress, where
+from collector.timeutil import after, from_epoch
 
 from .base import Job, bearer
 from .paging import Page, PagedConnector
@@ -40,7 +39,8 @@ class StackOverflowConnector(PagedConnector):
         body = self.body(response)
         self.check_body(job, response, body)
         items = self.map_entries(body.get("items"), self.map)
-        wait = job.now + timedelta(seconds=body["backoff"]) if isinstance(body.get("backoff"), int) else None
+        backoff = body.get("backoff")
+        wait = after(job.now, backoff) if isinstance(backoff, int) and not isinstance(backoff, bool) else None
         quota = None
         if isinstance(body.get("quota_remaining"), int):
             quota = Quota(body["quota_remaining"], body.get("quota_max"), next_utc_midnight(job.now))
@@ -51,11 +51,11 @@ class StackOverflowConnector(PagedConnector):
         raw = response.content
         try:
             if raw[:2] == b"\x1f\x8b":
-                raw = gzip.decompress(raw)
+                raw = bounded_decompress(raw, self.http.max_bytes, 16 + zlib.MAX_WBITS)
             elif raw[:1] == b"\x78":
-                raw = zlib.decompress(raw)
+                raw = bounded_decompress(raw, self.http.max_bytes, zlib.MAX_WBITS)
             body = json.loads(raw)
-        except (OSError, zlib.error, ValueError):
+        except (OSError, zlib.error, ValueError, RecursionError):
             raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
                               response.status_code) from None
         if not isinstance(body, dict):
@@ -72,7 +72,7 @@ class StackOverflowConnector(PagedConnector):
             raise Unauthorized(message, status)
         if error_id == 502:  # throttle_violation: "... more requests available in N seconds"
             match = re.search(r"available in (\d+) seconds", str(body.get("error_message", "")))
-            raise RateLimited(message, job.now + timedelta(seconds=int(match.group(1)) if match else 60), status)
+            raise RateLimited(message, after(job.now, int(match.group(1)[:12]) if match else 60), status)
         if error_id == 503 or status >= 500:
             raise Transient(message, status)
         raise BadResponse(message, status)

@@ -169,7 +169,7 @@ def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock
     assert db.items.count_documents({}) == 2
 
 
-def test_items_from_a_connector_without_item_id_are_rejected_whole(db, settings, http_mock):
+def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db, settings):
     from connectors.base import Connector, Result
     from connectors.registry import Registry
 
@@ -179,6 +179,24 @@ def test_items_from_a_connector_without_item_id_are_rejected_whole(db, settings,
         def initial(self, job):
             return Result([{"itemId": "1", "type": "sloppy", "source": "https://x.test/1"},
                            {"itemId": 2, "type": "sloppy", "source": "https://x.test/2"}])
+
+    doc = add_network(db, service="sloppy")
+    report = run_once(db, "initial", settings, now=T0, registry=Registry({"sloppy": Sloppy}))
+    assert report.by_status == {"ok": 1} and report.skipped == 1
+    state = network(db, doc)
+    assert state["skippedItems"] == 1 and "itemId" in state["lastSkipped"]["reason"]
+    assert [i["itemId"] for i in db.items.find()] == ["1"]
+
+
+def test_a_page_with_no_storable_item_fails_the_run(db, settings):
+    from connectors.base import Connector, Result
+    from connectors.registry import Registry
+
+    class Sloppy(Connector):
+        name = "sloppy"
+
+        def initial(self, job):
+            return Result([{"itemId": 2, "type": "sloppy", "source": "https://x.test/2"}])
 
     doc = add_network(db, service="sloppy")
     report = run_once(db, "initial", settings, now=T0, registry=Registry({"sloppy": Sloppy}))

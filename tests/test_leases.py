@@ -68,9 +68,8 @@ def test_a_stale_collectors_state_write_is_refused_but_its_items_are_kept_once(d
     late = T0 + LEASE + timedelta(seconds=2)
     task = prepare(claimed[0], stalled.registry, settings, stalled.http, late, 0.5)
     outcome = execute(task, settings, late, 0.5)
-    stale_report = type(report)("initial")
-    stalled.save([outcome], {}, stale_report)
-    assert stale_report.stale == 1 and outcome.saved is False
+    stalled.persist([outcome], {})
+    assert outcome.state_saved is True and outcome.saved is False
     state = network(db, doc)
     assert state["page"] == 2 and state["lastExecution"] == T0 + LEASE + timedelta(seconds=1)
     assert db.items.count_documents({}) == 100  # the stale run's items were the same page: stored once

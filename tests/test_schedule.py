@@ -25,9 +25,18 @@ def test_effective_mode():
         schedule.effective_mode({"mode": 3})
 
 
-def test_reset_in_the_past_is_clamped_to_now(settings):
-    update = schedule.rate_limited("normal", T0 - timedelta(hours=1), settings, T0)
-    assert update.values["scheduledTo"] == T0
+@pytest.mark.parametrize("jitter, seconds", [(0.0, 60), (0.999, 89.97)])
+def test_reset_in_the_past_waits_the_minimum_with_jitter_never_now(settings, jitter, seconds):
+    update = schedule.rate_limited("normal", T0 - timedelta(hours=1), settings, T0, jitter)
+    waited = (update.values["scheduledTo"] - T0).total_seconds()
+    assert waited == pytest.approx(seconds, abs=0.01)
+
+
+def test_reset_absurdly_far_is_clamped_to_the_maximum(settings):
+    from collector.timeutil import FAR_FUTURE
+    update = schedule.on_failure({}, "normal", RateLimited("429", FAR_FUTURE), settings, T0, 0.0)
+    assert update.values["scheduledTo"] == T0 + timedelta(seconds=settings.rate_limit_max_wait)
+    assert settings.rate_limit_max_wait == 86400
 
 
 def test_rate_limit_without_reset_uses_the_interval(settings):

@@ -1,0 +1,187 @@
+"""Checks on what comes from outside before it is used or stored: network documents (written by a web app, maybe
+an old one), the state a connector wants to keep, and items mapped from API responses.
+
+All pure. A bad network field is `Malformed` (named); a state or item the database could not store is reported
+with the reason, so the engine can keep everything else.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+import bson
+from bson.errors import BSONError
+
+from .errors import BadResponse, Malformed
+
+MAX_PAGE = 10_000_000  # page numbers beyond this are not a history walk any more
+MAX_CURSOR_CHARS = 2048
+MAX_SEEN_IDS = 1000
+MAX_ID_CHARS = 1024
+MAX_TOKEN_CHARS = 8192
+MAX_STATE_BYTES = 64 * 1024
+MAX_ITEM_BYTES = 1024 * 1024  # an item is a link and some text: far below MongoDB's 16 MiB
+MAX_DEPTH = 50  # MongoDB refuses nesting beyond 100 levels; items are shallow
+INT64 = 2**63
+HEADER_SAFE = re.compile(r"^[\x21-\x7e][\x20-\x7e]*$")  # visible ASCII, no CR/LF or controls
+IDENTITY = re.compile(r"^[\w.:%@+-]{1,256}$", re.ASCII)  # a user name, id or DID: safe inside a URL path
+SECRET_FIELDS = ("accessToken", "accessTokenSecret", "refreshToken")
+
+
+def _int_in(low: int, high: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return f"a whole number from {low} to {high}"
+        return None
+    return check
+
+
+def _cursor(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) <= MAX_CURSOR_CHARS and "\x00" not in value:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
+        return None
+    return f"a string of at most {MAX_CURSOR_CHARS} characters or a whole number"
+
+
+def _seen_ids(value: Any) -> str | None:
+    if isinstance(value, list) and len(value) <= MAX_SEEN_IDS and all(
+            isinstance(v, str) and len(v) <= MAX_ID_CHARS for v in value):
+        return None
+    return f"a list of at most {MAX_SEEN_IDS} strings"
+
+
+def _datetime(value: Any) -> str | None:
+    return None if isinstance(value, datetime) else "a date"
+
+
+def _header(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) <= 1024 and HEADER_SAFE.match(value):
+        return None
+    return "a header-safe string (visible ASCII, at most 1024 characters)"
+
+
+def _secret(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) <= MAX_TOKEN_CHARS and HEADER_SAFE.match(value):
+        return None
+    return f"a string of visible ASCII characters, at most {MAX_TOKEN_CHARS}"
+
+
+def _identity(value: Any) -> str | None:
+    return None if isinstance(value, str) and IDENTITY.match(value) else "a user name or id (letters, digits, ._:-)"
+
+
+def _short_text(value: Any) -> str | None:
+    return None if isinstance(value, str) and len(value) <= 2048 else "a string of at most 2048 characters"
+
+
+# Fields the collector or a connector reads from a network, when present and not null: what each must be.
+NETWORK_FIELDS: dict[str, Callable[[Any], str | None]] = {
+    "page": _int_in(1, MAX_PAGE),
+    "cursor": _cursor,
+    "seenIds": _seen_ids,
+    "sinceLikedAt": _datetime,
+    "accessTokenExpiresAt": _datetime,
+    "etag": _header,
+    "accessToken": _secret,
+    "accessTokenSecret": _secret,
+    "refreshToken": _secret,
+    "username": _identity,
+    "did": _identity,
+    "serviceUserId": _identity,
+    "instanceUrl": _short_text,
+    "pdsUrl": _short_text,
+    "skippedItems": _int_in(0, INT64 - 1),
+}
+
+
+def check_network(network: Mapping[str, Any]) -> None:
+    """Malformed naming the first field of the document that the collector cannot use."""
+    user = network.get("user")
+    if not isinstance(user, str) or not user or len(user) > 320:
+        raise Malformed(f"field 'user' must be the user's email, got {_kind(user)}")
+    for name, check in NETWORK_FIELDS.items():
+        value = network.get(name)
+        if value is None:
+            continue
+        problem = check(value)
+        if problem is not None:
+            got = f"{type(value).__name__}" if name in SECRET_FIELDS else _kind(value)  # never a secret's value
+            raise Malformed(f"field {name!r} must be {problem}, got {got}")
+
+
+def check_state(state: Mapping[str, Any]) -> None:
+    """The state a connector returned must be storable and keep the network readable next time."""
+    for name, value in state.items():
+        check = NETWORK_FIELDS.get(name)
+        problem = check(value) if check is not None and value is not None else None
+        if problem is not None:
+            got = f"{type(value).__name__}" if name in SECRET_FIELDS else _kind(value)
+            raise BadResponse(f"the API gave a {name} the collector cannot keep: must be {problem}, got {got}")
+    problem = storable(dict(state), MAX_STATE_BYTES)
+    if problem is not None:
+        raise BadResponse(f"state cannot be stored: {problem}")
+
+
+def storable(doc: dict, max_bytes: int) -> str | None:
+    """Why MongoDB would refuse `doc` (None if it would not): field names, nesting, numbers, strings, size."""
+    problem = _walk(doc, 0)
+    if problem is not None:
+        return problem
+    try:
+        size = len(bson.encode(doc))
+    except OverflowError:
+        return "an integer does not fit in 8 bytes"
+    except (BSONError, UnicodeError, ValueError, TypeError) as exc:
+        return f"not encodable as BSON ({type(exc).__name__}: {str(exc)[:120]})"
+    if size > max_bytes:
+        return f"{size} bytes, more than the {max_bytes}-byte limit"
+    return None
+
+
+def _walk(value: Any, depth: int) -> str | None:
+    if depth > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                return f"a field name is not a string ({type(key).__name__})"
+            if not key or key.startswith("$") or "." in key or "\x00" in key:
+                return f"field name {key[:40]!r} is refused by MongoDB"
+            if isinstance(inner, (dict, list)):
+                problem = _walk(inner, depth + 1)
+                if problem is not None:
+                    return problem
+    elif isinstance(value, list):
+        for inner in value:
+            if isinstance(inner, (dict, list)):
+                problem = _walk(inner, depth + 1)
+                if problem is not None:
+                    return problem
+    return None
+
+
+def check_item(item: Any, service: str) -> str | None:
+    """Why an item cannot be stored (None if it can): required fields, its type, and storability."""
+    if not isinstance(item, dict):
+        return f"item is not a dict but {type(item).__name__}"
+    for name in ("itemId", "type", "source"):
+        value = item.get(name)
+        if not isinstance(value, str) or not value:
+            return f"item field {name!r} must be a non-empty string, got {_kind(value)}"
+    if len(item["itemId"]) > MAX_ID_CHARS:
+        return f"itemId longer than {MAX_ID_CHARS} characters"
+    if item["type"] != service:
+        return f"item type {item['type']!r} is not the connector's service {service!r}"
+    return storable(item, MAX_ITEM_BYTES)
+
+
+def _kind(value: Any) -> str:
+    """A short description of a value for an error message: its type, and the value when it is small."""
+    if value is None or isinstance(value, (bool, int, float)):
+        text = repr(value)
+        return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} digits"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"a string of {len(value)} characters"
+    return type(value).__name__
