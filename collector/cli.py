@@ -61,8 +61,13 @@ BENCH_FLAGS = (
 
 
 def setup_logging(level: str) -> None:
+    from .redaction import RedactingFilter, install
+
+    install()  # every record redacted when made, whoever logs it
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # and on the handler, for records made before install()
+        handler.addFilter(RedactingFilter())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,18 +111,34 @@ def list_connectors() -> int:
     return 0
 
 
+def mongo_client(settings: Settings) -> MongoClient:
+    """A tz-aware client; the URI's own serverSelectionTimeoutMS wins over our 10 s default."""
+    options: dict = {"tz_aware": True}
+    if "serverselectiontimeoutms" not in settings.mongodb_uri.lower():
+        options["serverSelectionTimeoutMS"] = 10_000
+    return MongoClient(settings.mongodb_uri, **options)
+
+
 def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = None,
           instance_id: str | None = None) -> int:
     from .daemon import Daemon
     from .engine import Collector
+    from .redaction import SECRETS
+    from .settings import mask_text
 
     log = logging.getLogger("collector")
-    client = MongoClient(settings.mongodb_uri, tz_aware=True, serverSelectionTimeoutMS=10_000)
+    SECRETS.add(settings.secrets())
+    try:
+        client = mongo_client(settings)
+    except (PyMongoError, ValueError, TypeError) as exc:
+        print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         collector = Collector(client.get_default_database("likeastore"), settings, concurrency=concurrency,
                               instance_id=instance_id)
     except PyMongoError as exc:
-        log.error("cannot reach MongoDB: %s", exc)
+        log.error("cannot reach MongoDB: %s", mask_text(str(exc), settings.mongodb_uri))
+        client.close()
         return 1
     daemon = Daemon(collector, mode)
     daemon.install_signal_handlers()

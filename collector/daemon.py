@@ -1,6 +1,7 @@
 """The long-running loop for one mode: pass, pause (short after work, longer when idle), repeat.
 
-First SIGTERM/SIGINT: the network in flight finishes and is saved, then the loop exits 0.
+First SIGTERM/SIGINT: networks in flight finish (their requests are cut after HTTP_TIMEOUT at most) and are
+saved, claimed networks not started are given back, then the loop exits 0.
 A second signal exits at once. With once=True: one pass, exit 1 if that pass failed as a whole.
 """
 from __future__ import annotations
@@ -33,8 +34,11 @@ class Daemon:
             sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
             sys.stderr.flush()
             os._exit(128 + signum)
-        log.info("%s received: finishing the network in flight, then exiting", signal.Signals(signum).name)
+        log.info("%s received: finishing the networks in flight (at most %gs), then exiting",
+                 signal.Signals(signum).name, self.collector.settings.http_timeout)
         self.stopping.set()
+        # requests still running after one deadline are cut and no new one starts: the stop is bounded
+        self.collector.http.interrupt_after(self.collector.settings.http_timeout)
 
     def run(self, once: bool = False) -> int:
         settings = self.collector.settings

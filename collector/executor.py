@@ -18,7 +18,7 @@ from .http import Http
 from .quota import QuotaMemory
 from .settings import Settings
 from .store import item_key
-from .validate import check_item, check_network, check_state
+from .validate import UNSTORABLE, check_item, check_network, check_state
 
 log = logging.getLogger("collector.executor")
 MAX_REFUSED_SHOWN = 3
@@ -101,11 +101,13 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float | None 
     started = time.perf_counter()
     try:
         result: Result = connector.run(job)
-        items = keep_storable(result.items, connector)
+        items, refused = keep_storable(result.items, connector)
         check_state(result.state)
         update = schedule.on_success(network, job.mode, result, settings, now, jitter)
         outcome = Outcome(network, job.mode, update, now, items=items, quota=result.quota,
                           wait_until=result.wait_until, tokens=result.tokens)
+        if refused:
+            refuse(outcome, refused)
     except NetworkError as error:
         outcome = fail(network, job.mode, error, settings, now, jitter)
     except RecursionError:  # a structure nested too deeply for the mapping: the API's answer, not our bug
@@ -115,7 +117,7 @@ def execute(task: Task, settings: Settings, now: datetime, jitter: float | None 
         outcome = crashed(network, job.mode, exc, settings, now, jitter)
     outcome.skipped += connector.skipped
     outcome.skip_reason = outcome.skip_reason or connector.skip_reason
-    if outcome.error is None and outcome.skipped:
+    if outcome.error is None and connector.skipped:
         note_skipped(outcome)
     outcome.called = True
     outcome.quota_scope = connector.quota_scope
@@ -136,22 +138,26 @@ def crashed(network: Mapping[str, Any], mode: str | None, exc: BaseException, se
     return outcome
 
 
-def keep_storable(items: list, connector: Connector) -> list[dict]:
-    """The items that can be stored; the others are skipped and counted on the connector. BadResponse when a
-    non-empty list has none."""
+def keep_storable(items: list, connector: Connector) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Split a run's items: those that can be stored; those the database would refuse (itemId, why), to be
+    named in the network's lastError; the others (no usable itemId, type or source) are skipped and counted
+    on the connector. BadResponse when a non-empty list has nothing to store."""
     if not isinstance(items, list):
         raise BadResponse(f"connector returned {type(items).__name__}, not a list of items")
-    kept, first = [], None
+    kept, refused, first = [], [], None
     for item in items:
         problem = check_item(item, connector.name)
         if problem is None:
             kept.append(item)
+        elif isinstance(item, dict) and problem.startswith(UNSTORABLE):
+            refused.append((str(item.get("itemId")), problem[len(UNSTORABLE):]))
         else:
             first = first or problem
     if items and not kept:
-        raise BadResponse(f"no item of the page can be stored ({len(items)} items; first: {first})")
-    connector.skip(len(items) - len(kept), first)
-    return kept
+        raise BadResponse(f"no item of the page can be stored ({len(items)} items; first: "
+                          f"{first or refused[0][1]})")
+    connector.skip(len(items) - len(kept) - len(refused), first)
+    return kept, refused
 
 
 def note_skipped(outcome: Outcome) -> None:

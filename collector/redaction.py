@@ -21,11 +21,12 @@ from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_LENGTH = 4
+_QUOTE = r"""(?:\\*["'])?"""  # a quote, maybe escaped (JSON inside JSON, as pymongo logs replies)
 _SHAPES = re.compile(
-    r"""(?P<name>["']?(?:accessToken|accessTokenSecret|refreshToken|access_token|refresh_token|client_secret|"""
-    r"""oauth_token|oauth_token_secret|oauth_signature|accessJwt|refreshJwt|api_key|apikey|password|key)"""
-    r"""["']?\s*[:=]\s*["']?)(?P<value>[^"'\s&,;)}]+)"""
-    r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',]+)""",
+    _QUOTE + r"(?P<name>accessToken|accessTokenSecret|refreshToken|access_token|refresh_token|client_secret|"
+    r"oauth_token|oauth_token_secret|oauth_signature|accessJwt|refreshJwt|api_key|apikey|password|key)"
+    + _QUOTE + r"(?P<sep>\s*[:=]\s*)" + _QUOTE + r"""(?P<value>[^"'\s&,;)}\\]+)"""
+    r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
 )
 
 
@@ -76,7 +77,7 @@ class Secrets:
 
 def _mask_shape(match: re.Match[str]) -> str:
     if match.group("name") is not None:
-        return match.group("name") + MASK
+        return match.group(0)[: match.start("value") - match.start()] + MASK
     return match.group("scheme") + MASK
 
 

@@ -57,7 +57,8 @@ def _http_url(text: str) -> str:
 
 
 def _mongodb_uri(text: str) -> str:
-    """Validated with pymongo's own parser (an SRV URI is checked as a plain one: no DNS look-up here)."""
+    """Validated with pymongo's own parser, strictly: an unknown option or a bad option value is refused (an
+    SRV URI is checked as a plain one: no DNS look-up here)."""
     if not text.startswith(("mongodb://", "mongodb+srv://")):
         raise ValueError("must start with mongodb:// or mongodb+srv://")
     import warnings
@@ -73,8 +74,9 @@ def _mongodb_uri(text: str) -> str:
         plain = "mongodb://" + text[len("mongodb+srv://"):]
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # unknown options only warn, as in MongoClient
-            uri_parser.parse_uri(plain, warn=True)
+            warnings.simplefilter("ignore")
+            # strict: MongoClient only warns about an unknown option or a bad value, then ignores it
+            uri_parser.parse_uri(plain, warn=False)
     except (PyMongoError, ValueError, TypeError) as exc:
         raise ValueError(f"pymongo cannot parse it: {mask_text(str(exc), text)}") from None
     return text

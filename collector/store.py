@@ -61,6 +61,7 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
 MAX_EPOCH = 2**62  # an epoch at or beyond this (or not a number) cannot be incremented safely: it is reset
 BAD_EPOCH = {"$or": [{"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
+                     {"leaseEpoch": {"$type": "array"}},  # [1] matches "number" element-wise
                      {"leaseEpoch": {"$gte": MAX_EPOCH}}, {"leaseEpoch": {"$lte": -MAX_EPOCH}}]}
 
 

@@ -24,6 +24,7 @@ MAX_STATE_BYTES = 64 * 1024
 MAX_ITEM_BYTES = 1024 * 1024  # an item is a link and some text: far below MongoDB's 16 MiB
 MAX_DEPTH = 50  # MongoDB refuses nesting beyond 100 levels; items are shallow
 INT64 = 2**63
+UNSTORABLE = "unstorable: "  # the prefix check_item gives problems MongoDB would refuse
 HEADER_SAFE = re.compile(r"^[\x21-\x7e][\x20-\x7e]*$")  # visible ASCII, no CR/LF or controls
 IDENTITY = re.compile(r"^[\w.:%@+-]{1,256}$", re.ASCII)  # a user name, id or DID: safe inside a URL path
 SECRET_FIELDS = ("accessToken", "accessTokenSecret", "refreshToken")
@@ -174,7 +175,8 @@ def check_item(item: Any, service: str) -> str | None:
         return f"itemId longer than {MAX_ID_CHARS} characters"
     if item["type"] != service:
         return f"item type {item['type']!r} is not the connector's service {service!r}"
-    return storable(item, MAX_ITEM_BYTES)
+    problem = storable(item, MAX_ITEM_BYTES)
+    return None if problem is None else UNSTORABLE + problem
 
 
 def _kind(value: Any) -> str:

@@ -1,0 +1,260 @@
+"""Hostile servers, over real sockets on 127.0.0.1: trickles, bombs, huge bodies, lying rate-limit headers,
+redirects inside. Assertions are about behaviour (cut, refused, clamped), never about how long something took."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from email.utils import format_datetime
+
+import pytest
+import requests
+import responses
+from helpers import T0, TOKEN, add_network, network
+from rawserver import RawServer, gzip_bomb, response
+
+from collector import run_once
+from collector.daemon import Daemon
+from collector.engine import Collector
+from collector.errors import BadResponse, Interrupted, Transient
+from collector.http import Http, RedirectRefused, _Session
+from collector.settings import settings_for_tests
+
+STAR = {"starred_at": "2026-05-01T10:00:00Z",
+        "repo": {"id": 1, "full_name": "o/r", "html_url": "https://github.com/o/r", "created_at": "2020-01-01T00:00:00Z",
+                 "owner": {"login": "o"}}}
+
+
+def http_to(server: RawServer, **changes) -> Http:
+    """An Http whose configured API host is the raw server (so its loopback address is allowed)."""
+    return Http(settings_for_tests(github_api_url=server.url, **changes))
+
+
+def test_a_server_trickling_its_headers_is_cut_at_the_whole_request_deadline():
+    whole = response(body=b"[]")
+    with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
+        with pytest.raises(Transient, match="deadline of 1s exceeded"):
+            http_to(server, http_timeout=1).get(f"{server.url}/user/starred")
+        assert server.client_gone.wait(5)
+    assert server.sent < len(whole)  # each byte came within the per-read timeout, yet the request was cut
+
+
+def test_a_server_trickling_its_body_is_cut_at_the_deadline():
+    body = json.dumps([STAR] * 3).encode()
+
+    def script(conn, head, srv):
+        srv.send(conn, response(headers={"Content-Type": "application/json"}, body=body)[:-len(body)])
+        srv.trickle(conn, body, every=0.3)
+
+    with RawServer(script) as server:
+        with pytest.raises(Transient, match="deadline"):
+            http_to(server, http_timeout=1).get(f"{server.url}/user/starred")
+        assert server.client_gone.wait(5)
+    assert server.sent < len(response(body=body))
+
+
+def test_a_trickling_network_gets_a_transient_error_and_the_others_run(db):
+    body = json.dumps([STAR]).encode()
+
+    def script(conn, head, srv):
+        if b"slow-token" in head:
+            srv.trickle(conn, response(body=b"[]"), every=0.3)
+        else:
+            srv.send(conn, response(headers={"Content-Type": "application/json"}, body=body))
+
+    with RawServer(script) as server:
+        settings = settings_for_tests(github_api_url=server.url, http_timeout=1)
+        slow = add_network(db, accessToken="slow-token-1234")
+        fast = add_network(db, user="fast@example.com")
+        report = run_once(db, "initial", settings, now=T0)
+    assert report.by_status == {"transient": 1, "ok": 1}
+    assert "deadline" in network(db, slow)["lastError"]["message"]
+    assert network(db, fast)["mode"] == "normal" and db.items.count_documents({"user": "fast@example.com"}) == 1
+
+
+BOMB_CLIENT = """
+import json, resource, sys
+sys.path[:0] = {paths!r}
+from collector.http import Http
+from collector.errors import BadResponse
+from collector.settings import settings_for_tests
+def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+http = Http(settings_for_tests(github_api_url={url!r}))
+http.get({url!r} + "/warm-up")
+base = peak()
+try:
+    http.get({url!r} + "/bomb")
+    kind = "ok"
+except BadResponse as exc:
+    kind = "badResponse: " + exc.message
+print(json.dumps({{"kind": kind, "base_mb": base, "peak_mb": peak(), "cap_mb": http.max_bytes / 2**20}}))
+"""
+
+
+def test_a_gzip_bomb_is_refused_at_the_cap_with_bounded_memory():
+    bomb = gzip_bomb(400)  # about 400 KB on the wire, 400 MiB inflated
+
+    def script(conn, head, srv):
+        if b"/bomb" in head:
+            srv.send(conn, response(headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+                                    body=bomb))
+        else:
+            srv.send(conn, response(body=b"[]"))
+
+    with RawServer(script) as server:
+        code = BOMB_CLIENT.format(paths=sys.path, url=server.url)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert len(bomb) < 1024 * 1024
+    assert result["kind"].startswith("badResponse") and "cap" in result["kind"]
+    # the default cap is 32 MiB; decoding while streaming keeps the peak within a few caps, not 400 MiB
+    assert result["cap_mb"] == 32
+    assert result["peak_mb"] - result["base_mb"] < 4 * result["cap_mb"]
+
+
+def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropped():
+    def script(conn, head, srv):
+        srv.send(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n[")
+        srv.trickle(conn, b"1," * 200, every=0.05)
+
+    with RawServer(script) as server:
+        with pytest.raises(BadResponse, match="exceeds the 1048576-byte cap"):
+            http_to(server, http_max_bytes=1024 * 1024).get(f"{server.url}/x")
+        assert server.client_gone.wait(5)
+
+
+def test_an_undeclared_body_over_the_cap_is_refused():
+    def script(conn, head, srv):
+        srv.send(conn, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b" " * (3 * 1024 * 1024))
+
+    with RawServer(script) as server:
+        with pytest.raises(BadResponse, match="cap"):
+            http_to(server, http_max_bytes=1024 * 1024).get(f"{server.url}/x")
+
+
+@pytest.mark.parametrize("status, headers, comes_back", [
+    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "100000000000000000000"},
+     T0 + timedelta(hours=24)),
+    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "253402300800"}, T0 + timedelta(hours=24)),
+    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "inf"}, T0 + timedelta(seconds=60)),
+    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "soon"}, T0 + timedelta(seconds=60)),
+    ("429 Too Many Requests", {"Retry-After": "100000000000000000000"}, T0 + timedelta(hours=24)),
+    ("429 Too Many Requests", {"Retry-After": format_datetime(T0 + timedelta(hours=2), usegmt=True)},
+     T0 + timedelta(hours=2)),
+    ("429 Too Many Requests", {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, T0 + timedelta(hours=24)),
+    ("429 Too Many Requests", {"Retry-After": "garbage"}, T0 + timedelta(seconds=60)),
+])
+def test_rate_limit_times_from_a_server_are_honoured_within_bounds(db, status, headers, comes_back):
+    with RawServer(lambda conn, head, srv: srv.send(conn, response(status, headers, b'{"message": "no"}'))) as server:
+        doc = add_network(db)
+        run_once(db, "initial", settings_for_tests(github_api_url=server.url), now=T0)
+    state = network(db, doc)
+    assert state["mode"] == "rateLimit" and "lastError" not in state
+    assert state["scheduledTo"] == comes_back
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.6])
+def test_a_refusal_whose_reset_is_already_past_waits_the_minimum_not_now(db, jitter):
+    import random
+    past = str(int((T0 - timedelta(minutes=5)).timestamp()))
+    answer = response("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": past}, b"{}")
+
+    class Fixed(random.Random):
+        def random(self):
+            return jitter
+
+    with RawServer(lambda conn, head, srv: srv.send(conn, answer)) as server:
+        doc = add_network(db)
+        run_once(db, "initial", settings_for_tests(github_api_url=server.url), now=T0, rng=Fixed())
+        assert run_once(db, "initial", settings_for_tests(github_api_url=server.url), now=T0).tasks == 0
+    waited = (network(db, doc)["scheduledTo"] - T0).total_seconds()
+    assert waited == pytest.approx(60 * (1 + jitter / 2), abs=0.01)
+
+
+def test_a_connection_to_loopback_from_an_untrusted_host_is_refused_at_connect():
+    with RawServer(lambda conn, head, srv: srv.send(conn, response(body=b"[]"))) as server:
+        http = Http(settings_for_tests(github_api_url="https://api.github.test"))
+        with pytest.raises(BadResponse, match="non-public address 127.0.0.1"):
+            http.get(f"{server.url}/api/v1/favourites", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert server.requests == []  # not one byte of the request (nor the token) was sent
+        allowed = Http(settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True))
+        assert allowed.get(f"{server.url}/x").status_code == 200
+
+
+def test_a_redirect_hop_to_loopback_is_refused_at_the_address_connected_to():
+    def script(conn, head, srv):
+        if head.startswith(b"GET /start"):
+            srv.send(conn, response("302 Found", {"Location": f"http://127.0.0.1:{srv.port}/inside"}))
+        else:
+            srv.send(conn, response(body=b"secret internal page"))
+
+    with RawServer(script) as server:
+        trusted = f"http://localhost:{server.port}"  # the configured host; its redirect target is another host
+        http = Http(settings_for_tests(github_api_url=trusted))
+        with pytest.raises(BadResponse, match="non-public address"):
+            http.get(f"{trusted}/start")
+    assert [r.split(b" ")[1] for r in server.requests] == [b"/start"]
+
+
+def test_a_redirect_from_https_to_http_is_refused():
+    session = _Session()
+    resp = requests.Response()
+    resp.url, resp.status_code = "https://mastodon.example/api/v1/favourites", 302
+    resp.headers["Location"] = "http://127.0.0.1/admin"
+    with pytest.raises(RedirectRefused, match="https to http"):
+        session.get_redirect_target(resp)
+    resp.headers["Location"] = "https://cdn.mastodon.example/x"
+    assert session.get_redirect_target(resp) == "https://cdn.mastodon.example/x"
+
+
+def test_a_users_instance_redirecting_to_plain_http_is_an_error_on_that_network(db, http_mock):
+    settings = settings_for_tests(allow_private_hosts=True)
+    inside = []
+    http_mock.add(responses.GET, "https://mastodon.example/api/v1/favourites", status=302,
+                  headers={"Location": "http://127.0.0.1/admin"})
+    http_mock.add_callback(responses.GET, "http://127.0.0.1/admin", callback=lambda r: inside.append(r) or (200, {}, "[]"))
+    doc = add_network(db, service="mastodon", instanceUrl="https://mastodon.example")
+    run_once(db, "initial", settings, now=T0)
+    assert inside == []
+    error = network(db, doc)["lastError"]
+    assert error["kind"] == "badResponse" and "https to http" in error["message"]
+
+
+def test_interrupting_cuts_running_requests_and_refuses_new_ones():
+    whole = response(body=b"[]")
+    with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
+        http = http_to(server, http_timeout=30)
+        threading.Timer(0.5, http.interrupt_after, args=(0.2,)).start()
+        with pytest.raises(Interrupted, match="cut short"):
+            http.get(f"{server.url}/a")
+        with pytest.raises(Interrupted, match="not started"):
+            http.get(f"{server.url}/b")
+    assert len(server.requests) == 1
+
+
+def test_sigterm_stops_a_pass_stuck_on_a_slow_host_and_leaves_the_network_as_it_was(db):
+    whole = response(body=b"[]")
+    with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
+        settings = settings_for_tests(github_api_url=server.url, http_timeout=1000)
+        doc = add_network(db, page=3)
+        collector = Collector(db, settings)
+        daemon = Daemon(collector, "initial")
+        result = {}
+        thread = threading.Thread(target=lambda: result.setdefault("code", daemon.run(once=True)))
+        thread.start()
+        while not server.requests and thread.is_alive():
+            thread.join(0.05)
+        settings_short = collector.settings.with_(http_timeout=0.5)
+        collector.settings = settings_short  # the stop is bounded by the deadline in force
+        daemon.on_signal(signal.SIGTERM)
+        thread.join(60)
+        collector.close()
+    assert not thread.is_alive() and result["code"] == 0
+    assert server.sent < len(whole)
+    state = network(db, doc)
+    assert state["page"] == 3 and state.get("errors", 0) == 0 and "lastError" not in state
+    assert "leaseOwner" not in state  # given back: due again for whoever runs next
