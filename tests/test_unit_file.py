@@ -1,0 +1,32 @@
+"""The systemd unit: hardened (systemd-analyze security rates it OK or better) and still valid."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+UNIT = Path(__file__).resolve().parent.parent / "systemd" / "collector@.service"
+REQUIRED = ["CapabilityBoundingSet=", "SystemCallFilter=@system-service", "RestrictNamespaces=yes", "ProtectClock=yes",
+            "ProtectKernelLogs=yes", "ProtectHostname=yes", "MemoryDenyWriteExecute=yes", "UMask=0077",
+            "MemoryMax=", "NoNewPrivileges=yes", "ProtectSystem=strict"]
+
+
+def test_the_unit_carries_the_hardening_directives():
+    lines = UNIT.read_text().splitlines()
+    for directive in REQUIRED:
+        assert any(line.startswith(directive) for line in lines), directive
+
+
+def test_systemd_rates_the_unit_ok_or_better(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is part of this project's machines (Debian's systemd package)"
+    unit = tmp_path / "collector@normal.service"
+    unit.write_text(UNIT.read_text())
+    security = subprocess.run([analyze, "security", "--offline=true", str(unit)], capture_output=True, text=True)
+    exposure = re.search(r"Overall exposure level for .*: ([\d.]+) (\w+)", security.stdout)
+    assert exposure, security.stdout + security.stderr
+    assert float(exposure.group(1)) < 5.0 and exposure.group(2) in ("OK", "SAFE")
+    verify = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
+    problems = [line for line in verify.stderr.splitlines() if line.strip() and "is not executable" not in line]
+    assert problems == []
