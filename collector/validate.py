@@ -88,13 +88,17 @@ NETWORK_FIELDS: dict[str, Callable[[Any], str | None]] = {
     "accessToken": _secret,
     "accessTokenSecret": _secret,
     "refreshToken": _secret,
-    "username": _identity,
-    "did": _identity,
-    "serviceUserId": _identity,
     "instanceUrl": _short_text,
     "pdsUrl": _short_text,
     "skippedItems": _int_in(0, INT64 - 1),
 }
+
+
+def check_identity(network: Mapping[str, Any], name: str) -> None:
+    """A field a connector puts into a URL path (a user name, id or DID) must be a plain name, when present."""
+    value = network.get(name)
+    if value is not None and _identity(value) is not None:
+        raise Malformed(f"field {name!r} must be a user name or id (letters, digits, ._:-), got {_kind(value)}")
 
 
 def check_network(network: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ from collector.errors import (
 )
 from collector.http import Http, where
 from collector.redaction import SECRETS
-from collector.validate import IDENTITY
+from collector.validate import IDENTITY, check_identity
 from collector.settings import Settings
 from collector.timeutil import after, as_utc, from_epoch, parse_iso, to_ms
 
@@ -170,9 +170,13 @@ class Connector:
     def normal(self, job: Job) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    path_fields: ClassVar[tuple[str, ...]] = ()  # network fields the connector puts into URLs
+
     def validate(self, network: Mapping[str, Any]) -> None:
         for name in self.required_settings:
             self.setting(name)
+        for name in {*self.path_fields, *((self.identity_field,) if self.identity_field else ())}:
+            check_identity(network, name)
         for name in self.required_fields:
             value = network.get(name)
             if not isinstance(value, str) or not value.strip():

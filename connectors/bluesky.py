@@ -25,6 +25,7 @@ class BlueskyConnector(PagedConnector):
     name = "bluesky"
     refreshable = True
     required_fields = ("accessToken", "did")
+    path_fields = ("did",)
 
     def pds(self, job: Job) -> str:
         return safe_base_url(job.network.get("pdsUrl") or DEFAULT_PDS, "pdsUrl", self.settings.allow_private_hosts)

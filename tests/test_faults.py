@@ -382,3 +382,46 @@ def test_an_unhashable_id_or_service_never_breaks_a_pass(db, settings, http_mock
 def test_items_are_keyed_as_before(db):
     assert item_key("a@b.c", "github", "1") == item_key("a@b.c", "github", "1")
     assert isinstance(item_key("a@b.c", "github", "1"), ObjectId)
+
+
+def test_one_unreadable_entry_does_not_cost_the_page(db, settings, http_mock, caplog):
+    import json as _json
+
+    import responses as _responses
+    from helpers import STARRED, starred_headers
+    stars = make_stars(5, seed=10)
+    del stars[2]["repo"]  # one entry without the field the mapping needs
+    http_mock.add(_responses.GET, STARRED, body=_json.dumps(stars), headers=starred_headers())
+    doc = add_network(db)
+    with caplog.at_level(logging.INFO, logger="collector"):
+        report = Collector(db, settings).run_pass("initial", now=T0)
+    assert report.by_status == {"ok": 1} and report.new_items == 4 and report.skipped == 1
+    state = network(db, doc)
+    assert state["errors"] == 0 and state["skippedItems"] == 1 and "repo" in state["lastSkipped"]["reason"]
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("run "))
+    assert "skipped=1" in line and "skip_reason=" in line
+
+
+def test_a_page_with_no_readable_entry_fails_the_run(db, settings, http_mock):
+    import responses as _responses
+    from helpers import STARRED, starred_headers
+    http_mock.add(_responses.GET, STARRED, json=[{"starred_at": "x"}, {"nope": 1}], headers=starred_headers())
+    doc = add_network(db)
+    assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"badResponse": 1}
+    assert "no entry of the page could be read" in network(db, doc)["lastError"]["message"]
+
+
+def test_a_body_nested_too_deeply_to_parse_is_a_bad_response_not_a_bug(db, settings, http_mock):
+    import responses as _responses
+    from helpers import STARRED, starred_headers
+    http_mock.add(_responses.GET, STARRED, body="[" * 100_000 + "]" * 100_000, headers=starred_headers())
+    doc = add_network(db)
+    assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"badResponse": 1}
+    assert network(db, doc)["lastError"]["kind"] == "badResponse"
+
+
+def test_fields_a_connector_does_not_put_in_urls_are_not_held_to_url_rules(db, settings, http_mock):
+    GitHubStub(http_mock, stars=make_stars(2, seed=11))
+    doc = add_network(db, username="Ann Smith (old app)")  # the original app stored display names here
+    assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"ok": 1}
+    assert network(db, doc)["errors"] == 0
