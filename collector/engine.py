@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from pymongo.database import Database
-from pymongo.errors import PyMongoError
 
 from connectors.registry import Registry
 

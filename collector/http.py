@@ -128,7 +128,8 @@ class _Watch:
 
     def _push(self, entry: _Entry) -> None:
         heapq.heappush(self.heap, (entry.deadline, next(self.seq), entry))
-        self.wake.notify()
+        if self.heap[0][2] is entry:  # only an earlier deadline than the one the watch sleeps towards wakes it
+            self.wake.notify()
 
     def _run(self) -> None:
         with self.lock:

@@ -175,9 +175,10 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every secret value among the settings (app keys and secrets, the MongoDB password and secret URI
-        options): what log redaction must hide."""
+        options): what log redaction must hide. Values under 8 characters are not keys (flags, ports)."""
         values = uri_secrets(self.mongodb_uri)
-        values += [v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str)]
+        values += [v for k, v in self.raw.items()
+                   if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 8]
         return [v for v in values if v]
 
     def describe(self) -> dict[str, Any]:

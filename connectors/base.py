@@ -294,13 +294,6 @@ def bearer(job: Job) -> dict[str, str]:
     return {"Authorization": f"Bearer {job.token}"}
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _retry_after(value: str | None, now: datetime) -> datetime | None:
     """Retry-After as delay-seconds or as an HTTP-date (RFC 9110); None when absent or unreadable."""
     if value is None:

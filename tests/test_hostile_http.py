@@ -24,8 +24,8 @@ from collector.http import Http, RedirectRefused, _Session
 from collector.settings import settings_for_tests
 
 STAR = {"starred_at": "2026-05-01T10:00:00Z",
-        "repo": {"id": 1, "full_name": "o/r", "html_url": "https://github.com/o/r", "created_at": "2020-01-01T00:00:00Z",
-                 "owner": {"login": "o"}}}
+        "repo": {"id": 1, "full_name": "o/r", "html_url": "https://github.com/o/r",
+                 "created_at": "2020-01-01T00:00:00Z", "owner": {"login": "o"}}}
 
 
 def http_to(server: RawServer, **changes) -> Http:
@@ -216,7 +216,8 @@ def test_a_users_instance_redirecting_to_plain_http_is_an_error_on_that_network(
     inside = []
     http_mock.add(responses.GET, "https://mastodon.example/api/v1/favourites", status=302,
                   headers={"Location": "http://127.0.0.1/admin"})
-    http_mock.add_callback(responses.GET, "http://127.0.0.1/admin", callback=lambda r: inside.append(r) or (200, {}, "[]"))
+    http_mock.add_callback(responses.GET, "http://127.0.0.1/admin",
+                           callback=lambda r: inside.append(r) or (200, {}, "[]"))
     doc = add_network(db, service="mastodon", instanceUrl="https://mastodon.example")
     run_once(db, "initial", settings, now=T0)
     assert inside == []
