@@ -251,6 +251,7 @@ class _Pass:
         self.retry_at = 0.0
         self.retries = 0
         self.stop_seen: float | None = None
+        self.unreleased: list[tuple[Any, Any]] = []
 
     def run(self) -> None:
         while self.pending or self.inflight or self.unsaved:
@@ -264,6 +265,8 @@ class _Pass:
                 self.pause()
             self.renew()
             self.expire()
+            self.release()
+        self.release()  # one last try for leases a failed release kept
 
     def wait_time(self) -> float:
         until_renew = self.renew_every - (time.monotonic() - self.last_renew)
@@ -382,14 +385,22 @@ class _Pass:
         self.lease_until = until
         self.last_renew = time.monotonic()
 
+    def release(self) -> None:
+        """Give back leases of networks this pass will not run; a failure is logged and retried while the pass
+        lasts (after that the leases simply lapse)."""
+        if not self.unreleased:
+            return
+        try:
+            self.c.store.release(self.unreleased)
+            self.unreleased = []
+        except Exception as exc:
+            log.warning("giving back %d leases failed (%s: %s); retrying, else they lapse in %gs",
+                        len(self.unreleased), type(exc).__name__, str(exc)[:200], self.c.settings.lease_seconds)
+
     def give_back(self) -> None:
         log.info("stop requested: %d claimed networks given back unrun", len(self.pending))
-        leases = [(n["_id"], n.get("leaseEpoch")) for n in self.pending]
-        try:
-            self.c.store.release(leases)
-        except Exception as exc:
-            log.warning("giving back %d leases failed (%s); they lapse in %gs", len(leases), type(exc).__name__,
-                        self.c.settings.lease_seconds)
+        self.unreleased += [(n["_id"], n.get("leaseEpoch")) for n in self.pending]
+        self.release()
         self.report.released += len(self.pending)
         for network in self.pending:
             self.c.forget(network, {})

@@ -259,3 +259,16 @@ def test_sigterm_stops_a_pass_stuck_on_a_slow_host_and_leaves_the_network_as_it_
     state = network(db, doc)
     assert state["page"] == 3 and state.get("errors", 0) == 0 and "lastError" not in state
     assert "leaseOwner" not in state  # given back: due again for whoever runs next
+
+
+@pytest.mark.parametrize("address, public", [
+    ("93.184.216.34", True), ("2a03:2880:f003:c07:face:b00c::2", True),
+    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
+    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
+    ("::1", False), ("fe80::1%eth0", False), ("fc00::1", False), ("::ffff:127.0.0.1", False),
+    ("::ffff:10.0.0.1", False), ("64:ff9b::7f00:1", False), ("64:ff9b:1::a00:1", False),
+    ("2002:7f00:1::1", False), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False), ("not an address", False),
+])
+def test_which_addresses_count_as_public(address, public):
+    from collector.safeurl import is_public
+    assert is_public(address) is public
