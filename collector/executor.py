@@ -146,7 +146,7 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[dict], list[t
         raise BadResponse(f"connector returned {type(items).__name__}, not a list of items")
     kept, refused, first = [], [], None
     for item in items:
-        problem = check_item(item, connector.name)
+        problem = check_item(item, connector.type_of_items)
         if problem is None:
             kept.append(item)
         elif isinstance(item, dict) and problem.startswith(UNSTORABLE):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 import multiprocessing
 import random
 import threading
@@ -25,20 +26,19 @@ from urllib.parse import parse_qs, urlsplit
 GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
+# GitHub's own example repository object (its OpenAPI description; see tests/fixtures/SOURCES.md): every generated
+# star has its full shape and size (~5.6 KB), as GitHub's star+json pages do.
+_REPOSITORY = resources.files("collector").joinpath("data/github_repository.json").read_text()
+
+
 def make_star(repo_id: int, starred_at: datetime) -> dict:
     owner = f"owner{repo_id % 97}"
-    return {
-        "starred_at": starred_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "repo": {
-            "id": repo_id,
-            "full_name": f"{owner}/repo{repo_id}",
-            "html_url": f"https://github.com/{owner}/repo{repo_id}",
-            "description": f"Repository number {repo_id}",
-            "created_at": "2020-01-01T00:00:00Z",
-            "owner": {"login": owner, "html_url": f"https://github.com/{owner}",
-                      "avatar_url": f"https://avatars.githubusercontent.com/u/{repo_id % 97}"},
-        },
-    }
+    text = (_REPOSITORY.replace("octocat/Hello-World", f"{owner}/repo{repo_id}")
+            .replace("Hello-World", f"repo{repo_id}").replace("octocat", owner))
+    repo = json.loads(text)
+    repo.update(id=repo_id, description=f"Repository number {repo_id}", created_at="2020-01-01T00:00:00Z")
+    repo["owner"].update(id=repo_id % 97 + 1, avatar_url=f"https://avatars.githubusercontent.com/u/{repo_id % 97}")
+    return {"starred_at": starred_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "repo": repo}
 
 
 def make_stars(count: int, seed: int = 0, newest: datetime | None = None, id_pool: int = 100_000) -> list[dict]:

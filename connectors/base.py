@@ -81,11 +81,16 @@ class Connector:
     """Base class. Subclasses set `name` and implement `initial` and `normal`."""
 
     name: ClassVar[str] = ""
+    item_type: ClassVar[str | None] = None  # the items' `type` when it is not the service name (gists: 'github')
     required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
     required_settings: ClassVar[tuple[str, ...]] = ()  # app keys the connector cannot work without
     quota_group: ClassVar[str | None] = None  # services that share one quota per token (GitHub and gists)
     refreshable: ClassVar[bool] = False  # access tokens expire and can be refreshed (implement `refresh`)
     identity_field: ClassVar[str | None] = None  # a network field looked up once from the API when absent
+
+    @property
+    def type_of_items(self) -> str:
+        return self.item_type or self.name
 
     @property
     def quota_scope(self) -> str:

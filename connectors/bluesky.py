@@ -19,6 +19,7 @@ from .base import Job, bearer, header_quota
 from .paging import Page, PagedConnector
 
 DEFAULT_PDS = "https://bsky.social"
+INVALID_HANDLE = "handle.invalid"  # com.atproto.identity.defs: the handle could not be verified
 
 
 class BlueskyConnector(PagedConnector):
@@ -39,6 +40,7 @@ class BlueskyConnector(PagedConnector):
         if not isinstance(data, dict):
             raise BadResponse("bluesky: expected an object with a feed")
         items = self.map_entries(data.get("feed"), self.map)
+        # the docs: a cursor can come back with an empty page, which is the end
         return Page(items, data.get("cursor") if items else None, self.quota(response))
 
     def check(self, job: Job, response: requests.Response) -> None:
@@ -67,15 +69,19 @@ class BlueskyConnector(PagedConnector):
     def map(entry: dict) -> dict:
         post = entry["post"]
         author, record = post.get("author") or {}, post["record"]
-        handle = author.get("handle") or author.get("did")
+        did = author.get("did") or post["uri"].split("/")[2]
+        handle = author.get("handle")
+        if not handle or handle == INVALID_HANDLE:  # the documented sentinel: link and name by DID instead
+            handle = None
+        profile = handle or did
         rkey = post["uri"].rsplit("/", 1)[-1]
         return {
             "itemId": post["uri"],
             "type": "bluesky",
-            "source": f"https://bsky.app/profile/{handle}/post/{rkey}",
+            "source": f"https://bsky.app/profile/{profile}/post/{rkey}",
             "description": record.get("text"),
-            "authorName": author.get("displayName") or handle,
-            "authorUrl": f"https://bsky.app/profile/{handle}",
+            "authorName": author.get("displayName") or profile,
+            "authorUrl": f"https://bsky.app/profile/{profile}",
             "avatarUrl": author.get("avatar"),
             "created": parse_iso(record["createdAt"]),
         }

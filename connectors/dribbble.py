@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collector.htmltext import html_to_text
 from collector.timeutil import parse_iso
 
 from .base import Job, bearer
@@ -20,18 +21,22 @@ class DribbbleConnector(PagedConnector):
         data, response = self.get_json(job, f"{API}/user/likes", params={"per_page": 100, "page": page},
                                        headers=bearer(job))
         items = self.map_entries(data, self.map)
-        return Page(items, page + 1 if items and "next" in response.links else None, self.quota(response))
+        return Page(items, page + 1 if "next" in response.links else None, self.quota(response))
 
     @staticmethod
     def map(like: dict) -> dict:
         shot = like["shot"]
         user = shot.get("user") or {}
+        images = shot.get("images") or {}
+        thumbnail = images.get("normal") or images.get("hidpi") or images.get("teaser")
         return {
             "itemId": str(shot["id"]),
             "type": "dribbble",
             "source": shot["html_url"],
             "title": shot.get("title"),
-            "description": shot.get("description"),
+            "description": html_to_text(shot.get("description")),
+            "thumbnailUrl": thumbnail,
+            "thumbnail": thumbnail,
             "authorName": user.get("name"),
             "authorUrl": user.get("html_url"),
             "avatarUrl": user.get("avatar_url"),

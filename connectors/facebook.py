@@ -33,8 +33,9 @@ class FacebookConnector(PagedConnector):
             raise BadResponse("facebook: expected an object with data and paging")
         items = self.map_entries(data.get("data"), self.map)
         paging = data.get("paging") or {}
+        # the Graph API: a page may be empty yet carry `paging.next`; only its absence ends the list
         after = (paging.get("cursors") or {}).get("after") if paging.get("next") else None
-        return Page(items, after if items else None, self.quota(response))
+        return Page(items, after, self.quota(response))
 
     def check(self, job: Job, response: requests.Response) -> None:
         if response.status_code >= 400:
@@ -64,6 +65,9 @@ class FacebookConnector(PagedConnector):
             "type": "facebook",
             "source": page.get("link") or f"https://www.facebook.com/{page['id']}",
             "title": page["name"],
+            "name": page["name"],  # the original collector's field for it
+            "authorName": page["name"],
+            "authorUrl": page.get("link") or f"https://www.facebook.com/{page['id']}",
             "avatarUrl": picture,
             "created": parse_iso(page["created_time"]) if page.get("created_time") else None,
         }

@@ -9,6 +9,7 @@ import requests
 from requests_oauthlib import OAuth1
 
 from collector.errors import BadResponse, Transient, Unauthorized
+from collector.htmltext import html_to_text
 from collector.http import where
 from collector.timeutil import from_epoch
 
@@ -16,7 +17,7 @@ from .base import Job
 from .paging import Page, PagedConnector
 
 API = "https://api.flickr.com/services/rest/"
-EXTRAS = "description,owner_name,icon_server,date_upload"
+EXTRAS = "description,owner_name,icon_server,date_upload,url_m"
 
 
 class FlickrConnector(PagedConnector):
@@ -36,7 +37,7 @@ class FlickrConnector(PagedConnector):
         photos = data.get("photos") or {}
         items = self.map_entries(photos.get("photo"), self.map)
         try:
-            more = bool(items) and int(photos.get("page", page)) < int(photos.get("pages", 0))
+            more = int(photos.get("page", page)) < int(photos.get("pages", 0))
         except (TypeError, ValueError):
             raise BadResponse("flickr: page and pages must be numbers") from None
         return Page(items, page + 1 if more else None)
@@ -65,7 +66,9 @@ class FlickrConnector(PagedConnector):
             "type": "flickr",
             "source": f"https://www.flickr.com/photos/{owner}/{photo['id']}",
             "title": photo.get("title") or None,
-            "description": (photo.get("description") or {}).get("_content") or None,
+            "description": html_to_text((photo.get("description") or {}).get("_content")),
+            "thumbnailUrl": photo.get("url_m"),
+            "thumbnail": photo.get("url_m"),
             "authorName": photo.get("ownername"),
             "authorUrl": f"https://www.flickr.com/photos/{owner}/",
             "avatarUrl": icon,

@@ -1,5 +1,8 @@
 """GitHub starred gists: GET {GITHUB_API_URL}/gists/starred (same token, limits and base URL as GitHub stars).
-There is no star time: items carry the gist's creation time."""
+There is no star time: items carry the gist's creation time.
+
+Stored as the original likeastore collector stored them, so an existing database gets no duplicates and the web
+app shows them where it always did: `type: 'github'`, `gist: true`, `repo: 'gist'`, itemId the gist id."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,6 +16,7 @@ from .paging import Page, PagedConnector
 
 class GistConnector(GitHubAPI, PagedConnector):
     name = "gist"
+    item_type = "github"
 
     def fetch(self, job: Job, cursor: Any) -> Page:
         page = cursor or 1
@@ -23,11 +27,13 @@ class GistConnector(GitHubAPI, PagedConnector):
 
     @staticmethod
     def map(gist: Any) -> dict:
-        owner = gist.get("owner") or {}
+        owner = gist.get("owner") or gist.get("user") or {}  # `user` in older answers
         files = list((gist.get("files") or {}).keys())
         return {
             "itemId": str(gist["id"]),
-            "type": "gist",
+            "type": "github",
+            "gist": True,
+            "repo": "gist",
             "source": gist["html_url"],
             "title": gist.get("description") or (files[0] if files else str(gist["id"])),
             "description": gist.get("description"),

@@ -101,6 +101,8 @@ class GitHubConnector(GitHubAPI):
                 "type": "github",
                 "source": repo["html_url"],
                 "title": repo["full_name"],
+                "name": repo["full_name"],  # the original collector's field for it
+                "repo": repo.get("name"),
                 "description": repo.get("description"),
                 "authorName": owner.get("login"),
                 "authorUrl": owner.get("html_url"),

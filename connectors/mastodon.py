@@ -5,21 +5,18 @@ network keeps that max_id as its cursor. X-RateLimit-Reset is an ISO 8601 date.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import requests
 
 from collector.errors import Quota
+from collector.htmltext import html_to_text
 from collector.safeurl import safe_base_url
 from collector.timeutil import parse_iso
 
 from .base import Job, bearer, header_quota
 from .paging import Page, PagedConnector
-
-TAGS = re.compile(r"<[^>]+>")
-
 
 class MastodonConnector(PagedConnector):
     name = "mastodon"
@@ -32,7 +29,7 @@ class MastodonConnector(PagedConnector):
             params["max_id"] = cursor
         data, response = self.get_json(job, f"{base}/api/v1/favourites", params=params, headers=bearer(job))
         items = self.map_entries(data, self.map)
-        return Page(items, next_max_id(response) if items else None, self.quota(response))
+        return Page(items, next_max_id(response), self.quota(response))  # the Link header alone says "more"
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "X-RateLimit-", "iso", None)
@@ -40,18 +37,26 @@ class MastodonConnector(PagedConnector):
     @staticmethod
     def map(status: dict) -> dict:
         account = status.get("account") or {}
-        text = TAGS.sub(" ", status.get("content") or "").strip()
         return {
             "itemId": str(status["id"]),
             "type": "mastodon",
             "source": status.get("url") or status["uri"],
-            "title": status.get("spoiler_text") or None,
-            "description": " ".join(text.split()) or None,
+            "title": html_to_text(status.get("spoiler_text")),
+            "description": html_to_text(status.get("content")),
             "authorName": account.get("display_name") or account.get("acct"),
-            "authorUrl": account.get("url"),
+            "authorUrl": account.get("url") or profile_url(account.get("acct")),
             "avatarUrl": account.get("avatar"),
             "created": parse_iso(status["created_at"]),
         }
+
+
+def profile_url(acct: Any) -> str | None:
+    """https://host/@name from a remote account's `name@host` (when the account has no `url`)."""
+    if isinstance(acct, str) and acct.count("@") == 1:
+        name, host = acct.split("@")
+        if name and host and "/" not in host:
+            return f"https://{host}/@{name}"
+    return None
 
 
 def next_max_id(response: requests.Response) -> str | None:

@@ -1,8 +1,9 @@
 """The page walk most services share, so a connector only says how to fetch one page and map its items.
 
 initial: one page per run, newest first; the position is kept in the network's `cursor` (a page number, a
-         token or an id: never a URL, which may carry credentials). The history is complete when a page has no
-         next cursor or no items.
+         token or an id: never a URL, which may carry credentials). The history is complete when the service's
+         own end-of-list signal says so (`Page.next` is None) or the cursor stops moving; an empty page that
+         carries a next cursor (Facebook documents them) does not end the walk.
 normal:  from the newest page until an item seen before shows up; `seenIds` keeps the newest item ids.
 """
 from __future__ import annotations
@@ -35,12 +36,12 @@ class PagedConnector(Connector):
         raise NotImplementedError
 
     def initial(self, job: Job) -> Result:
-        started = "cursor" in job.network and job.network["cursor"] is not None
-        page = self.fetch(job, job.network["cursor"] if started else None)
+        cursor = job.network.get("cursor")
+        page = self.fetch(job, cursor)
         state: dict[str, Any] = {"cursor": page.next}
-        if not started and page.items:
+        if page.items and not job.network.get("seenIds"):  # the newest items: the first page that had any
             state["seenIds"] = ids(page.items)
-        done = not page.items or page.next is None
+        done = page.next is None or page.next == cursor
         return Result(page.items, state, done=done, quota=page.quota, wait_until=page.wait_until)
 
     def normal(self, job: Job) -> Result:

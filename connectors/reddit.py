@@ -45,7 +45,7 @@ class RedditConnector(PagedConnector):
             raise BadResponse("reddit: expected a Listing")
         listing = data["data"]
         items = self.map_entries(listing.get("children"), self.map)
-        return Page(items, listing.get("after") if items else None, self.quota(response, job.now))
+        return Page(items, listing.get("after") or None, self.quota(response, job.now))  # `after` null: the end
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "X-Ratelimit-", "seconds", now)
@@ -61,10 +61,26 @@ class RedditConnector(PagedConnector):
         return {
             "itemId": data["name"],
             "type": "reddit",
-            "source": WEB + data["permalink"],
+            "source": permalink(data, comment),
             "title": data.get("link_title") if comment else data["title"],
             "description": data.get("body") if comment else (data.get("selftext") or data.get("url")),
             "authorName": data.get("author"),
             "authorUrl": f"{WEB}/user/{data['author']}" if data.get("author") else None,
             "created": from_epoch(data["created_utc"]),
         }
+
+
+def permalink(data: dict, comment: bool) -> str:
+    """The item's page: its `permalink`; for a comment without one (older listings), the comment's canonical URL
+    built from its link and id, else the link's own permalink or URL."""
+    if data.get("permalink"):
+        return WEB + data["permalink"]
+    if comment:
+        link_id, comment_id = data.get("link_id"), data.get("id")
+        if isinstance(link_id, str) and link_id.startswith("t3_") and comment_id:
+            return f"{WEB}/comments/{link_id[3:]}/_/{comment_id}/"
+        if data.get("link_permalink"):
+            return data["link_permalink"]
+        if data.get("link_url"):
+            return data["link_url"]
+    return data["url"]

@@ -7,7 +7,6 @@ resets at midnight UTC), and errors come as HTTP 400 with an `error_id`.
 """
 from __future__ import annotations
 
-import html
 import json
 import re
 import zlib
@@ -17,6 +16,7 @@ from typing import Any
 import requests
 
 from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
+from collector.htmltext import html_to_text
 from collector.http import bounded_decompress, where
 from collector.timeutil import after, from_epoch
 
@@ -80,13 +80,15 @@ class StackOverflowConnector(PagedConnector):
     @staticmethod
     def map(question: dict) -> dict:
         owner = question.get("owner") or {}
+        title = html_to_text(question["title"])
         return {
             "itemId": str(question["question_id"]),
             "type": "stackoverflow",
-            "source": question["link"],
-            "title": html.unescape(question["title"]),
-            "description": ", ".join(question.get("tags") or []) or None,
-            "authorName": html.unescape(owner["display_name"]) if owner.get("display_name") else None,
+            "source": question.get("link") or f"https://stackoverflow.com/questions/{question['question_id']}",
+            "title": title,
+            "description": title,  # where the original collector kept the title
+            "tags": [t for t in question.get("tags") or [] if isinstance(t, str)][:20],
+            "authorName": html_to_text(owner.get("display_name")),
             "authorUrl": owner.get("link"),
             "avatarUrl": owner.get("profile_image"),
             "created": from_epoch(question["creation_date"]),

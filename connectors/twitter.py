@@ -41,7 +41,7 @@ class TwitterConnector(PagedConnector):
             raise BadResponse("twitter: expected an object with meta")
         users = {u.get("id"): u for u in (data.get("includes") or {}).get("users") or [] if isinstance(u, dict)}
         items = self.map_entries(data.get("data", []), lambda post: self.map(post, users))
-        return Page(items, (data.get("meta") or {}).get("next_token") if items else None, self.quota(response))
+        return Page(items, (data.get("meta") or {}).get("next_token"), self.quota(response))  # no next_token: end
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
         return header_quota(response, "x-rate-limit-", "epoch", None)
@@ -60,8 +60,8 @@ class TwitterConnector(PagedConnector):
             "type": "twitter",
             "source": f"https://x.com/{username}/status/{post['id']}",
             "description": post["text"],
-            "authorName": author.get("name"),
+            "authorName": author.get("username") or author.get("name"),  # the original kept the screen name
             "authorUrl": f"https://x.com/{author['username']}" if author.get("username") else None,
             "avatarUrl": author.get("profile_image_url"),
-            "created": parse_iso(post["created_at"]),
+            "created": parse_iso(post["created_at"]) if post.get("created_at") else None,
         }

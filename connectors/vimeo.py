@@ -26,7 +26,7 @@ class VimeoConnector(PagedConnector):
         if not isinstance(data, dict):
             raise BadResponse("vimeo: expected an object with data and paging")
         items = self.map_entries(data.get("data"), self.map)
-        more = items and (data.get("paging") or {}).get("next")
+        more = (data.get("paging") or {}).get("next")
         return Page(items, page + 1 if more else None, self.quota(response))
 
     def quota(self, response: requests.Response, now=None) -> Quota | None:
@@ -35,7 +35,8 @@ class VimeoConnector(PagedConnector):
     @staticmethod
     def map(video: dict) -> dict:
         user = video.get("user") or {}
-        sizes = (user.get("pictures") or {}).get("sizes") or []
+        sizes = [s for s in (user.get("pictures") or {}).get("sizes") or [] if isinstance(s, dict)]
+        sizes.sort(key=lambda s: s.get("width") if isinstance(s.get("width"), int) else 0)
         return {
             "itemId": video["uri"].rsplit("/", 1)[-1],
             "type": "vimeo",

@@ -36,7 +36,7 @@ class YouTubeConnector(PagedConnector):
         if not isinstance(data, dict):
             raise BadResponse("youtube: expected a videoListResponse")
         items = self.map_entries(data.get("items"), self.map)
-        return Page(items, data.get("nextPageToken") if items else None)
+        return Page(items, data.get("nextPageToken") or None)
 
     def check(self, job: Job, response: requests.Response) -> None:
         if response.status_code == 403 and "quotaExceeded" in _reasons(response):
@@ -51,6 +51,8 @@ class YouTubeConnector(PagedConnector):
     def map(video: dict) -> dict:
         snippet = video["snippet"]
         thumbnails = snippet.get("thumbnails") or {}
+        thumbnail = next((thumbnails[size]["url"] for size in ("high", "medium", "default")
+                          if isinstance(thumbnails.get(size), dict) and thumbnails[size].get("url")), None)
         return {
             "itemId": video["id"],
             "type": "youtube",
@@ -60,7 +62,8 @@ class YouTubeConnector(PagedConnector):
             "authorName": snippet.get("channelTitle"),
             "authorUrl": f"https://www.youtube.com/channel/{snippet['channelId']}" if snippet.get("channelId")
             else None,
-            "avatarUrl": (thumbnails.get("default") or {}).get("url"),
+            "thumbnailUrl": thumbnail,  # the video's picture, not the author's avatar (not in this answer)
+            "thumbnail": thumbnail,  # the original collector's name for it
             "created": parse_iso(snippet["publishedAt"]),
         }
 

@@ -40,6 +40,7 @@ class Spec:
     network: dict = {}
     settings: dict = {}
     refresh_url: str | None = None  # token endpoint, for services whose tokens expire
+    ends_on_empty_page = False  # the service's end-of-list signal is an empty page (one more request)
 
     def start(self, q: dict[str, str]) -> int:  # where the requested page starts in the history
         return (int(q.get("page", 1)) - 1) * self.page_size
@@ -294,6 +295,7 @@ class Vimeo(Spec):
 
 class Tumblr(Spec):
     service, url, page_size = "tumblr", "https://api.tumblr.com/v2/user/likes", 20
+    ends_on_empty_page = True  # /user/likes has no documented "more" flag: walk `before` until empty
     settings = {"TUMBLR_CONSUMER_KEY": "tumblr-key", "TUMBLR_CONSUMER_SECRET": "tumblr-secret"}
     refresh_url = "https://api.tumblr.com/v2/oauth2/token"
 
