@@ -290,3 +290,17 @@ def test_the_fake_api_serves_entries_of_the_official_shape_and_size(fixture):
     assert set(fake) == set(official) and set(fake["repo"]) == set(official["repo"])
     assert set(fake["repo"]["owner"]) == set(official["repo"]["owner"])
     assert abs(len(json.dumps(fake)) - len(json.dumps(official))) < 400  # ~5.6 KB, as GitHub sends
+
+
+def test_a_realistic_github_page_is_about_half_a_megabyte_and_stored_whole(db, settings, http_mock):
+    import json
+
+    from helpers import T0, GitHubStub, add_network
+
+    from collector import run_once
+    from collector.fakeapi import make_stars
+    stars = make_stars(100, seed=3)
+    assert 500_000 < len(json.dumps(stars)) < 650_000
+    GitHubStub(http_mock, stars=stars)
+    add_network(db)
+    assert run_once(db, "initial", settings, now=T0).new_items == 100
