@@ -10,7 +10,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from . import __version__
-from .bench import Options
+from .devtools.bench import Options
 from .settings import Settings, SettingsError, load_settings
 
 EXIT_CONFIG = 2
@@ -61,7 +61,7 @@ BENCH_FLAGS = (
 
 
 def setup_logging(level: str) -> None:
-    from .redaction import RedactingFilter, install
+    from .sdk.redaction import RedactingFilter, install
 
     install()  # every record redacted when made, whoever logs it
     logging.basicConfig(level=level, stream=sys.stderr,
@@ -83,13 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "demo":
         setup_logging("WARNING")
-        from . import demo
+        from .devtools import demo
         return demo.run()
     if args.command == "connectors":
         return list_connectors()
     if args.command == "bench":
         setup_logging("ERROR")
-        from . import bench
+        from .devtools import bench
         opts = Options(**{flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _, _ in BENCH_FLAGS})
         return bench.run(opts)
     if args.mode is None:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def list_connectors() -> int:
-    from connectors.registry import Registry
+    from collector.registry import Registry
 
     registry = Registry()
     for name in registry.names():
@@ -123,7 +123,7 @@ def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = N
           instance_id: str | None = None) -> int:
     from .daemon import Daemon
     from .engine import Collector
-    from .redaction import SECRETS
+    from .sdk.redaction import SECRETS
     from .settings import mask_text
 
     log = logging.getLogger("collector")

@@ -20,18 +20,18 @@ from typing import Any, Callable, Mapping
 
 from pymongo.database import Database
 
-from connectors.registry import Registry
+from .registry import Registry
 
-from connectors.base import SECRET_FIELDS
+from .sdk.validate import SECRET_FIELDS
 
-from .errors import BadResponse
-from .executor import Outcome, Task, crashed, execute, fail, log_run, prepare, refuse, secrets_of, stored_items
-from .http import Http
+from .sdk.errors import BadResponse
+from .run import Outcome, Task, crashed, execute, fail, log_run, prepare, refuse, secrets_of, stored_items
+from .sdk.http import Http
 from .quota import QuotaMemory
-from .redaction import SECRETS, install
+from .sdk.redaction import SECRETS, install
 from .settings import Settings, load_settings
 from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
-from .timeutil import to_ms, utcnow
+from .sdk.timeutil import to_ms, utcnow
 
 log = logging.getLogger("collector.engine")
 MODES = ("initial", "normal")

@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from .errors import Quota
+from .sdk.errors import Quota
 
 
 @dataclass(frozen=True)

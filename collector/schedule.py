@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from connectors.base import Result
+from .sdk.connector import Result
 
-from .errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from .sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
 from .settings import Settings
 
 MODES = ("initial", "normal")

@@ -1,4 +1,3 @@
-"""Connectors: one module per service. See connectors.base for the interface and README "Writing a connector"."""
-from .base import Connector, Job, Result
-
-__all__ = ["Connector", "Job", "Result"]
+"""Built-in connectors: one module per service, each importing only the connector SDK (`collector.sdk`).
+They are registered in pyproject.toml under the `likeastore.connectors` entry-point group, exactly as a
+third-party package registers its own; see docs/CONNECTORS.md."""

@@ -2,62 +2,52 @@
 
 The network carries `did` (the user's DID), `accessToken` (accessJwt), `refreshToken` (refreshJwt) and optionally
 `pdsUrl` (default https://bsky.social; must be https and public). An `ExpiredToken` answer is refreshed through
-com.atproto.server.refreshSession, which needs no app credentials. RateLimit-Reset is epoch seconds.
+com.atproto.server.refreshSession, which needs no app credentials. RateLimit-Reset is epoch seconds. The docs:
+a cursor can come back with an empty page, which is the end. A handle may be the sentinel `handle.invalid`.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse, Quota, TokenExpired, Unauthorized
-from collector.http import where
-from collector.safeurl import safe_base_url
-from collector.timeutil import parse_iso
+from collector.sdk import (
+    BadResponse,
+    BodyCursor,
+    Item,
+    Job,
+    PagedConnector,
+    RateLimitHeaders,
+    TokenExpired,
+    Unauthorized,
+    parse_iso,
+    safe_base_url,
+    where,
+)
 
-from .base import Job, bearer, header_quota
-from .paging import Page, PagedConnector
+if TYPE_CHECKING:  # pragma: no cover
+    from collector.sdk import Connector
 
 DEFAULT_PDS = "https://bsky.social"
 INVALID_HANDLE = "handle.invalid"  # com.atproto.identity.defs: the handle could not be verified
 
 
-class BlueskyConnector(PagedConnector):
-    name = "bluesky"
-    refreshable = True
-    required_fields = ("accessToken", "did")
-    path_fields = ("did",)
+@dataclass(frozen=True)
+class SessionRefresh:
+    """atproto's refreshSession: POST with the refreshJwt as Bearer; a new accessJwt (and refreshJwt) back."""
 
-    def pds(self, job: Job) -> str:
-        return safe_base_url(job.network.get("pdsUrl") or DEFAULT_PDS, "pdsUrl", self.settings.allow_private_hosts)
+    def applies(self, job: Job) -> bool:
+        return bool(job.network.get("refreshToken"))
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        params: dict[str, Any] = {"actor": job.network["did"], "limit": 100}
-        if cursor:
-            params["cursor"] = cursor
-        data, response = self.get_json(job, f"{self.pds(job)}/xrpc/app.bsky.feed.getActorLikes", params=params,
-                                       headers=bearer(job))
-        if not isinstance(data, dict):
-            raise BadResponse("bluesky: expected an object with a feed")
-        items = self.map_entries(data.get("feed"), self.map)
-        # the docs: a cursor can come back with an empty page, which is the end
-        return Page(items, data.get("cursor") if items else None, self.quota(response))
-
-    def check(self, job: Job, response: requests.Response) -> None:
-        if response.status_code == 400 and _error(response) == "ExpiredToken":
-            raise TokenExpired(f"400 ExpiredToken: GET {where(response.url)}", 400)
-        super().check(job, response)
-
-    def quota(self, response: requests.Response, now=None) -> Quota | None:
-        return header_quota(response, "RateLimit-", "epoch", None)
-
-    def refresh(self, job: Job) -> dict[str, Any]:
-        url = f"{self.pds(job)}/xrpc/com.atproto.server.refreshSession"
-        response = self.http.post(url, headers={"Authorization": f"Bearer {job.network['refreshToken']}"})
+    def refresh(self, connector: "Connector", job: Job) -> dict[str, Any]:
+        url = f"{pds(connector, job)}/xrpc/com.atproto.server.refreshSession"
+        response = connector.http.post(url, headers={"Authorization": f"Bearer {job.network['refreshToken']}"})
         if response.status_code in (400, 401):
             raise Unauthorized(f"token refresh refused: {response.status_code} {_error(response)}: "
                                f"POST {where(url)}", response.status_code)
-        body, _ = self.parse_json(job, response)
+        body, _ = connector.parse_json(job, response)
         if not isinstance(body, dict) or not isinstance(body.get("accessJwt"), str):
             raise BadResponse("bluesky: refreshSession answer has no accessJwt")
         tokens = {"accessToken": body["accessJwt"]}
@@ -65,19 +55,44 @@ class BlueskyConnector(PagedConnector):
             tokens["refreshToken"] = body["refreshJwt"]
         return tokens
 
-    @staticmethod
-    def map(entry: dict) -> dict:
+
+def pds(connector: "Connector", job: Job) -> str:
+    return safe_base_url(job.network.get("pdsUrl") or DEFAULT_PDS, "pdsUrl", connector.settings.allow_private_hosts)
+
+
+class BlueskyConnector(PagedConnector):
+    name = "bluesky"
+    required_fields = ("accessToken", "did")
+    path_fields = ("did",)
+    token_refresh = SessionRefresh()
+    rate_limit = RateLimitHeaders("RateLimit-")
+    paging = BodyCursor("cursor", ("cursor",), size=100, size_param="limit", stop_on_empty=True)
+    entries = ("feed",)
+
+    @override
+    def url(self, job: Job) -> str:
+        return f"{pds(self, job)}/xrpc/app.bsky.feed.getActorLikes"
+
+    @override
+    def params(self, job: Job) -> dict[str, Any]:
+        return {"actor": job.network["did"]}
+
+    @override
+    def check(self, job: Job, response: requests.Response) -> None:
+        if response.status_code == 400 and _error(response) == "ExpiredToken":
+            raise TokenExpired(f"400 ExpiredToken: GET {where(response.url)}", 400)
+        super().check(job, response)
+
+    @override
+    def map(self, entry: Any) -> Item:
         post = entry["post"]
         author, record = post.get("author") or {}, post["record"]
         did = author.get("did") or post["uri"].split("/")[2]
         handle = author.get("handle")
-        if not handle or handle == INVALID_HANDLE:  # the documented sentinel: link and name by DID instead
-            handle = None
-        profile = handle or did
+        profile = handle if handle and handle != INVALID_HANDLE else did  # the sentinel: link and name by DID
         rkey = post["uri"].rsplit("/", 1)[-1]
         return {
             "itemId": post["uri"],
-            "type": "bluesky",
             "source": f"https://bsky.app/profile/{profile}/post/{rkey}",
             "description": record.get("text"),
             "authorName": author.get("displayName") or profile,
@@ -90,6 +105,6 @@ class BlueskyConnector(PagedConnector):
 def _error(response: requests.Response) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     return str(body.get("error", "")) if isinstance(body, dict) else ""

@@ -4,34 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.htmltext import html_to_text
-from collector.timeutil import parse_iso
+from typing_extensions import override
 
-from .base import Job, bearer
-from .paging import Page, PagedConnector
-
-API = "https://api.dribbble.com/v2"
+from collector.sdk import Item, PagedConnector, PageNumber, html_to_text, link_next, parse_iso
 
 
 class DribbbleConnector(PagedConnector):
     name = "dribbble"
+    endpoint = "https://api.dribbble.com/v2/user/likes"
+    paging = PageNumber(link_next, size=100)
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        page = cursor or 1
-        data, response = self.get_json(job, f"{API}/user/likes", params={"per_page": 100, "page": page},
-                                       headers=bearer(job))
-        items = self.map_entries(data, self.map)
-        return Page(items, page + 1 if "next" in response.links else None, self.quota(response))
-
-    @staticmethod
-    def map(like: dict) -> dict:
+    @override
+    def map(self, like: Any) -> Item:
         shot = like["shot"]
         user = shot.get("user") or {}
         images = shot.get("images") or {}
         thumbnail = images.get("normal") or images.get("hidpi") or images.get("teaser")
         return {
             "itemId": str(shot["id"]),
-            "type": "dribbble",
             "source": shot["html_url"],
             "title": shot.get("title"),
             "description": html_to_text(shot.get("description")),

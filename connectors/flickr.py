@@ -6,49 +6,50 @@ from __future__ import annotations
 from typing import Any
 
 import requests
-from requests_oauthlib import OAuth1
+from typing_extensions import override
 
-from collector.errors import BadResponse, Transient, Unauthorized
-from collector.htmltext import html_to_text
-from collector.http import where
-from collector.timeutil import from_epoch
+from collector.sdk import (
+    BadResponse,
+    Item,
+    Job,
+    OAuth1Signed,
+    PagedConnector,
+    PageNumber,
+    Transient,
+    Unauthorized,
+    from_epoch,
+    html_to_text,
+    where,
+)
 
-from .base import Job
-from .paging import Page, PagedConnector
 
-API = "https://api.flickr.com/services/rest/"
-EXTRAS = "description,owner_name,icon_server,date_upload,url_m"
+def pages_left(body: Any, response: requests.Response) -> bool:
+    photos = body.get("photos") or {}
+    try:
+        return int(photos.get("page", 1)) < int(photos.get("pages", 0))
+    except (TypeError, ValueError):
+        raise BadResponse("flickr: page and pages must be numbers") from None
 
 
 class FlickrConnector(PagedConnector):
     name = "flickr"
     required_fields = ("accessToken", "accessTokenSecret")
     required_settings = ("FLICKR_API_KEY", "FLICKR_API_SECRET")
+    authentication = OAuth1Signed("FLICKR_API_KEY", "FLICKR_API_SECRET")
+    rate_limit = None
+    endpoint = "https://api.flickr.com/services/rest/"
+    query = {"method": "flickr.favorites.getList", "format": "json", "nojsoncallback": 1,
+             "extras": "description,owner_name,icon_server,date_upload,url_m"}
+    paging = PageNumber(pages_left, size=100)
+    entries = ("photos", "photo")
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        page = cursor or 1
-        params = {"method": "flickr.favorites.getList", "format": "json", "nojsoncallback": 1,
-                  "extras": EXTRAS, "per_page": 100, "page": page}
-        auth = OAuth1(self.setting("FLICKR_API_KEY"), self.setting("FLICKR_API_SECRET"),
-                      resource_owner_key=job.token, resource_owner_secret=job.network["accessTokenSecret"],
-                      signature_type="auth_header")
-        data, response = self.parse_json(job, self.http.get(API, params=params, auth=auth))
-        self.check_stat(data, response)
-        photos = data.get("photos") or {}
-        items = self.map_entries(photos.get("photo"), self.map)
-        try:
-            more = int(photos.get("page", page)) < int(photos.get("pages", 0))
-        except (TypeError, ValueError):
-            raise BadResponse("flickr: page and pages must be numbers") from None
-        return Page(items, page + 1 if more else None)
-
-    @staticmethod
-    def check_stat(data: Any, response: requests.Response) -> None:
-        if not isinstance(data, dict):
+    @override
+    def check_body(self, job: Job, response: requests.Response, body: Any) -> None:
+        if not isinstance(body, dict):
             raise BadResponse("flickr: expected an object")
-        if data.get("stat") == "ok":
+        if body.get("stat") == "ok":
             return
-        code, message = data.get("code"), f"flickr error {data.get('code')}: {str(data.get('message'))[:200]}"
+        code, message = body.get("code"), f"flickr error {body.get('code')}: {str(body.get('message'))[:200]}"
         message += f": GET {where(response.url)}"
         if code in (98, 99):  # invalid auth token, insufficient permissions
             raise Unauthorized(message, response.status_code)
@@ -56,14 +57,13 @@ class FlickrConnector(PagedConnector):
             raise Transient(message, response.status_code)
         raise BadResponse(message, response.status_code)
 
-    @staticmethod
-    def map(photo: dict) -> dict:
+    @override
+    def map(self, photo: Any) -> Item:
         owner = photo["owner"]
         icon = f"https://farm{photo['iconfarm']}.staticflickr.com/{photo['iconserver']}/buddyicons/{owner}.jpg" \
             if photo.get("iconserver") and str(photo.get("iconserver")) != "0" else None
         return {
             "itemId": str(photo["id"]),
-            "type": "flickr",
             "source": f"https://www.flickr.com/photos/{owner}/{photo['id']}",
             "title": photo.get("title") or None,
             "description": html_to_text((photo.get("description") or {}).get("_content")),

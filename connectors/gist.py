@@ -7,31 +7,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.timeutil import parse_iso
+from typing_extensions import override
 
-from .base import Job
+from collector.sdk import Item, Job, PagedConnector, PageNumber, link_next, parse_iso
+
 from .github import PER_PAGE, GitHubAPI
-from .paging import Page, PagedConnector
 
 
 class GistConnector(GitHubAPI, PagedConnector):
     name = "gist"
     item_type = "github"
+    paging = PageNumber(link_next, size=PER_PAGE)
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        page = cursor or 1
-        data, response = self.get_json(job, f"{self.settings.github_api_url}/gists/starred",
-                                       params={"per_page": PER_PAGE, "page": page}, headers=self.headers(job))
-        items = self.map_entries(data, self.map)
-        return Page(items, page + 1 if "next" in response.links else None, self.quota(response))
+    @override
+    def url(self, job: Job) -> str:
+        return f"{self.settings.github_api_url}/gists/starred"
 
-    @staticmethod
-    def map(gist: Any) -> dict:
+    @override
+    def map(self, gist: Any) -> Item:
         owner = gist.get("owner") or gist.get("user") or {}  # `user` in older answers
         files = list((gist.get("files") or {}).keys())
         return {
             "itemId": str(gist["id"]),
-            "type": "github",
             "gist": True,
             "repo": "gist",
             "source": gist["html_url"],

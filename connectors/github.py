@@ -1,6 +1,7 @@
 """GitHub stars: GET {GITHUB_API_URL}/user/starred, newest star first, with the star time (star+json).
 
-initial: one page per run (state `page`), until a page is empty or has no rel="next" link.
+GitHub keeps its own walk (the SDK's paged walk does not fit two of its features):
+initial: one page per run (state `page`), until a page has no rel="next" link.
 normal:  pages from the newest until a star older than the marker `sinceLikedAt` (at most MAX_NORMAL_PAGES).
          The first page is asked for with If-None-Match and the stored `etag`: a 304 means nothing new and
          costs no quota.
@@ -11,11 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse
-from collector.timeutil import parse_iso
-
-from .base import Connector, Job, Result
+from collector.sdk import Connector, Item, Job, Result, parse_iso
 
 PER_PAGE = 100
 MAX_NORMAL_PAGES = 10
@@ -23,14 +22,12 @@ API_VERSION = "2022-11-28"
 
 
 class GitHubAPI(Connector):
-    """What GitHub's REST API asks of every call: the headers and its secondary rate limit."""
+    """What GitHub's REST API asks of every call: the headers, one quota per user, its secondary rate limit."""
 
-    accept = "application/vnd.github+json"
-    quota_group = "github"  # one rate limit per user across the REST API
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION}
+    quota_group = "github"
 
-    def headers(self, job: Job) -> dict[str, str]:
-        return {"Authorization": f"Bearer {job.token}", "Accept": self.accept, "X-GitHub-Api-Version": API_VERSION}
-
+    @override
     def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
         reset = super().rate_limit_reset(job, response)
         if reset is None and "secondary rate limit" in response.text.lower():
@@ -40,20 +37,19 @@ class GitHubAPI(Connector):
 
 class GitHubConnector(GitHubAPI):
     name = "github"
-    accept = "application/vnd.github.star+json"
+    headers = {**GitHubAPI.headers, "Accept": "application/vnd.github.star+json"}
 
-    def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[dict] | None, requests.Response]:
+    def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[Item] | None, requests.Response]:
         """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
-        headers = self.headers(job)
-        if etag:
-            headers["If-None-Match"] = etag
-        response = self.http.get(f"{self.settings.github_api_url}/user/starred",
-                                 params={"per_page": PER_PAGE, "page": page}, headers=headers)
+        response = self.get(job, f"{self.settings.github_api_url}/user/starred",
+                            params={"per_page": PER_PAGE, "page": page},
+                            headers={"If-None-Match": etag} if etag else None)
         if etag and response.status_code == 304:
             return None, response
         data, response = self.parse_json(job, response)
         return self.map_entries(data, self.map), response
 
+    @override
     def initial(self, job: Job) -> Result:
         page = job.state_int("page", 1, minimum=1)
         items, response = self.fetch(job, page)
@@ -63,13 +59,13 @@ class GitHubConnector(GitHubAPI):
             if items:
                 state["sinceLikedAt"] = newest(items)
         done = not items or "next" not in response.links
-        return Result(items, state, done=done, quota=self.quota(response))
+        return Result(items or [], state, done=done, quota=self.quota(response))
 
+    @override
     def normal(self, job: Job) -> Result:
         marker = job.state_datetime("sinceLikedAt")
         etag = job.network.get("etag") if marker is not None else None
-        collected: list[dict] = []
-        interrupted = False
+        collected: list[Item] = []
         state: dict[str, Any] = {}
         for page in range(1, MAX_NORMAL_PAGES + 1):
             items, response = self.fetch(job, page, etag=etag if page == 1 else None)
@@ -82,36 +78,29 @@ class GitHubConnector(GitHubAPI):
             collected.extend(fresh)
             if marker is None or len(fresh) < len(items) or "next" not in response.links:
                 break  # reached stars seen before, or the end
-            if quota and quota.exhausted():
-                interrupted = True  # more new stars wait on later pages: keep marker and ETag, walk again
-                break
-        if interrupted:
-            return Result(collected, quota=quota)
+            if quota and quota.exhausted():  # more new stars wait on later pages: keep marker and ETag, walk again
+                return Result(collected, quota=quota)
         if collected:
             state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
         return Result(collected, state, quota=quota)
 
     @staticmethod
-    def map(entry: Any) -> dict:
-        try:
-            repo = entry["repo"]
-            owner = repo.get("owner") or {}
-            return {
-                "itemId": str(repo["id"]),
-                "type": "github",
-                "source": repo["html_url"],
-                "title": repo["full_name"],
-                "name": repo["full_name"],  # the original collector's field for it
-                "repo": repo.get("name"),
-                "description": repo.get("description"),
-                "authorName": owner.get("login"),
-                "authorUrl": owner.get("html_url"),
-                "avatarUrl": owner.get("avatar_url"),
-                "created": parse_iso(repo["created_at"]),
-                "likedAt": parse_iso(entry["starred_at"]),
-            }
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise BadResponse(f"unexpected star entry ({type(exc).__name__}: {exc})") from None
+    def map(entry: Any) -> Item:
+        repo = entry["repo"]
+        owner = repo.get("owner") or {}
+        return {
+            "itemId": str(repo["id"]),
+            "source": repo["html_url"],
+            "title": repo["full_name"],
+            "name": repo["full_name"],  # the original collector's field for it
+            "repo": repo.get("name"),
+            "description": repo.get("description"),
+            "authorName": owner.get("login"),
+            "authorUrl": owner.get("html_url"),
+            "avatarUrl": owner.get("avatar_url"),
+            "created": parse_iso(repo["created_at"]),
+            "likedAt": parse_iso(entry["starred_at"]),
+        }
 
 
 def etag_state(response: requests.Response) -> dict[str, Any]:
@@ -119,5 +108,5 @@ def etag_state(response: requests.Response) -> dict[str, Any]:
     return {"etag": etag} if etag else {}
 
 
-def newest(items: list[dict]) -> datetime:
-    return max(item["likedAt"] for item in items)
+def newest(items: list[Item]) -> datetime:
+    return max(item["likedAt"] for item in items if item.get("likedAt") is not None)  # type: ignore[type-var]

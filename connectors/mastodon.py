@@ -1,45 +1,33 @@
 """Mastodon favourites on the user's own instance: GET {instanceUrl}/api/v1/favourites?limit=40.
 
 Pages are followed only through the Link header (rel="next" carries max_id, an internal favourite id); the
-network keeps that max_id as its cursor. X-RateLimit-Reset is an ISO 8601 date.
+network keeps that max_id as its cursor. X-RateLimit-Reset is an ISO 8601 date. Content is HTML: stored as text.
 """
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-import requests
+from typing_extensions import override
 
-from collector.errors import Quota
-from collector.htmltext import html_to_text
-from collector.safeurl import safe_base_url
-from collector.timeutil import parse_iso
+from collector.sdk import Item, Job, LinkCursor, PagedConnector, RateLimitHeaders, html_to_text, parse_iso, safe_base_url
 
-from .base import Job, bearer, header_quota
-from .paging import Page, PagedConnector
 
 class MastodonConnector(PagedConnector):
     name = "mastodon"
     required_fields = ("accessToken", "instanceUrl")
+    rate_limit = RateLimitHeaders("X-RateLimit-", reset="iso")
+    paging = LinkCursor("max_id", size=40)
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
+    @override
+    def url(self, job: Job) -> str:
         base = safe_base_url(job.network.get("instanceUrl"), "instanceUrl", self.settings.allow_private_hosts)
-        params: dict[str, Any] = {"limit": 40}
-        if cursor:
-            params["max_id"] = cursor
-        data, response = self.get_json(job, f"{base}/api/v1/favourites", params=params, headers=bearer(job))
-        items = self.map_entries(data, self.map)
-        return Page(items, next_max_id(response), self.quota(response))  # the Link header alone says "more"
+        return f"{base}/api/v1/favourites"
 
-    def quota(self, response: requests.Response, now=None) -> Quota | None:
-        return header_quota(response, "X-RateLimit-", "iso", None)
-
-    @staticmethod
-    def map(status: dict) -> dict:
+    @override
+    def map(self, status: Any) -> Item:
         account = status.get("account") or {}
         return {
             "itemId": str(status["id"]),
-            "type": "mastodon",
             "source": status.get("url") or status["uri"],
             "title": html_to_text(status.get("spoiler_text")),
             "description": html_to_text(status.get("content")),
@@ -57,11 +45,3 @@ def profile_url(acct: Any) -> str | None:
         if name and host and "/" not in host:
             return f"https://{host}/@{name}"
     return None
-
-
-def next_max_id(response: requests.Response) -> str | None:
-    url = response.links.get("next", {}).get("url")
-    if not url:
-        return None
-    values = parse_qs(urlsplit(url).query).get("max_id")
-    return values[0] if values else None

@@ -8,59 +8,45 @@ from __future__ import annotations
 
 from typing import Any
 
-import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse, Quota
-from collector.timeutil import from_epoch
-
-from .base import Job, header_quota
-from .paging import Page, PagedConnector
+from collector.sdk import (
+    Bearer,
+    BodyCursor,
+    IdentityLookup,
+    Item,
+    Job,
+    OAuth2Refresh,
+    PagedConnector,
+    RateLimitHeaders,
+    from_epoch,
+)
 
 API = "https://oauth.reddit.com"
-TOKEN_URL = "https://www.reddit.com/api/v1/access_token"
 WEB = "https://www.reddit.com"
 
 
 class RedditConnector(PagedConnector):
     name = "reddit"
-    refreshable = True
-    identity_field = "username"
+    authentication = Bearer(scheme="bearer")
+    identity = IdentityLookup("username", f"{API}/api/v1/me", ("name",))
+    token_refresh = OAuth2Refresh("https://www.reddit.com/api/v1/access_token", "REDDIT_CLIENT_ID",
+                                  "REDDIT_CLIENT_SECRET", basic_auth=True)
+    rate_limit = RateLimitHeaders("X-Ratelimit-", reset="seconds")
+    query = {"raw_json": 1}
+    paging = BodyCursor("after", ("data", "after"), size=100, size_param="limit")  # `after` null: the end
+    entries = ("data", "children")
 
-    def headers(self, job: Job) -> dict[str, str]:
-        return {"Authorization": f"bearer {job.token}"}
+    @override
+    def url(self, job: Job) -> str:
+        return f"{API}/user/{job.network['username']}/saved"
 
-    def lookup_identity(self, job: Job) -> str:
-        data, _ = self.get_json(job, f"{API}/api/v1/me", headers=self.headers(job))
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-            raise BadResponse("reddit: /api/v1/me has no name")
-        return data["name"]
-
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        params: dict[str, Any] = {"limit": 100, "raw_json": 1}
-        if cursor:
-            params["after"] = cursor
-        data, response = self.get_json(job, f"{API}/user/{job.network['username']}/saved", params=params,
-                                       headers=self.headers(job))
-        if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
-            raise BadResponse("reddit: expected a Listing")
-        listing = data["data"]
-        items = self.map_entries(listing.get("children"), self.map)
-        return Page(items, listing.get("after") or None, self.quota(response, job.now))  # `after` null: the end
-
-    def quota(self, response: requests.Response, now=None) -> Quota | None:
-        return header_quota(response, "X-Ratelimit-", "seconds", now)
-
-    def refresh(self, job: Job) -> dict[str, Any]:
-        return self.oauth2_refresh(job, TOKEN_URL, self.settings.get("REDDIT_CLIENT_ID"),
-                                   self.settings.get("REDDIT_CLIENT_SECRET"), basic_auth=True)
-
-    @staticmethod
-    def map(child: dict) -> dict:
+    @override
+    def map(self, child: Any) -> Item:
         kind, data = child["kind"], child["data"]
         comment = kind == "t1"
         return {
             "itemId": data["name"],
-            "type": "reddit",
             "source": permalink(data, comment),
             "title": data.get("link_title") if comment else data["title"],
             "description": data.get("body") if comment else (data.get("selftext") or data.get("url")),

@@ -6,50 +6,36 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from collector.errors import BadResponse
-from collector.timeutil import UTC, parse_iso
+from typing_extensions import override
 
-from .base import Job, bearer
-from .paging import Page, PagedConnector
-
-API = "https://api.spotify.com/v1"
-TOKEN_URL = "https://accounts.spotify.com/api/token"
-LIMIT = 50
+from collector.sdk import UTC, Item, OAuth2Refresh, Offset, PagedConnector, body_true, parse_iso
 
 
 class SpotifyConnector(PagedConnector):
     name = "spotify"
-    refreshable = True
+    token_refresh = OAuth2Refresh("https://accounts.spotify.com/api/token", "SPOTIFY_CLIENT_ID",
+                                  "SPOTIFY_CLIENT_SECRET", basic_auth=True)
+    rate_limit = None
+    endpoint = "https://api.spotify.com/v1/me/tracks"
+    paging = Offset(body_true("next"), size=50)  # `next` null: the end
+    entries = ("items",)
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        offset = cursor or 0
-        data, _ = self.get_json(job, f"{API}/me/tracks", params={"limit": LIMIT, "offset": offset},
-                                headers=bearer(job))
-        if not isinstance(data, dict):
-            raise BadResponse("spotify: expected a paging object")
-        items = self.map_entries(data.get("items"), self.map)
-        return Page(items, offset + LIMIT if data.get("next") else None)  # `next` null: the end
-
-    def refresh(self, job: Job) -> dict[str, Any]:
-        return self.oauth2_refresh(job, TOKEN_URL, self.settings.get("SPOTIFY_CLIENT_ID"),
-                                   self.settings.get("SPOTIFY_CLIENT_SECRET"), basic_auth=True)
-
-    @staticmethod
-    def map(saved: dict) -> dict:
+    @override
+    def map(self, saved: Any) -> Item:
         track = saved["track"]
         artists = track.get("artists") or []
         album = track.get("album") or {}
         images = album.get("images") or []
+        cover = images[0].get("url") if images else None
         return {
             "itemId": track["id"],
-            "type": "spotify",
             "source": track["external_urls"]["spotify"],
             "title": track["name"],
             "description": ", ".join(a.get("name", "") for a in artists) or None,
             "authorName": artists[0].get("name") if artists else None,
             "authorUrl": (artists[0].get("external_urls") or {}).get("spotify") if artists else None,
-            "thumbnailUrl": images[0].get("url") if images else None,  # the album cover
-            "thumbnail": images[0].get("url") if images else None,
+            "thumbnailUrl": cover,  # the album cover
+            "thumbnail": cover,
             "created": release_date(album.get("release_date")),
             "likedAt": parse_iso(saved["added_at"]),
         }

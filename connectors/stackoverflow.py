@@ -1,9 +1,10 @@
 """Stack Exchange favourites, API 2.3: GET /2.3/me/favorites?site=stackoverflow, newest favourite first.
 
 The token goes in `Authorization: Bearer` (query tokens are rejected from June 2026); the app key from
-STACKEXCHANGE_KEY is a query parameter, as the API requires (our messages name host and path only). The body's
-`backoff` is honoured (no call to the method sooner), `quota_remaining` feeds the quota memory (the daily quota
-resets at midnight UTC), and errors come as HTTP 400 with an `error_id`.
+STACKEXCHANGE_KEY is a query parameter, as the API requires (our messages name host and path only). Bodies are
+decoded even when a proxy dropped Content-Encoding; the body's `backoff` is honoured (no call to the method
+sooner), `quota_remaining` feeds the quota memory (the daily quota resets at midnight UTC), and errors come as
+HTTP 400 with an `error_id`.
 """
 from __future__ import annotations
 
@@ -14,40 +15,43 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
-from collector.htmltext import html_to_text
-from collector.http import bounded_decompress, where
-from collector.timeutil import after, from_epoch
+from collector.sdk import (
+    BadResponse,
+    Bearer,
+    Item,
+    Job,
+    PagedConnector,
+    PageNumber,
+    Quota,
+    RateLimited,
+    Transient,
+    Unauthorized,
+    WithAppKey,
+    after,
+    body_true,
+    bounded_decompress,
+    from_epoch,
+    html_to_text,
+    where,
+)
 
-from .base import Job, bearer
-from .paging import Page, PagedConnector
-
-API = "https://api.stackexchange.com/2.3"
 AUTH_ERRORS = {401, 402, 403, 406}  # access_token_required/invalid/denied/compromised
 
 
 class StackOverflowConnector(PagedConnector):
     name = "stackoverflow"
     required_settings = ("STACKEXCHANGE_KEY",)  # access_token calls need the app key (error 405 otherwise)
+    authentication = WithAppKey(Bearer(), "key", "STACKEXCHANGE_KEY")
+    rate_limit = None  # the quota is in the body
+    endpoint = "https://api.stackexchange.com/2.3/me/favorites"
+    query = {"site": "stackoverflow", "sort": "added", "order": "desc"}
+    paging = PageNumber(body_true("has_more"), size=100, size_param="pagesize")
+    entries = ("items",)
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        page = cursor or 1
-        params = {"site": "stackoverflow", "page": page, "pagesize": 100, "sort": "added", "order": "desc"}
-        params["key"] = self.setting("STACKEXCHANGE_KEY")
-        response = self.http.get(f"{API}/me/favorites", params=params, headers=bearer(job))
-        body = self.body(response)
-        self.check_body(job, response, body)
-        items = self.map_entries(body.get("items"), self.map)
-        backoff = body.get("backoff")
-        wait = after(job.now, backoff) if isinstance(backoff, int) and not isinstance(backoff, bool) else None
-        quota = None
-        if isinstance(body.get("quota_remaining"), int):
-            quota = Quota(body["quota_remaining"], body.get("quota_max"), next_utc_midnight(job.now))
-        return Page(items, page + 1 if body.get("has_more") else None, quota, wait)
-
-    def body(self, response: requests.Response) -> dict:
-        """JSON, decompressed even when a proxy dropped Content-Encoding."""
+    @override
+    def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
         raw = response.content
         try:
             if raw[:2] == b"\x1f\x8b":
@@ -60,9 +64,10 @@ class StackOverflowConnector(PagedConnector):
                               response.status_code) from None
         if not isinstance(body, dict):
             raise BadResponse(f"expected a JSON object, got {type(body).__name__}", response.status_code)
-        return body
+        self.check_error(job, response, body)
+        return body, response
 
-    def check_body(self, job: Job, response: requests.Response, body: dict) -> None:
+    def check_error(self, job: Job, response: requests.Response, body: dict) -> None:
         status, error_id = response.status_code, body.get("error_id")
         if status < 400 and error_id is None:
             return
@@ -77,13 +82,25 @@ class StackOverflowConnector(PagedConnector):
             raise Transient(message, status)
         raise BadResponse(message, status)
 
-    @staticmethod
-    def map(question: dict) -> dict:
+    @override
+    def page_quota(self, job: Job, response: requests.Response, body: Any) -> Quota | None:
+        remaining = body.get("quota_remaining")
+        if not isinstance(remaining, int) or isinstance(remaining, bool):
+            return None
+        limit = body.get("quota_max")
+        return Quota(remaining, limit if isinstance(limit, int) else None, next_utc_midnight(job.now))
+
+    @override
+    def wait_until(self, job: Job, body: Any) -> datetime | None:
+        backoff = body.get("backoff")
+        return after(job.now, backoff) if isinstance(backoff, int) and not isinstance(backoff, bool) else None
+
+    @override
+    def map(self, question: Any) -> Item:
         owner = question.get("owner") or {}
         title = html_to_text(question["title"])
         return {
             "itemId": str(question["question_id"]),
-            "type": "stackoverflow",
             "source": question.get("link") or f"https://stackoverflow.com/questions/{question['question_id']}",
             "title": title,
             "description": title,  # where the original collector kept the title

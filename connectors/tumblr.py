@@ -3,74 +3,69 @@ answer's `_links.next` when it has one (the /user/likes docs do not promise it),
 `liked_timestamp` of the page; an empty page ends the walk. Legacy posts carry `title` (text posts), `summary`,
 `body` or `caption` (HTML) and `blog_name`, often without a `blog` object.
 
-Two kinds of network: OAuth 1.0a (accessToken + accessTokenSecret, signed with requests-oauthlib and
-TUMBLR_CONSUMER_KEY / TUMBLR_CONSUMER_SECRET) and OAuth 2 (a Bearer accessToken that expires; refreshed with the
-refreshToken and the same consumer key and secret as client id and secret). Over quota: 429, no headers.
+Two kinds of network: OAuth 1.0a (accessToken + accessTokenSecret, signed with TUMBLR_CONSUMER_KEY /
+TUMBLR_CONSUMER_SECRET) and OAuth 2 (a Bearer accessToken that expires; refreshed with the refreshToken and the
+same consumer key and secret as client id and secret). Over quota: 429, no headers.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from requests_oauthlib import OAuth1
+import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse
-from collector.htmltext import first_line, html_to_text
-from collector.timeutil import from_epoch
-
-from .base import Job, bearer
-from .paging import Page, PagedConnector
+from collector.sdk import (
+    Item,
+    OAuth1OrBearer,
+    OAuth1Signed,
+    OAuth2Refresh,
+    PagedConnector,
+    Paging,
+    dig,
+    first_line,
+    from_epoch,
+    html_to_text,
+)
 
 API = "https://api.tumblr.com/v2"
 
 
-class TumblrConnector(PagedConnector):
-    name = "tumblr"
-    refreshable = True  # OAuth 2 networks; OAuth 1.0a tokens do not expire
+@dataclass(frozen=True)
+class LikedBefore(Paging):
+    """`before` = `_links.next.query_params.before`, else the oldest `liked_timestamp` of the page."""
 
-    def signed(self, job: Job) -> dict[str, Any]:
-        """Request arguments carrying the credentials: an OAuth 1.0a signature or a Bearer header."""
-        secret = job.network.get("accessTokenSecret")
-        if isinstance(secret, str) and secret:
-            return {"auth": OAuth1(self.setting("TUMBLR_CONSUMER_KEY"), self.setting("TUMBLR_CONSUMER_SECRET"),
-                                   resource_owner_key=job.token, resource_owner_secret=secret,
-                                   signature_type="auth_header")}
-        return {"headers": bearer(job)}
+    def params(self, cursor: Any) -> dict[str, Any]:
+        return {"limit": 20, "before": cursor} if cursor else {"limit": 20}
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        params: dict[str, Any] = {"limit": 20}
-        if cursor:
-            params["before"] = cursor
-        response = self.http.get(f"{API}/user/likes", params=params, **self.signed(job))
-        data, response = self.parse_json(job, response)
-        body = data.get("response") if isinstance(data, dict) else None
-        if not isinstance(body, dict):
-            raise BadResponse("tumblr: expected {meta, response}")
-        posts = body.get("liked_posts")
-        items = self.map_entries(posts, self.map)
-        next_link = (body.get("_links") or {}).get("next") or {}
-        before = (next_link.get("query_params") or {}).get("before") if isinstance(next_link, dict) else None
+    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
+        before = dig(body, ("response", "_links", "next", "query_params", "before"))
         if before is None and items:
+            posts = dig(body, ("response", "liked_posts")) or []
             times = [p["liked_timestamp"] for p in posts if isinstance(p, dict)
                      and isinstance(p.get("liked_timestamp"), int) and not isinstance(p["liked_timestamp"], bool)]
             before = min(times) if times else None
-        return Page(items, str(before) if before is not None else None)
+        return str(before) if before is not None else None
 
-    def can_refresh(self, job: Job) -> bool:
-        return super().can_refresh(job) and not job.network.get("accessTokenSecret")
 
-    def refresh(self, job: Job) -> dict[str, Any]:
-        return self.oauth2_refresh(job, f"{API}/oauth2/token", self.settings.get("TUMBLR_CONSUMER_KEY"),
-                                   self.settings.get("TUMBLR_CONSUMER_SECRET"))
+class TumblrConnector(PagedConnector):
+    name = "tumblr"
+    authentication = OAuth1OrBearer(OAuth1Signed("TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET"))
+    token_refresh = OAuth2Refresh(f"{API}/oauth2/token", "TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET",
+                                  unless_field="accessTokenSecret")  # OAuth 1.0a tokens do not expire
+    rate_limit = None
+    endpoint = f"{API}/user/likes"
+    paging = LikedBefore()
+    entries = ("response", "liked_posts")
 
-    @staticmethod
-    def map(post: dict) -> dict:
+    @override
+    def map(self, post: Any) -> Item:
         blog = post.get("blog") or {}
         name = post.get("blog_name") or blog.get("name")
         text = html_to_text(post.get("body") or post.get("caption") or post.get("description"))
         summary = html_to_text(post.get("summary"))
         return {
             "itemId": str(post.get("id_string") or post["id"]),
-            "type": "tumblr",
             "source": post["post_url"],
             "title": html_to_text(post.get("title")) or summary or first_line(text),
             "description": text or summary,

@@ -2,62 +2,63 @@
 
 The user id comes from the network (`serviceUserId`) or, once, from /2/users/me. User tokens last about two
 hours: an expired one is refreshed with the refreshToken and TWITTER_CLIENT_ID (and TWITTER_CLIENT_SECRET for a
-confidential client). x-rate-limit-reset is epoch seconds.
+confidential client). x-rate-limit-reset is epoch seconds. The last page has no `data` and no `next_token`.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import requests
+from typing_extensions import override
 
-from collector.errors import BadResponse, Quota
-from collector.timeutil import parse_iso
-
-from .base import Job, bearer, header_quota
-from .paging import Page, PagedConnector
+from collector.sdk import (
+    BadResponse,
+    BodyCursor,
+    IdentityLookup,
+    Item,
+    Job,
+    OAuth2Refresh,
+    PagedConnector,
+    RateLimitHeaders,
+    dig,
+    parse_iso,
+)
 
 API = "https://api.x.com/2"
 
 
 class TwitterConnector(PagedConnector):
     name = "twitter"
-    refreshable = True
-    identity_field = "serviceUserId"
+    identity = IdentityLookup("serviceUserId", f"{API}/users/me", ("data", "id"))
+    token_refresh = OAuth2Refresh(f"{API}/oauth2/token", "TWITTER_CLIENT_ID", "TWITTER_CLIENT_SECRET",
+                                  basic_auth="if_secret")
+    rate_limit = RateLimitHeaders("x-rate-limit-")
+    query = {"tweet.fields": "created_at,author_id", "expansions": "author_id",
+             "user.fields": "profile_image_url,username"}
+    paging = BodyCursor("pagination_token", ("meta", "next_token"), size=100, size_param="max_results")
+    entries = ("data",)
+    entries_optional = True
 
-    def lookup_identity(self, job: Job) -> str:
-        data, _ = self.get_json(job, f"{API}/users/me", headers=bearer(job))
-        if not isinstance(data, dict) or not isinstance((data.get("data") or {}).get("id"), str):
-            raise BadResponse("twitter: /2/users/me has no id")
-        return data["data"]["id"]
+    @override
+    def url(self, job: Job) -> str:
+        return f"{API}/users/{job.network['serviceUserId']}/liked_tweets"
 
-    def fetch(self, job: Job, cursor: Any) -> Page:
-        params: dict[str, Any] = {"max_results": 100, "tweet.fields": "created_at,author_id",
-                                  "expansions": "author_id", "user.fields": "profile_image_url,username"}
-        if cursor:
-            params["pagination_token"] = cursor
-        data, response = self.get_json(job, f"{API}/users/{job.network['serviceUserId']}/liked_tweets",
-                                       params=params, headers=bearer(job))
-        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+    @override
+    def check_body(self, job: Job, response: requests.Response, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("meta"), dict):
             raise BadResponse("twitter: expected an object with meta")
-        users = {u.get("id"): u for u in (data.get("includes") or {}).get("users") or [] if isinstance(u, dict)}
-        items = self.map_entries(data.get("data", []), lambda post: self.map(post, users))
-        return Page(items, (data.get("meta") or {}).get("next_token"), self.quota(response))  # no next_token: end
 
-    def quota(self, response: requests.Response, now=None) -> Quota | None:
-        return header_quota(response, "x-rate-limit-", "epoch", None)
+    @override
+    def read_page(self, body: Any) -> None:
+        users = dig(body, ("includes", "users")) or []
+        self.users = {u.get("id"): u for u in users if isinstance(u, dict)} if isinstance(users, list) else {}
 
-    def refresh(self, job: Job) -> dict[str, Any]:
-        secret = self.settings.get("TWITTER_CLIENT_SECRET")
-        return self.oauth2_refresh(job, f"{API}/oauth2/token", self.settings.get("TWITTER_CLIENT_ID"), secret,
-                                   basic_auth=bool(secret))
-
-    @staticmethod
-    def map(post: dict, users: dict) -> dict:
-        author = users.get(post.get("author_id")) or {}
+    @override
+    def map(self, post: Any) -> Item:
+        author = self.users.get(post.get("author_id")) or {}
         username = author.get("username") or "i"
         return {
             "itemId": str(post["id"]),
-            "type": "twitter",
             "source": f"https://x.com/{username}/status/{post['id']}",
             "description": post["text"],
             "authorName": author.get("username") or author.get("name"),  # the original kept the screen name

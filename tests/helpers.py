@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import responses
 
-from collector.fakeapi import FakeGitHub, make_stars
+from collector.devtools.fakeapi import FakeGitHub, make_stars
 
 API = "https://api.github.test"
 STARRED = f"{API}/user/starred"
@@ -62,3 +62,16 @@ def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) ->
 def settings_interval(name: str):
     from collector.settings import settings_for_tests
     return timedelta(seconds=getattr(settings_for_tests(), name))
+
+
+class FixedRefresh:
+    """A token-refresh declaration for test connectors: always answers with the same tokens."""
+
+    def __init__(self, tokens: dict):
+        self.tokens = tokens
+
+    def applies(self, job) -> bool:
+        return bool(job.network.get("refreshToken"))
+
+    def refresh(self, connector, job) -> dict:
+        return dict(self.tokens)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import json
 
-from collector import bench
+from collector.devtools import bench
 
 
 def test_bench_reports_every_figure_on_a_tiny_workload():

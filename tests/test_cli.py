@@ -10,13 +10,14 @@ import mongomock
 import pytest
 from helpers import GitHubStub, add_network, network
 
-from collector import cli, demo
+from collector import cli
+from collector.devtools import demo
 from collector.daemon import Daemon
 from collector.engine import Collector
-from collector.fakeapi import make_stars
-from collector.timeutil import utcnow
-from connectors.base import Connector, Result
-from connectors.registry import Registry
+from collector.devtools.fakeapi import make_stars
+from collector.sdk.timeutil import utcnow
+from collector.sdk.connector import Connector, Result
+from collector.registry import Registry
 
 
 @pytest.fixture
@@ -62,6 +63,8 @@ class SignalOnFirstRun(Connector):
         return Result([{"itemId": str(type(self).runs), "type": "signalling", "source": "https://x.test"}],
                       done=True)
 
+    def normal(self, job):
+        return self.initial(job)
 
 @pytest.fixture
 def restore_signal_handlers():

@@ -8,10 +8,10 @@ import pytest
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
 
 from collector import run_once
-from collector.fakeapi import FakeGitHub, make_stars
+from collector.devtools.fakeapi import FakeGitHub, make_stars
 from collector.settings import settings_for_tests
-from connectors.base import Connector, Result
-from connectors.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.registry import Registry
 
 
 class Gauge:
@@ -37,6 +37,9 @@ def gauged(name: str, gauge: Gauge, barrier: threading.Barrier | None = None):
                     barrier.wait(timeout=30)  # all `parties` runs are in flight at once, or this times out
             return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}],
                           done=True)
+
+        def normal(self, job):
+            return self.initial(job)
 
     Gauged.name = name
     return Gauged
@@ -156,7 +159,7 @@ def test_normal_poll_sends_the_stored_etag_and_a_304_is_a_free_success(db, setti
 def test_a_changed_list_answers_200_and_the_new_etag_is_stored(db, settings, http_mock):
     from datetime import datetime, timezone
 
-    from collector.fakeapi import make_star
+    from collector.devtools.fakeapi import make_star
 
     stub = GitHubStub(http_mock, stars=make_stars(30, seed=15))
     doc = add_network(db)

@@ -13,7 +13,7 @@ from services import SPECS, URL_PATTERN, query
 
 from collector import run_once
 from collector.settings import settings_for_tests
-from connectors.registry import Registry
+from collector.registry import Registry
 
 TOKEN = "conformance-access-token-0001"
 REFRESH = "conformance-refresh-token-0001"

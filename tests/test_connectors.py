@@ -12,8 +12,8 @@ from helpers import T0, add_network, network
 from services import StackOverflow
 
 from collector import cli, run_once
-from collector.errors import Malformed
-from collector.safeurl import safe_base_url
+from collector.sdk.errors import Malformed
+from collector.sdk.safeurl import safe_base_url
 from collector.settings import settings_for_tests
 
 SE_URL = "https://api.stackexchange.com/2.3/me/favorites"
@@ -61,7 +61,7 @@ def test_public_https_instance_url_is_accepted_and_private_ones_can_be_allowed()
 
 
 def test_a_mastodon_network_on_a_private_host_gets_a_clear_error(db, http_mock, monkeypatch):
-    monkeypatch.setattr("collector.safeurl.resolve", lambda host: ["192.168.1.20"])
+    monkeypatch.setattr("collector.sdk.safeurl.resolve", lambda host: ["192.168.1.20"])
     doc = add_network(db, service="mastodon", instanceUrl="https://home.lan")
     run_once(db, "initial", with_keys().with_(allow_private_hosts=False), now=T0)
     state = network(db, doc)

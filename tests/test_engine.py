@@ -8,7 +8,7 @@ import pytest
 from helpers import T0, TOKEN, GitHubStub, add_network, network
 
 from collector import run_once
-from collector.fakeapi import make_stars
+from collector.devtools.fakeapi import make_stars
 from collector.store import item_key
 
 
@@ -144,7 +144,7 @@ def test_one_log_line_per_network_run(db, settings, http_mock, caplog):
     add_network(db)
     with caplog.at_level(logging.INFO, logger="collector"):
         run_once(db, "initial", settings, now=T0)
-    lines = [r.getMessage() for r in caplog.records if r.name == "collector.executor"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.run"]
     assert len(lines) == 1
     assert "service=github" in lines[0] and "user=ann@example.com" in lines[0]
     assert "new_items=7" in lines[0] and "duration_ms=" in lines[0]
@@ -152,7 +152,7 @@ def test_one_log_line_per_network_run(db, settings, http_mock, caplog):
 
 def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock):
     from connectors.github import GitHubConnector
-    from connectors.registry import Registry
+    from collector.registry import Registry
 
     class Broken(GitHubConnector):
         def initial(self, job):
@@ -170,8 +170,8 @@ def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock
 
 
 def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db, settings):
-    from connectors.base import Connector, Result
-    from connectors.registry import Registry
+    from collector.sdk.connector import Connector, Result
+    from collector.registry import Registry
 
     class Sloppy(Connector):
         name = "sloppy"
@@ -179,6 +179,9 @@ def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db
         def initial(self, job):
             return Result([{"itemId": "1", "type": "sloppy", "source": "https://x.test/1"},
                            {"itemId": 2, "type": "sloppy", "source": "https://x.test/2"}])
+
+        def normal(self, job):
+            return self.initial(job)
 
     doc = add_network(db, service="sloppy")
     report = run_once(db, "initial", settings, now=T0, registry=Registry({"sloppy": Sloppy}))
@@ -189,14 +192,17 @@ def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db
 
 
 def test_a_page_with_no_storable_item_fails_the_run(db, settings):
-    from connectors.base import Connector, Result
-    from connectors.registry import Registry
+    from collector.sdk.connector import Connector, Result
+    from collector.registry import Registry
 
     class Sloppy(Connector):
         name = "sloppy"
 
         def initial(self, job):
             return Result([{"itemId": 2, "type": "sloppy", "source": "https://x.test/2"}])
+
+        def normal(self, job):
+            return self.initial(job)
 
     doc = add_network(db, service="sloppy")
     report = run_once(db, "initial", settings, now=T0, registry=Registry({"sloppy": Sloppy}))
@@ -253,14 +259,17 @@ def test_run_once_rejects_an_unknown_mode(db, settings):
 
 
 def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
-    from connectors.base import Connector
-    from connectors.registry import Registry
+    from collector.sdk.connector import Connector
+    from collector.registry import Registry
 
     class Leaky(Connector):
         name = "leaky"
 
         def initial(self, job):
             raise ValueError(f"cannot parse {job.token}")
+
+        def normal(self, job):
+            return self.initial(job)
 
     doc = add_network(db, service="leaky")
     with caplog.at_level(logging.DEBUG):
@@ -272,7 +281,7 @@ def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
 
 def test_real_http_debug_logs_carry_no_token(db, settings, caplog):
     """Over a real socket (the fake API), with every library logging at DEBUG."""
-    from collector.fakeapi import FakeGitHub, FakeServer
+    from collector.devtools.fakeapi import FakeGitHub, FakeServer
 
     fake = FakeGitHub()
     fake.add_user(TOKEN, generated=150, seed=4)

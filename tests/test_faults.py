@@ -9,15 +9,15 @@ from datetime import timedelta
 
 import pytest
 from bson import ObjectId
-from helpers import T0, TOKEN, GitHubStub, add_network, network
+from helpers import T0, TOKEN, FixedRefresh, GitHubStub, add_network, network
 from pymongo.errors import AutoReconnect, BulkWriteError, WriteError
 
 from collector.engine import Collector
-from collector.errors import TokenExpired
-from collector.fakeapi import make_stars
+from collector.sdk.errors import TokenExpired
+from collector.devtools.fakeapi import make_stars
 from collector.store import item_key
-from connectors.base import Connector, Result
-from connectors.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.registry import Registry
 
 
 class Faults:
@@ -86,6 +86,8 @@ class Slow(Connector):
         time.sleep(0.12)
         return Result([{"itemId": str(job.network["_id"]), "type": "slow", "source": "https://x.test/"}], done=True)
 
+    def normal(self, job):
+        return self.initial(job)
 
 def test_renewal_covers_networks_still_waiting_for_a_worker(db, settings, monkeypatch):
     Slow.started = []
@@ -155,16 +157,15 @@ class Rotating(Connector):
     """Tokens expire; a refresh rotates both (as Reddit, X and Spotify do)."""
 
     name = "rotating"
-    refreshable = True
+    token_refresh = FixedRefresh({"accessToken": "new-access-token", "refreshToken": "new-refresh-token"})
 
     def initial(self, job):
         if job.token == "old-access-token":
             raise TokenExpired("401", 401)
         return Result([{"itemId": "1", "type": "rotating", "source": "https://x.test/1"}], {"cursor": "c2"})
 
-    def refresh(self, job):
-        return {"accessToken": "new-access-token", "refreshToken": "new-refresh-token"}
-
+    def normal(self, job):
+        return self.initial(job)
 
 def rotating_network(db):
     return add_network(db, service="rotating", accessToken="old-access-token", refreshToken="old-refresh-token")
@@ -220,6 +221,8 @@ class Odd(Connector):
         items[1]["extra"] = type(self).value
         return Result(items, done=True)
 
+    def normal(self, job):
+        return self.initial(job)
 
 def nested(depth):
     value: dict = {"leaf": 1}
@@ -297,6 +300,9 @@ def test_a_cursor_the_database_could_not_keep_is_a_bad_response(db, settings):
 
         def initial(self, job):
             return Result([{"itemId": "1", "type": "cursor", "source": "https://x.test/1"}], {"cursor": 2**70})
+
+        def normal(self, job):
+            return self.initial(job)
 
     doc = add_network(db, service="cursor")
     report = collector_pass(db, settings, Registry({"cursor": Cursor}))

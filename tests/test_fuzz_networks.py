@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.engine import Collector
-from collector.fakeapi import make_stars
+from collector.devtools.fakeapi import make_stars
 from collector.settings import settings_for_tests
 from collector.store import due_query
 

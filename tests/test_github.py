@@ -9,7 +9,7 @@ import responses
 from helpers import STARRED, T0, TOKEN, GitHubStub, add_network, fixture, network, starred_headers
 
 from collector import run_once
-from collector.fakeapi import make_star, make_stars
+from collector.devtools.fakeapi import make_star, make_stars
 
 
 def test_one_page_maps_every_field(db, settings, http_mock):

@@ -19,8 +19,8 @@ from rawserver import RawServer, gzip_bomb, response
 from collector import run_once
 from collector.daemon import Daemon
 from collector.engine import Collector
-from collector.errors import BadResponse, Interrupted, Transient
-from collector.http import Http, RedirectRefused, _Session
+from collector.sdk.errors import BadResponse, Interrupted, Transient
+from collector.sdk.http import Http, RedirectRefused, _Session
 from collector.settings import settings_for_tests
 
 STAR = {"starred_at": "2026-05-01T10:00:00Z",
@@ -78,8 +78,8 @@ def test_a_trickling_network_gets_a_transient_error_and_the_others_run(db):
 BOMB_CLIENT = """
 import json, resource, sys
 sys.path[:0] = {paths!r}
-from collector.http import Http
-from collector.errors import BadResponse
+from collector.sdk.http import Http
+from collector.sdk.errors import BadResponse
 from collector.settings import settings_for_tests
 def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 http = Http(settings_for_tests(github_api_url={url!r}))
@@ -270,5 +270,5 @@ def test_sigterm_stops_a_pass_stuck_on_a_slow_host_and_leaves_the_network_as_it_
     ("2002:7f00:1::1", False), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False), ("not an address", False),
 ])
 def test_which_addresses_count_as_public(address, public):
-    from collector.safeurl import is_public
+    from collector.sdk.safeurl import is_public
     assert is_public(address) is public

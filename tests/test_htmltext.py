@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.htmltext import first_line, html_to_text
+from collector.sdk.htmltext import first_line, html_to_text
 
 
 @pytest.mark.parametrize("markup, text", [

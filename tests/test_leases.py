@@ -7,8 +7,8 @@ from helpers import T0, GitHubStub, add_network, network
 
 from collector import run_once
 from collector.engine import Collector
-from collector.executor import execute, prepare
-from collector.fakeapi import make_stars
+from collector.run import execute, prepare
+from collector.devtools.fakeapi import make_stars
 
 LEASE = timedelta(seconds=300)
 
@@ -107,8 +107,8 @@ def test_stopping_gives_back_unstarted_leases(db, settings, http_mock):
 def test_long_runs_have_their_leases_renewed(db, settings, monkeypatch):
     import threading
 
-    from connectors.base import Connector, Result
-    from connectors.registry import Registry
+    from collector.sdk.connector import Connector, Result
+    from collector.registry import Registry
 
     release = threading.Event()
 
@@ -118,6 +118,9 @@ def test_long_runs_have_their_leases_renewed(db, settings, monkeypatch):
         def initial(self, job):
             release.wait(timeout=30)
             return Result([], done=True)
+
+        def normal(self, job):
+            return self.initial(job)
 
     times = iter(T0 + timedelta(seconds=k) for k in range(10_000))
     collector = Collector(db, settings.with_(lease_seconds=0.15), instance_id="a",

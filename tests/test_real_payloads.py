@@ -284,7 +284,7 @@ def test_facebook_walks_past_an_empty_page_that_carries_next(db, http_mock):
 
 @pytest.mark.parametrize("fixture", ["github/starred-repository-items.json"])
 def test_the_fake_api_serves_entries_of_the_official_shape_and_size(fixture):
-    from collector.fakeapi import make_star
+    from collector.devtools.fakeapi import make_star
     official = load(fixture)[0]
     fake = make_star(42, datetime(2026, 1, 1, tzinfo=UTC))
     assert set(fake) == set(official) and set(fake["repo"]) == set(official["repo"])
@@ -298,7 +298,7 @@ def test_a_realistic_github_page_is_about_half_a_megabyte_and_stored_whole(db, s
     from helpers import T0, GitHubStub, add_network
 
     from collector import run_once
-    from collector.fakeapi import make_stars
+    from collector.devtools.fakeapi import make_stars
     stars = make_stars(100, seed=3)
     assert 500_000 < len(json.dumps(stars)) < 650_000
     GitHubStub(http_mock, stars=stars)

@@ -11,10 +11,10 @@ import pytest
 from helpers import T0, add_network, network
 
 from collector import run_once
-from collector.errors import UnknownService
-from connectors import registry as registry_module
+from collector.sdk.errors import UnknownService
+from collector import registry as registry_module
 from connectors.github import GitHubConnector
-from connectors.registry import GROUP, Registry
+from collector.registry import GROUP, Registry
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

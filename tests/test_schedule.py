@@ -7,8 +7,8 @@ import pytest
 from helpers import T0
 
 from collector import schedule
-from collector.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
-from connectors.base import Result
+from collector.sdk.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
+from collector.sdk.connector import Result
 
 
 @pytest.mark.parametrize("errors, jitter, seconds", [(1, 0.0, 30), (1, 0.999999, 60), (2, 0.0, 60),
@@ -33,7 +33,7 @@ def test_reset_in_the_past_waits_the_minimum_with_jitter_never_now(settings, jit
 
 
 def test_reset_absurdly_far_is_clamped_to_the_maximum(settings):
-    from collector.timeutil import FAR_FUTURE
+    from collector.sdk.timeutil import FAR_FUTURE
     update = schedule.on_failure({}, "normal", RateLimited("429", FAR_FUTURE), settings, T0, 0.0)
     assert update.values["scheduledTo"] == T0 + timedelta(seconds=settings.rate_limit_max_wait)
     assert settings.rate_limit_max_wait == 86400

@@ -7,14 +7,14 @@ import logging
 import socket
 
 import pytest
-from helpers import T0, TOKEN, add_network
+from helpers import T0, TOKEN, FixedRefresh, add_network
 
 from collector import cli
 from collector.engine import Collector
-from collector.errors import Transient
+from collector.sdk.errors import Transient
 from collector.settings import settings_for_tests
-from connectors.base import Connector, Result
-from connectors.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.registry import Registry
 
 
 def all_text(records) -> str:
@@ -77,11 +77,11 @@ class Chatty(Connector):
     """Refreshes its token, then logs it (and raises with it) the way a careless library would."""
 
     name = "chatty"
-    refreshable = True
+    token_refresh = FixedRefresh({"accessToken": "fresh-access-token-42", "refreshToken": "fresh-refresh-token-43"})
 
     def initial(self, job):
         if job.token == TOKEN:
-            from collector.errors import TokenExpired
+            from collector.sdk.errors import TokenExpired
             raise TokenExpired("401", 401)
         logging.getLogger("some.library").debug("using token %s", job.token)
         try:
@@ -90,9 +90,8 @@ class Chatty(Connector):
             logging.getLogger("some.library").exception("retrying")
         return Result([{"itemId": "1", "type": "chatty", "source": "https://x.test/1"}], done=True)
 
-    def refresh(self, job):
-        return {"accessToken": "fresh-access-token-42", "refreshToken": "fresh-refresh-token-43"}
-
+    def normal(self, job):
+        return self.initial(job)
 
 def test_tokens_obtained_mid_run_are_redacted_in_messages_and_tracebacks(db, settings, caplog):
     add_network(db, service="chatty", refreshToken="rt-original-9999")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import mongomock
 
-from .engine import Collector
+from ..engine import Collector
 from .fakeapi import FakeGitHub, FakeProcess, fetch_stats
-from .settings import Settings, load_settings
+from ..settings import Settings, load_settings
 
 PER_PAGE = 100
 

@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 
 import mongomock
 
-from .engine import Collector
+from ..engine import Collector
 from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
-from .settings import Settings, load_settings
+from ..settings import Settings, load_settings
 
 # (name, stars, own quota per 2-second window or None): dora runs out of quota mid-history
 DEMO_USERS = (("ada", 150, None), ("bob", 95, None), ("cy", 60, None), ("dora", 250, 3), ("eve", 30, None),

@@ -9,18 +9,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-from connectors.base import SECRET_FIELDS, Connector, Job, Result
-from connectors.registry import Registry
+from .sdk.connector import Connector, Job, Result
+from .sdk.validate import SECRET_FIELDS
+from .registry import Registry
 
 from . import schedule
-from .errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, redact
-from .http import Http
+from .sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, redact
+from .sdk.http import Http
 from .quota import QuotaMemory
 from .settings import Settings
 from .store import item_key
-from .validate import UNSTORABLE, check_item, check_network, check_state
+from .sdk.validate import UNSTORABLE, check_item, check_network, check_state
 
-log = logging.getLogger("collector.executor")
+log = logging.getLogger("collector.run")
 MAX_REFUSED_SHOWN = 3
 
 
@@ -146,6 +147,8 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[dict], list[t
         raise BadResponse(f"connector returned {type(items).__name__}, not a list of items")
     kept, refused, first = [], [], None
     for item in items:
+        if isinstance(item, dict):
+            item["type"] = connector.type_of_items  # the engine stamps the type: connectors never set it
         problem = check_item(item, connector.type_of_items)
         if problem is None:
             kept.append(item)

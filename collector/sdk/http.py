@@ -36,7 +36,7 @@ from urllib3.util.retry import Retry
 
 from .errors import BadResponse, Interrupted, Transient
 from .safeurl import is_public
-from .settings import Settings
+from ..settings import Settings
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024

@@ -28,7 +28,7 @@ GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 # GitHub's own example repository object (its OpenAPI description; see tests/fixtures/SOURCES.md): every generated
 # star has its full shape and size (~5.6 KB), as GitHub's star+json pages do.
-_REPOSITORY = resources.files("collector").joinpath("data/github_repository.json").read_text()
+_REPOSITORY = resources.files("collector.devtools").joinpath("data/github_repository.json").read_text()
 
 
 def make_star(repo_id: int, starred_at: datetime) -> dict:

@@ -5,11 +5,12 @@ package declares its own, and are loaded on first use.
 """
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import EntryPoint, entry_points
 
-from collector.errors import Retired, UnknownService
+from .sdk.errors import Retired, UnknownService
 
-from .base import Connector
+from .sdk.connector import Connector
 
 GROUP = "likeastore.connectors"
 # Services of the original collector whose APIs are gone: their networks are disabled, no request is made.
@@ -26,9 +27,12 @@ class Registry:
         self._points: dict[str, EntryPoint] = {}
         if discover:
             self._points = {ep.name: ep for ep in entry_points(group=GROUP)}
+        for name, cls in (entries or {}).items():
+            check_complete(name, cls)
         self._loaded: dict[str, type[Connector]] = dict(entries or {})
 
     def register(self, name: str, cls: type[Connector]) -> None:
+        check_complete(name, cls)
         self._loaded[name] = cls
 
     def names(self) -> list[str]:
@@ -54,5 +58,14 @@ class Registry:
             raise UnknownService(f"connector {name!r} failed to load: {type(exc).__name__}: {exc}") from None
         if not (isinstance(cls, type) and issubclass(cls, Connector)):
             raise UnknownService(f"connector {name!r} ({point.value}) is not a Connector subclass")
+        check_complete(name, cls)
         self._loaded[name] = cls
         return cls
+
+
+def check_complete(name: str, cls: type[Connector]) -> None:
+    """A connector that leaves a hook abstract (`normal`, `map`, …) is refused when it is registered or loaded,
+    not on its first run in that mode."""
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        raise UnknownService(f"connector {name!r} is incomplete: it does not implement {missing}")

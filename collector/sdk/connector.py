@@ -1,0 +1,257 @@
+"""The connector base: the run context (Job), the Result a run returns, and `Connector` with its declarations.
+
+A connector does HTTP and mapping only; it never touches the database (the engine saves items and state). It
+declares what it shares with others instead of writing it: `authentication`, `rate_limit`, `token_refresh`,
+`identity`, and for paged services a `paging` strategy (collector/sdk/paging.py).
+"""
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Mapping
+
+import requests
+
+from ..settings import Settings
+from .auth import Authentication, Bearer
+from .errors import BadResponse, Malformed, NotConfigured, Quota, RateLimited, TokenExpired, Transient, Unauthorized
+from .http import Http, where
+from .items import Item
+from .ratelimit import RateLimitHeaders, retry_after
+from .redaction import SECRETS
+from .refresh import IdentityLookup, TokenRefresh
+from .validate import SECRET_FIELDS, check_identity
+
+ENTRY_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError)
+log = logging.getLogger("collector.connectors")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of one network: its document (read only), the mode to run in, and the time."""
+
+    network: Mapping[str, Any]
+    mode: str  # 'initial' or 'normal' (a rateLimit network runs in its prevMode)
+    now: datetime
+
+    @property
+    def token(self) -> str:
+        return self.network["accessToken"]
+
+    def with_network(self, changes: Mapping[str, Any]) -> "Job":
+        return Job({**self.network, **changes}, self.mode, self.now)
+
+    def state_int(self, name: str, default: int, minimum: int = 0) -> int:
+        value = self.network.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise Malformed(f"field {name!r} must be a whole number >= {minimum}, got {value!r}")
+        return value
+
+    def state_datetime(self, name: str) -> datetime | None:
+        value = self.network.get(name)
+        if value is None or isinstance(value, datetime):
+            return value
+        raise Malformed(f"field {name!r} must be a date, got {type(value).__name__}")
+
+
+@dataclass
+class Result:
+    """What one run collected. `state` holds the connector's own fields to save (page, cursor, markers);
+    `done` says the initial history is complete; `quota` is the last rate-limit facts the API gave."""
+
+    items: list[Item]
+    state: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    quota: Quota | None = None
+    wait_until: datetime | None = None  # the API asked not to be called again before this (e.g. `backoff`)
+    tokens: dict[str, Any] = field(default_factory=dict)  # obtained by a token refresh during the run
+
+
+class Connector(ABC):
+    """Base class. Subclasses set `name`, implement `initial` and `normal` (or subclass PagedConnector and write
+    `map`), and declare what differs from the defaults below."""
+
+    name: ClassVar[str] = ""
+    item_type: ClassVar[str | None] = None  # the items' `type` when it is not the service name (gists: 'github')
+    required_fields: ClassVar[tuple[str, ...]] = ("accessToken",)
+    required_settings: ClassVar[tuple[str, ...]] = ()  # app keys the connector cannot work without
+    path_fields: ClassVar[tuple[str, ...]] = ()  # network fields the connector puts into URLs
+    quota_group: ClassVar[str | None] = None  # services that share one quota per token (GitHub and gists)
+    authentication: ClassVar[Authentication] = Bearer()
+    headers: ClassVar[Mapping[str, str]] = {}  # sent with every request
+    rate_limit: ClassVar[RateLimitHeaders | None] = RateLimitHeaders()
+    token_refresh: ClassVar[TokenRefresh | None] = None  # for services whose access tokens expire
+    identity: ClassVar[IdentityLookup | None] = None  # the user's id on the service, looked up once if absent
+
+    def __init__(self, settings: Settings, http: Http):
+        self.settings = settings
+        self.http = http
+        self.skipped = 0  # entries of this run's pages that could not be mapped, and why the first was not
+        self.skip_reason: str | None = None
+
+    @property
+    def type_of_items(self) -> str:
+        return self.item_type or self.name
+
+    @property
+    def quota_scope(self) -> str:
+        return self.quota_group or self.name
+
+    # --- the two modes ------------------------------------------------------------------------------
+    @abstractmethod
+    def initial(self, job: Job) -> Result:
+        """One step of the history walk (one page), keeping the position in the returned state."""
+
+    @abstractmethod
+    def normal(self, job: Job) -> Result:
+        """What is new since the last run."""
+
+    def run(self, job: Job) -> Result:
+        self.validate(job.network)
+        try:
+            return self.run_mode(job)
+        except TokenExpired:
+            if self.token_refresh is None or not self.token_refresh.applies(job):
+                raise
+        tokens = self.token_refresh.refresh(self, job)  # a refused refresh raises Unauthorized
+        SECRETS.add(tokens.values())  # hidden from every log line from now on (the engine lets go after saving)
+        try:
+            result = self.run_mode(job.with_network(tokens))  # retried once; a second expiry is Unauthorized
+        except Exception as error:
+            # the old refresh token may be spent already (rotating services): the new ones must be saved anyway
+            error.refreshed = tokens  # type: ignore[attr-defined]
+            raise
+        result.state.update(tokens)
+        result.tokens = tokens
+        return result
+
+    def run_mode(self, job: Job) -> Result:
+        identity = None
+        if self.identity is not None:
+            identity = self.identity.resolve(self, job)
+            job = job.with_network({self.identity.field: identity})
+        result = self.initial(job) if job.mode == "initial" else self.normal(job)
+        if self.identity is not None:
+            result.state.setdefault(self.identity.field, identity)
+        return result
+
+    # --- checks ------------------------------------------------------------------------------------
+    def validate(self, network: Mapping[str, Any]) -> None:
+        for name in self.required_settings:
+            self.setting(name)
+        for name in {*self.path_fields, *((self.identity.field,) if self.identity else ())}:
+            check_identity(network, name)
+        for name in self.required_fields:
+            value = network.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise Malformed(f"field {name!r} is missing or not a non-empty string")
+
+    def setting(self, name: str) -> str:
+        value = self.settings.get(name)
+        if not value:
+            raise NotConfigured(f"setting {name} is not set (the {self.name} connector needs it)")
+        return value
+
+    def map_entries(self, entries: Any, map_one) -> list[Item]:
+        """Map a list of API entries to items, each on its own: an entry that cannot be mapped is skipped and
+        counted (`skipped`, `skip_reason`). BadResponse only when the list is not a list, or when no entry of a
+        non-empty page could be mapped."""
+        if not isinstance(entries, list):
+            raise BadResponse(f"{self.name}: expected a list of entries, got {type(entries).__name__}")
+        items, first_reason = [], None
+        for entry in entries:
+            try:
+                items.append(map_one(entry))
+            except (*ENTRY_ERRORS, BadResponse) as exc:
+                first_reason = first_reason or entry_error(exc)
+        if entries and not items:
+            raise BadResponse(f"{self.name}: no entry of the page could be read ({len(entries)} entries; "
+                              f"first: {first_reason})")
+        self.skip(len(entries) - len(items), first_reason)
+        return items
+
+    def skip(self, count: int, reason: str | None) -> None:
+        if count > 0:
+            self.skipped += count
+            self.skip_reason = self.skip_reason or reason
+
+    # --- HTTP ----------------------------------------------------------------------------------------
+    def get(self, job: Job, url: str, *, params=None, headers=None) -> requests.Response:
+        """GET with the connector's headers and authentication."""
+        return self.http.get(url, params=params, headers={**self.headers, **(headers or {})},
+                             auth=self.authentication(self, job))
+
+    def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
+        return self.parse_json(job, self.get(job, url, params=params, headers=headers))
+
+    def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
+        self.check(job, response)
+        try:
+            return response.json(), response
+        except (ValueError, RecursionError):
+            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
+                              response.status_code) from None
+
+    def check(self, job: Job, response: requests.Response) -> None:
+        """Raise the typed error a response means; return for a usable one."""
+        status = response.status_code
+        if status < 400:
+            return
+        message = f"{status} {self.reason(response)}: GET {where(response.url)}"
+        if status == 401:
+            raise (TokenExpired if job.network.get("refreshToken") else Unauthorized)(message, status)
+        if status in (403, 429):
+            reset = self.rate_limit_reset(job, response)
+            if reset is not None:
+                raise RateLimited(message, reset, status)
+        if status >= 500:
+            raise Transient(message, status)
+        raise BadResponse(message, status)
+
+    def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:
+        """When a 403/429 is a quota answer, the time to come back; None when it is not one."""
+        quota = self.quota(response, job.now)
+        wait = retry_after(response.headers.get("Retry-After"), job.now)
+        if wait is None and not (quota and quota.remaining == 0) and response.status_code != 429:
+            return None
+        candidates = [t for t in (wait, quota.reset if quota else None) if t is not None]
+        return max(candidates) if candidates else job.now + timedelta(seconds=60)
+
+    def quota(self, response: requests.Response, now: datetime | None = None) -> Quota | None:
+        """The rate-limit facts of a response, by the connector's `rate_limit` convention."""
+        return self.rate_limit.quota(response, now) if self.rate_limit is not None else None
+
+    @staticmethod
+    def reason(response: requests.Response) -> str:
+        """A short reason: the API's own `message`/`error` text if the body has one, else the HTTP reason."""
+        try:
+            body = response.json()
+        except (ValueError, RecursionError):
+            body = None
+        if isinstance(body, dict):
+            for key in ("message", "error_message", "error", "detail"):
+                if isinstance(body.get(key), str):
+                    return body[key][:200]
+        return response.reason or "error"
+
+
+def entry_error(exc: BaseException) -> str:
+    """Why an entry could not be mapped, without its content: the exception type and a short message."""
+    if isinstance(exc, BadResponse):
+        return exc.message[:120]
+    if isinstance(exc, KeyError):
+        return f"missing field {str(exc)[:60]}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return f"{type(exc).__name__}: {str(exc)[:100]}"
+
+
+def dig(body: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path` in nested dicts, or None where a step is missing or not a dict."""
+    for key in path:
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
