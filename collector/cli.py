@@ -10,7 +10,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from . import __version__
-from .devtools.bench import Options
+from .devtools.options import Options
 from .settings import Settings, SettingsError, load_settings
 
 EXIT_CONFIG = 2
@@ -36,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                                               "prints one line of JSON")
     defaults = Options()
     for flag, kind, help_text in BENCH_FLAGS:
-        bench.add_argument(f"--{flag}", type=kind, default=getattr(defaults, flag.replace("-", "_")),
-                           help=f"{help_text} (default: %(default)s)")
+        # SUPPRESS: a flag not given here leaves the top-level value (`collector --concurrency 1 bench`) alone
+        bench.add_argument(f"--{flag}", type=kind, default=argparse.SUPPRESS,
+                           help=f"{help_text} (default: {getattr(defaults, flag.replace('-', '_'))})")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="networks run at once (default: the CONCURRENCY setting, 16; 1 runs them in series)")
     parser.add_argument("--instance-id", default=None,
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         setup_logging("ERROR")
         from .devtools import bench
-        opts = Options(**{flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _, _ in BENCH_FLAGS})
+        given = {flag.replace("-", "_") for flag, _, _ in BENCH_FLAGS} & {k for k, v in vars(args).items() if v is not None}
+        opts = Options(**{name: getattr(args, name) for name in given})
         return bench.run(opts)
     if args.mode is None:
         parser.print_usage(sys.stderr)

@@ -72,10 +72,10 @@ class Collector:
     """What lives across passes: the store, connector registry, HTTP session, worker pool and quota memory."""
 
     def __init__(self, db: Database, settings: Settings, registry: Registry | None = None,
-                 http: Http | None = None, rng: random.Random | None = None, unique_items_index: bool = True,
+                 http: Http | None = None, rng: random.Random | None = None,
                  instance_id: str | None = None, concurrency: int | None = None):
         self.settings = settings
-        self.store = Store(db, unique_items_index=unique_items_index)
+        self.store = Store(db)
         self.registry = registry or Registry()
         self.http = http or Http(settings)
         self.rng = rng or random.Random()

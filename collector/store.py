@@ -59,6 +59,7 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
 
 
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
+ITEM_KEY = [("user", ASCENDING), ("type", ASCENDING), ("itemId", ASCENDING)]
 MAX_EPOCH = 2**62  # an epoch at or beyond this (or not a number) cannot be incremented safely: it is reset
 BAD_EPOCH = {"$or": [{"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
                      {"leaseEpoch": {"$type": "array"}},  # [1] matches "number" element-wise
@@ -80,19 +81,16 @@ class DatabaseDown(Exception):
 
 
 class Store:
-    def __init__(self, db: Database, unique_items_index: bool = True):
+    def __init__(self, db: Database):
         self.db = db
         self.networks = db["networks"]
         self.items = db["items"]
         self.users = db["users"]
-        self.unique_items_index = unique_items_index
 
     def ensure_indexes(self) -> None:
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
         self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
-        if self.unique_items_index:
-            self._index(self.items, [("user", ASCENDING), ("type", ASCENDING), ("itemId", ASCENDING)],
-                        unique=True)
+        self._index(self.items, ITEM_KEY, unique=True)
 
     @staticmethod
     def _index(collection, keys, **options) -> None:
