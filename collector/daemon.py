@@ -55,10 +55,8 @@ class Daemon:
             else:
                 if report.tasks:
                     pause = settings.loop_busy_pause
-                    log.info("pass %s: %d networks, %d new items, %s, %.1fs, skipped for quota %d, "
-                             "lost leases %d, save failures %d", self.mode, report.tasks, report.new_items,
-                             report.by_status, report.duration, report.requests_skipped, report.stale,
-                             report.save_failures)
+                else:
+                    self.collector.observers.notify("on_idle", self.mode)
             if once:
                 break
             self.stopping.wait(pause)

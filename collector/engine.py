@@ -1,9 +1,9 @@
-"""One pass of the scheduler for one mode, and `run_once`, the library entry point.
+"""The pass: one claim-and-run cycle of a mode, and `run_once`, the library entry point.
 
 A pass leases its due networks in a few round trips, runs them on a worker pool (connectors do HTTP and mapping
-only), and saves what they return on this, the scheduler's, thread: items of every finished network in one batch,
-then each network's state, fenced by its lease epoch. The database is therefore only ever used from one thread,
-whatever the driver's thread safety.
+only), and saves their results on this, the scheduler's, thread: items of every finished run in one batch, then
+each network's state, fenced by its lease epoch. The database is therefore only ever used from one thread,
+whatever the driver's thread safety. The glossary and the flow are in docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
 
@@ -14,27 +14,27 @@ import socket
 import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from pymongo.database import Database
 
-from .registry import Registry
-
-from .sdk.validate import SECRET_FIELDS
-
-from .sdk.errors import BadResponse
-from .run import Outcome, Task, crashed, execute, fail, log_run, prepare, refuse, secrets_of, stored_items
-from .sdk.http import Http
+from . import schedule
+from .observers import Observer, Observers, PassLog, RunLog, Saved
 from .quota import QuotaMemory
+from .registry import Registry
+from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
+from .schedule import MODES, Mode, Update
+from .sdk.errors import BadResponse
+from .sdk.http import Http
 from .sdk.redaction import SECRETS, install
+from .sdk.validate import SECRET_FIELDS
 from .settings import Settings, load_settings
 from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 from .sdk.timeutil import to_ms, utcnow
 
 log = logging.getLogger("collector.engine")
-MODES = ("initial", "normal")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 
 
@@ -44,7 +44,7 @@ def default_instance_id() -> str:
 
 @dataclass
 class Report:
-    """What one pass did. `tasks` is the number of networks run (or settled without running)."""
+    """What one pass did. `tasks` is the number of runs saved (or settled without running)."""
 
     mode: str
     tasks: int = 0
@@ -59,21 +59,47 @@ class Report:
     db_seconds: float = 0.0  # time spent saving items and state
     duration: float = 0.0
 
-    def count(self, outcome: Outcome) -> None:
+    def count(self, result: RunResult, saved: Saved) -> None:
         self.tasks += 1
-        self.new_items += outcome.new_items
-        self.skipped += outcome.skipped
-        self.by_status[outcome.status] = self.by_status.get(outcome.status, 0) + 1
-        if outcome.status == "rateLimit" and not outcome.called:
+        self.new_items += saved.new_items
+        self.skipped += result.skipped
+        self.by_status[str(result.status)] = self.by_status.get(str(result.status), 0) + 1
+        if result.status == Status.RATE_LIMIT and not result.called:
             self.requests_skipped += 1
+        if not saved.state_saved:
+            self.stale += 1
+
+
+class Saving:
+    """The save of one RunResult in progress, so that a database hiccup retries only what is missing. The result
+    itself stays whole; when the database refuses some of its items or its state, a new result replaces it."""
+
+    def __init__(self, result: RunResult):
+        self.result = result
+        self.docs: list[dict] | None = None
+        self.duplicates = 0
+        self.new_items = 0
+        self.tokens_saved = not result.tokens
+        self.items_saved = False
+        self.state_saved = False
+        self.accepted = False  # the state write matched our lease epoch
+
+    @property
+    def network(self) -> Mapping[str, Any]:
+        return self.result.network
+
+    def saved(self, dropped: bool = False) -> Saved:
+        return Saved(self.new_items, self.accepted or dropped, dropped)
 
 
 class Collector:
-    """What lives across passes: the store, connector registry, HTTP session, worker pool and quota memory."""
+    """What lives across passes: the store, connector registry, HTTP session, worker pool, quota memory and the
+    observers."""
 
     def __init__(self, db: Database, settings: Settings, registry: Registry | None = None,
                  http: Http | None = None, rng: random.Random | None = None,
-                 instance_id: str | None = None, concurrency: int | None = None):
+                 instance_id: str | None = None, concurrency: int | None = None,
+                 observers: Iterable[Observer] | None = None):
         self.settings = settings
         self.store = Store(db)
         self.registry = registry or Registry()
@@ -83,6 +109,7 @@ class Collector:
         self.concurrency = concurrency or settings.concurrency
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
         self.quotas = QuotaMemory()
+        self.observers = Observers(observers if observers is not None else (RunLog(), PassLog()))
         install()  # every log record of the process is redacted from now on
         SECRETS.add(settings.secrets())
         self.store.ensure_indexes()
@@ -98,10 +125,11 @@ class Collector:
             fixed = to_ms(now) if now is not None else None
             clock = (lambda: fixed) if fixed is not None else utcnow
         started = time.perf_counter()
-        report = Report(mode)
+        report = Report(str(mode))
         start = clock()
         self.quotas.prune(start)
         networks = self.store.claim(mode, start, self.settings.pass_limit, self.instance_id, start + self.lease)
+        self.observers.notify("on_claim", str(mode), len(networks))
         for network in networks:
             SECRETS.add(secrets_of(network))
         try:
@@ -109,30 +137,32 @@ class Collector:
         except Exception:
             self._release_claim(networks)
             raise
-        _Pass(self, deque(networks), users, report, clock, should_stop, start + self.lease).run()
+        Pass(self, deque(networks), users, report, clock, should_stop, start + self.lease).run()
         report.duration = time.perf_counter() - started
+        self.observers.notify("on_pass", report)
         return report
 
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
 
-    def persist(self, batch: list[Outcome], users: dict) -> None:
+    # --- saving (the scheduler's thread only) ---------------------------------------------------------------
+    def persist(self, batch: list[Saving], users: dict) -> None:
         """Save what `batch` still needs, in this order: tokens a refresh obtained (on their own, so a failure
-        below cannot lose them), the items of every outcome in one batch, then each state (fenced by its lease
+        below cannot lose them), the items of every run in one batch, then each state (fenced by its lease
         epoch). Items before state: a crash in between re-collects (harmlessly) rather than loses.
 
         A document the database refuses is that network's problem alone (reported on it); a database that
-        cannot be reached raises DatabaseDown with the progress kept on each outcome, for a retry."""
-        for outcome in batch:
-            if outcome.tokens and not outcome.tokens_saved:
-                self._guard(self.store.save_tokens, outcome.network["_id"], outcome.tokens,
-                            outcome.network.get("refreshToken"))
-                outcome.tokens_saved = True
-        self.insert_items([o for o in batch if not o.items_saved], users)
-        for outcome in batch:
-            if not outcome.state_saved:
-                self.save_state(outcome)
+        cannot be reached raises DatabaseDown with the progress kept on each Saving, for a retry."""
+        for saving in batch:
+            if not saving.tokens_saved:
+                self._guard(self.store.save_tokens, saving.network["_id"], dict(saving.result.tokens),
+                            saving.network.get("refreshToken"))
+                saving.tokens_saved = True
+        self.insert_items([s for s in batch if not s.items_saved], users)
+        for saving in batch:
+            if not saving.state_saved:
+                self.save_state(saving)
 
     @staticmethod
     def _guard(call: Callable, *args: Any) -> Any:
@@ -143,19 +173,19 @@ class Collector:
                 raise DatabaseDown(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
             raise
 
-    def insert_items(self, outcomes: list[Outcome], users: dict) -> None:
+    def insert_items(self, batch: list[Saving], users: dict) -> None:
         docs: list[dict] = []
-        owners: list[Outcome] = []
-        for outcome in outcomes:
-            if outcome.docs is None:
-                user = outcome.network.get("user")
-                if outcome.items and user not in users:
+        owners: list[Saving] = []
+        for saving in batch:
+            if saving.docs is None:
+                user = saving.network.get("user")
+                if saving.result.items and user not in users:
                     log.warning("user %r of network %s not found in users: items saved without userData",
-                                user, outcome.network.get("_id"))
-                outcome.docs = stored_items(outcome, users.get(user)) if outcome.items else []
-            docs.extend(outcome.docs)
-            owners.extend([outcome] * len(outcome.docs))
-            outcome.duplicates = 0
+                                user, saving.network.get("_id"))
+                saving.docs = stored_items(saving.result, users.get(user)) if saving.result.items else []
+            docs.extend(saving.docs)
+            owners.extend([saving] * len(saving.docs))
+            saving.duplicates = 0
         errors = self._guard(self.store.insert_items, docs) if docs else []
         refused: dict[int, list[tuple[str, str]]] = {}
         for index, code, message in errors:
@@ -164,45 +194,45 @@ class Collector:
                 owner.duplicates += 1
             else:
                 refused.setdefault(id(owner), []).append((str(docs[index].get("itemId")), message))
-        for outcome in outcomes:
-            bad = refused.get(id(outcome), [])
+        for saving in batch:
+            bad = refused.get(id(saving), [])
             if bad:
                 log.warning("network %s: %d items refused by the database, first %r: %s",
-                            outcome.network.get("_id"), len(bad), bad[0][0][:80], bad[0][1][:200])
-                refuse(outcome, bad)
-            outcome.new_items = len(outcome.docs or []) - outcome.duplicates - len(bad)
-            outcome.items_saved = True
+                            saving.network.get("_id"), len(bad), bad[0][0][:80], bad[0][1][:200])
+                saving.result = refused_by_database(saving.result, bad)
+            saving.new_items = len(saving.docs or []) - saving.duplicates - len(bad)
+            saving.items_saved = True
 
-    def save_state(self, outcome: Outcome) -> None:
-        network = outcome.network
+    def save_state(self, saving: Saving) -> None:
+        result, network = saving.result, saving.network
         epoch = network.get("leaseEpoch")
         try:
-            outcome.saved = self._guard(self.store.save_state, network["_id"], outcome.update.values,
-                                        outcome.update.unset, epoch)
+            saving.accepted = self._guard(self.store.save_state, network["_id"], dict(result.update.values),
+                                          result.update.unset, epoch)
         except DatabaseDown:
             raise
         except Exception as exc:  # this state cannot be stored (a value the API gave): say so on the network
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
             log.error("network %s: state cannot be stored (%s); recording the error instead",
                       network.get("_id"), reason)
-            failed = fail(network, outcome.mode, BadResponse(f"state could not be stored: {reason}"),
-                          self.settings, outcome.at, self.rng.random())
-            failed.update.values.update(outcome.tokens)
-            outcome.error, outcome.update = failed.error, failed.update
+            failed = fail(network, result.mode, BadResponse(f"state could not be stored: {reason}"),
+                          self.settings, result.at, self.rng.random())
+            saving.result = result = replace(
+                result, error=failed.error, update=Update({**failed.update.values, **result.tokens}))
             try:
-                outcome.saved = self._guard(self.store.save_state, network["_id"], failed.update.values,
-                                            failed.update.unset, epoch)
+                saving.accepted = self._guard(self.store.save_state, network["_id"], dict(result.update.values),
+                                              result.update.unset, epoch)
             except DatabaseDown:
                 raise
             except Exception as again:
                 log.error("network %s: even the error record cannot be stored (%s); its lease will lapse",
                           network.get("_id"), type(again).__name__)
-        outcome.state_saved = True
-        if not outcome.saved:
+        saving.state_saved = True
+        if not saving.accepted:
             log.warning("network %s: lease lost to another collector, state not saved (items kept)",
                         network.get("_id"))
-        if outcome.called and outcome.quota_scope and isinstance(network.get("accessToken"), str):
-            self.quotas.remember(outcome.quota_scope, network["accessToken"], outcome.quota, outcome.wait_until)
+        if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
+            self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, result.wait_until)
 
     def _release_claim(self, networks: list[dict]) -> None:
         try:
@@ -226,7 +256,18 @@ class Collector:
         self.http.close()
 
 
-class _Pass:
+def refused_by_database(result: RunResult, refused: list[tuple[str, str]]) -> RunResult:
+    """The result, with items the database refused named on the network (see schedule.with_skips)."""
+    if result.error is not None:
+        return result
+    all_refused = (*result.refused, *refused)
+    skipped = result.skipped + len(refused)
+    reason = result.skip_reason or f"refused by the database: {refused[0][1][:160]}"
+    update = schedule.with_skips(result.update, result.network, skipped, reason, all_refused, result.at)
+    return replace(result, update=update, refused=all_refused, skipped=skipped, skip_reason=reason)
+
+
+class Pass:
     """The dispatch loop of one pass: keep up to `concurrency` networks in flight (and at most the per-service
     cap of each service), save finished ones as they come, renew the leases of every network this pass holds
     (running, waiting for a worker, or waiting to be saved), stop early on request.
@@ -242,8 +283,8 @@ class _Pass:
         self.report = report
         self.clock = clock
         self.should_stop = should_stop
-        self.inflight: dict[Future, dict] = {}
-        self.unsaved: list[Outcome] = []
+        self.inflight: dict[Future, Mapping[str, Any]] = {}
+        self.unsaved: list[Saving] = []
         self.per_service: Counter = Counter()
         self.renew_every = max(collector.settings.lease_seconds / 3, 0.05)
         self.last_renew = time.monotonic()
@@ -286,8 +327,9 @@ class _Pass:
         if self.stop_seen is None:
             self.stop_seen = time.monotonic()
 
-    def dispatch(self) -> list[Outcome]:
-        """Start what capacity allows; returns outcomes settled without running (bad input, spent quota)."""
+    def dispatch(self) -> list[RunResult]:
+        """Start what capacity allows; returns the results of networks settled without running (bad input,
+        spent quota)."""
         settled, waiting = [], deque()
         while self.pending and len(self.inflight) < self.c.concurrency:
             network = self.pending.popleft()
@@ -302,7 +344,7 @@ class _Pass:
                                    self.c.quotas)
             except Exception as exc:  # our bug, shown on that network only
                 prepared = crashed(network, None, exc, self.c.settings, now, jitter)
-            if isinstance(prepared, Task):
+            if isinstance(prepared, Run):
                 self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now)] = network
                 self.per_service[key] += 1
             else:
@@ -310,7 +352,7 @@ class _Pass:
         self.pending.extendleft(reversed(waiting))
         return settled
 
-    def finish(self, future: Future) -> Outcome:
+    def finish(self, future: Future) -> RunResult:
         network = self.inflight.pop(future)
         service = network.get("service")
         self.per_service[service if isinstance(service, str) else None] -= 1
@@ -319,34 +361,31 @@ class _Pass:
         except Exception as exc:
             return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
 
-    def save(self, outcomes: list[Outcome]) -> None:
-        batch = self.unsaved + outcomes
-        if not batch:
+    def save(self, results: list[RunResult]) -> None:
+        if not results and (not self.unsaved or time.monotonic() < self.retry_at):
             return
-        if self.unsaved and outcomes == [] and time.monotonic() < self.retry_at:
-            return
+        batch = self.unsaved + [Saving(result) for result in results]
         started = time.perf_counter()
         try:
             self.c.persist(batch, self.users)
             self.unsaved, self.retries = [], 0
         except DatabaseDown as exc:
-            self.unsaved = [o for o in batch if not o.done]
+            self.unsaved = [s for s in batch if not s.state_saved]
             self.report.save_failures += 1
             self.retries += 1
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
             log.error("database unavailable while saving (%s): %d finished networks kept, retrying", exc,
                       len(self.unsaved))
         self.report.db_seconds += time.perf_counter() - started
-        for outcome in batch:
-            if outcome.done:
-                self.settle(outcome)
+        for saving in batch:
+            if saving.state_saved:
+                self.settle(saving, saving.saved())
 
-    def settle(self, outcome: Outcome) -> None:
-        self.report.count(outcome)
-        if outcome.state_saved and not outcome.saved:
-            self.report.stale += 1
-        log_run(outcome)
-        self.c.forget(outcome.network, outcome.tokens)
+    def settle(self, saving: Saving, saved: Saved) -> None:
+        if not saved.dropped:
+            self.report.count(saving.result, saved)
+        self.c.observers.notify("on_run", saving.result, saved)
+        self.c.forget(saving.network, saving.result.tokens)
 
     def expire(self) -> None:
         """Saves that waited for the database past their lease (or past a stop's grace) are dropped: the
@@ -359,14 +398,14 @@ class _Pass:
             return
         log.error("dropping %d finished networks whose results could not be saved (%s); they run again "
                   "when their leases lapse", len(self.unsaved), "lease lapsed" if lapsed else "stopping")
-        for outcome in self.unsaved:
+        for saving in self.unsaved:
             self.report.dropped += 1
-            self.c.forget(outcome.network, outcome.tokens)
+            self.settle(saving, saving.saved(dropped=True))
         self.unsaved = []
 
     def held_ids(self) -> list:
         return ([n["_id"] for n in self.inflight.values()] + [n["_id"] for n in self.pending]
-                + [o.network["_id"] for o in self.unsaved])
+                + [s.network["_id"] for s in self.unsaved])
 
     def renew(self) -> None:
         if time.monotonic() - self.last_renew < self.renew_every:

@@ -6,37 +6,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Mapping
 
 from .sdk.connector import Result
-
 from .sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
 from .settings import Settings
 
-MODES = ("initial", "normal")
+class Mode(StrEnum):
+    """A network's mode (the `mode` field). The initial collector serves initial and rateLimit networks."""
+
+    INITIAL = "initial"
+    NORMAL = "normal"
+    RATE_LIMIT = "rateLimit"
 
 
-@dataclass
+MODES = (Mode.INITIAL, Mode.NORMAL)  # the modes a run works in, and a collector serves
+
+
+@dataclass(frozen=True)
 class Update:
-    values: dict[str, Any] = field(default_factory=dict)  # fields to $set
-    unset: set[str] = field(default_factory=set)  # fields to $unset
+    """A state change: fields to $set and fields to $unset. Built whole by the rules below; never edited."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    unset: frozenset[str] = frozenset()
 
 
-def effective_mode(network: Mapping[str, Any]) -> str:
+def effective_mode(network: Mapping[str, Any]) -> Mode:
     """The mode a run works in: a rateLimit network resumes its prevMode; a missing mode is initial."""
     mode = network.get("mode")
     if mode is None:
-        return "initial"
-    if mode == "rateLimit":
+        return Mode.INITIAL
+    if mode == Mode.RATE_LIMIT:
         prev = network.get("prevMode")
-        return prev if prev in MODES else "initial"
+        return Mode(prev) if prev in MODES else Mode.INITIAL
     if mode in MODES:
-        return mode
+        return Mode(mode)
     raise ValueError(f"field 'mode' must be one of initial, normal, rateLimit, got {mode!r}")
 
 
 def interval(mode: str, service: str, settings: Settings) -> timedelta:
-    if mode == "normal":
+    if mode == Mode.NORMAL:
         return timedelta(seconds=settings.normal_interval)
     return timedelta(seconds=settings.initial_interval_for(str(service)))
 
@@ -53,7 +63,8 @@ def rate_limited(mode: str, reset: datetime | None, settings: Settings, now: dat
     waits RATE_LIMIT_MIN_WAIT (with jitter), never "now", and none waits longer than RATE_LIMIT_MAX_WAIT
     (servers send any number)."""
     at = reset if reset is not None else now + timedelta(seconds=settings.rate_limit_interval)
-    return Update({"mode": "rateLimit", "prevMode": mode, "scheduledTo": clamp_wait(at, settings, now, jitter)})
+    return Update({"mode": str(Mode.RATE_LIMIT), "prevMode": str(mode),
+                   "scheduledTo": clamp_wait(at, settings, now, jitter)})
 
 
 def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 0.0) -> datetime:
@@ -66,31 +77,29 @@ def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 
 
 def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: Settings,
                now: datetime, jitter: float = 0.0) -> Update:
-    next_mode = "normal" if mode == "initial" and result.done else mode
+    next_mode = Mode.NORMAL if mode == Mode.INITIAL and result.done else Mode(mode)
     base = {**result.state, "errors": 0, "lastExecution": now, "lastSuccess": now}
     if result.quota is not None and result.quota.exhausted():
         reset = result.quota.reset
         if reset is not None and result.wait_until is not None:
             reset = max(reset, result.wait_until)
-        update = rate_limited(next_mode, reset or result.wait_until, settings, now, jitter)
-        update.values = {**base, **update.values}
-        return update
+        limited = rate_limited(next_mode, reset or result.wait_until, settings, now, jitter)
+        return Update({**base, **limited.values}, limited.unset)
     scheduled = now + interval(next_mode, network.get("service", ""), settings)
     if result.wait_until is not None:  # the API asked for a pause (Stack Exchange `backoff`): no sooner
         latest = now + timedelta(seconds=settings.rate_limit_max_wait)
         scheduled = max(scheduled, min(result.wait_until, latest))
-    return Update({**base, "mode": next_mode, "scheduledTo": scheduled}, {"prevMode"})
+    return Update({**base, "mode": str(next_mode), "scheduledTo": scheduled}, frozenset({"prevMode"}))
 
 
 def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings,
                now: datetime, jitter: float, secrets=()) -> Update:
     if isinstance(error, RateLimited):
-        update = rate_limited(mode or "initial", error.reset, settings, now, jitter)
-        update.values["lastExecution"] = now
-        return update
+        limited = rate_limited(mode or Mode.INITIAL, error.reset, settings, now, jitter)
+        return Update({**limited.values, "lastExecution": now}, limited.unset)
     if isinstance(error, Interrupted):  # the collector is stopping: leave the network as it was, due again
         return Update()
-    last_error = {"status": error.status, "kind": error.kind,
+    last_error = {"status": error.status, "kind": str(error.kind),
                   "message": redact(error.message, secrets), "at": now}
     if isinstance(error, Unauthorized):
         return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now})
@@ -100,11 +109,32 @@ def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError
     if isinstance(error, Transient):
         scheduled = now + backoff(errors, settings, jitter)
     else:
-        scheduled = now + interval(mode or "initial", network.get("service", ""), settings)
-    update = Update({"errors": errors, "lastError": last_error, "lastExecution": now, "scheduledTo": scheduled})
+        scheduled = now + interval(mode or Mode.INITIAL, network.get("service", ""), settings)
+    values = {"errors": errors, "lastError": last_error, "lastExecution": now, "scheduledTo": scheduled}
     if errors >= settings.max_errors:
-        update.values["disabled"] = True
-    return update
+        values["disabled"] = True
+    return Update(values)
+
+
+def with_skips(update: Update, network: Mapping[str, Any], count: int, reason: str | None,
+               refused: list[tuple[str, str]] | tuple[tuple[str, str], ...], now: datetime) -> Update:
+    """A successful run's update, plus the entries it could not keep: `skippedItems` (a running total) and
+    `lastSkipped`; items the database would refuse are named in `lastError` (kind itemRefused, not a failure)."""
+    if count <= 0:
+        return update
+    previous = network.get("skippedItems")
+    total = previous if isinstance(previous, int) and not isinstance(previous, bool) and previous >= 0 else 0
+    values = {**update.values, "skippedItems": min(total + count, 2**62),
+              "lastSkipped": {"count": count, "reason": reason, "at": now}}
+    if refused:
+        shown = "; ".join(f"item {item_id[:80]!r}: {why[:160]}" for item_id, why in refused[:MAX_REFUSED_SHOWN])
+        more = f" (and {len(refused) - MAX_REFUSED_SHOWN} more)" if len(refused) > MAX_REFUSED_SHOWN else ""
+        values["lastError"] = {"status": None, "kind": "itemRefused",
+                               "message": f"refused by the database: {shown}{more}", "at": now}
+    return Update(values, update.unset)
+
+
+MAX_REFUSED_SHOWN = 3
 
 
 def _error_count(network: Mapping[str, Any]) -> int:

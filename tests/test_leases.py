@@ -6,7 +6,7 @@ from datetime import timedelta
 from helpers import T0, GitHubStub, add_network, network
 
 from collector import run_once
-from collector.engine import Collector
+from collector.engine import Collector, Saving
 from collector.run import execute, prepare
 from collector.devtools.fakeapi import make_stars
 
@@ -66,10 +66,10 @@ def test_a_stale_collectors_state_write_is_refused_but_its_items_are_kept_once(d
     assert report.tasks == 1 and network(db, doc)["page"] == 2
     # the stalled collector wakes up, runs its stale copy and tries to save it
     late = T0 + LEASE + timedelta(seconds=2)
-    task = prepare(claimed[0], stalled.registry, settings, stalled.http, late, 0.5)
-    outcome = execute(task, settings, late, 0.5)
-    stalled.persist([outcome], {})
-    assert outcome.state_saved is True and outcome.saved is False
+    run = prepare(claimed[0], stalled.registry, settings, stalled.http, late, 0.5)
+    saving = Saving(execute(run, settings, late))
+    stalled.persist([saving], {})
+    assert saving.state_saved is True and saving.accepted is False
     state = network(db, doc)
     assert state["page"] == 2 and state["lastExecution"] == T0 + LEASE + timedelta(seconds=1)
     assert db.items.count_documents({}) == 100  # the stale run's items were the same page: stored once
