@@ -3,11 +3,12 @@ shape (pagination, rate-limit and error answers as the service documents them)."
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta, timezone
-from urllib.parse import parse_qs, urlsplit
 
 from helpers import T0
+
+from collector.testing import Spec
+from collector.testing.conformance import query
 
 BASE = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RESET = T0 + timedelta(minutes=20)  # the reset time rate-limit answers give
@@ -25,41 +26,8 @@ def epoch(n: int) -> int:
     return int(at(n).timestamp())
 
 
-def query(url: str) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
-
-
 def token_start(value: str | None) -> int:
     return int(value[1:]) if value else 0
-
-
-class Spec:
-    service: str
-    url: str  # the list endpoint, without query
-    page_size: int
-    network: dict = {}
-    settings: dict = {}
-    refresh_url: str | None = None  # token endpoint, for services whose tokens expire
-    ends_on_empty_page = False  # the service's end-of-list signal is an empty page (one more request)
-
-    def start(self, q: dict[str, str]) -> int:  # where the requested page starts in the history
-        return (int(q.get("page", 1)) - 1) * self.page_size
-
-    def render(self, numbers: list[int], next_start: int | None, url: str) -> tuple[int, dict, object]:
-        raise NotImplementedError
-
-    def rate_limited(self) -> tuple[int, dict, object, datetime]:  # answer, and when the network comes back
-        raise NotImplementedError
-
-    def unauthorized(self) -> tuple[int, dict, object]:
-        raise NotImplementedError
-
-    def expired(self) -> tuple[int, dict, object]:
-        return self.unauthorized()
-
-    def refreshed(self) -> dict:  # the token endpoint's answer
-        return {"access_token": "new-access-token-0001", "refresh_token": "new-refresh-token-0001",
-                "expires_in": 3600, "token_type": "bearer"}
 
 
 def gh_link(url: str, page: int, more: bool) -> dict:
@@ -426,4 +394,3 @@ class Facebook(Spec):
 
 SPECS = [GitHub(), Gist(), StackOverflow(), Mastodon(), Reddit(), Bluesky(), Twitter(), YouTube(), Vimeo(), Tumblr(),
          TumblrOAuth1(), Flickr(), Spotify(), Dribbble(), Facebook()]
-URL_PATTERN = {spec.service: re.compile(re.escape(spec.url) + r"(\?.*)?$") for spec in SPECS}

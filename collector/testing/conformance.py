@@ -1,0 +1,289 @@
+"""The connector conformance kit: the bar every connector must pass, shipped so that a third-party connector
+package can run it on its own connector with its own fixtures (like `singer_sdk.testing`).
+
+    from collector.testing import Spec, conformance_tests
+
+    class MyServiceSpec(Spec):
+        service, url, page_size = "myservice", "https://api.myservice.test/me/likes", 50
+        def render(self, numbers, next_start, url): ...   # a page of the history, in the API's real shape
+        def rate_limited(self): ...                        # a quota answer, and when the network comes back
+        def unauthorized(self): ...                        # a revoked-token answer
+
+    TestMyService = conformance_tests([MyServiceSpec()])
+
+It needs pytest, responses and mongomock (the collector's `test` extra). Every test runs the real engine
+(`run_once`) against a mongomock database and the spec's fake API: a multi-page history walked to normal mode, a
+normal run that adds only new items, a rate-limit answer, a revoked token, garbage bodies (an error on that
+network only), no secret in any URL or log record, the common item fields, and token refresh for specs with a
+`refresh_url`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+import mongomock
+import pytest
+import responses
+
+from ..engine import run_once
+from ..registry import Registry
+from ..settings import settings_for_tests
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+TOKEN = "conformance-access-token-0001"
+REFRESH = "conformance-refresh-token-0001"
+USER = "ann@example.com"
+GARBAGE = ["<html><body>502 Bad Gateway</body></html>", '{"unexpected": true}', '[{"weird": 1}]',
+           '{"data": [{"id": null}], "items": [7], "feed": [1]}']
+Answer = tuple[int, dict, Any]
+
+
+class Spec:
+    """A service's fake API for the kit: a history of numbered items (a larger number is newer), served in pages
+    of the real API's shape."""
+
+    service: str
+    url: str  # the list endpoint, without query
+    page_size: int
+    network: dict = {}  # more network fields the connector needs
+    settings: dict = {}  # settings (app keys) the connector needs
+    refresh_url: str | None = None  # token endpoint, for services whose tokens expire
+    ends_on_empty_page = False  # the service's end-of-list signal is an empty page (one more request)
+
+    def start(self, query: dict[str, str]) -> int:
+        """Where the requested page starts in the history (default: `page` numbers from 1)."""
+        return (int(query.get("page", 1)) - 1) * self.page_size
+
+    def render(self, numbers: list[int], next_start: int | None, url: str) -> Answer:
+        raise NotImplementedError
+
+    def rate_limited(self) -> tuple[int, dict, Any, datetime]:
+        """A quota answer, and when the network must come back."""
+        raise NotImplementedError
+
+    def unauthorized(self) -> Answer:
+        raise NotImplementedError
+
+    def expired(self) -> Answer:
+        return self.unauthorized()
+
+    def refreshed(self) -> dict:
+        """The token endpoint's answer."""
+        return {"access_token": "new-access-token-0001", "refresh_token": "new-refresh-token-0001",
+                "expires_in": 3600, "token_type": "bearer"}
+
+
+def query(url: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+class Fake:
+    """Serves a spec's history (numbers, newest first) through `responses`; `answers` are served first."""
+
+    def __init__(self, spec: Spec, mock: responses.RequestsMock, count: int):
+        self.spec = spec
+        self.history = list(range(count, 0, -1))
+        self.answers: list[tuple] = []
+        self.requests: list[Any] = []
+        mock.add_callback(responses.GET, re.compile(re.escape(spec.url) + r"(\?.*)?$"), callback=self.callback)
+
+    def add(self, count: int) -> None:
+        newest = self.history[0] if self.history else 0
+        self.history[:0] = range(newest + count, newest, -1)
+
+    def callback(self, request: Any) -> tuple[int, dict, str]:
+        self.requests.append(request)
+        if self.answers:
+            status, headers, body = self.answers.pop(0)[:3]
+        else:
+            start = self.spec.start(query(request.url))
+            stop = start + self.spec.page_size
+            next_start = stop if stop < len(self.history) else None
+            status, headers, body = self.spec.render(self.history[start:stop], next_start, request.url)
+        return status, headers, body if isinstance(body, str) else json.dumps(body)
+
+
+class Kit:
+    """The pieces of one conformance test: a database, the fake API, settings and the network under test."""
+
+    def __init__(self, spec: Spec, registry: Registry | None, mock: responses.RequestsMock):
+        self.spec, self.registry, self.mock = spec, registry, mock
+        self.db = mongomock.MongoClient(tz_aware=True)["conformance"]
+        base = settings_for_tests()
+        self.settings = base.with_(github_api_url="https://api.github.test", allow_private_hosts=True,
+                                   raw={**base.raw, **spec.settings})
+
+    def setup(self, count: int, **fields: Any) -> Fake:
+        doc = {"user": USER, "service": self.spec.service, "accessToken": TOKEN, **self.spec.network, **fields}
+        self.network_id = self.db.networks.insert_one(doc).inserted_id
+        return Fake(self.spec, self.mock, count)
+
+    def add_network(self, **fields: Any) -> Any:
+        return self.db.networks.insert_one({"user": USER, "accessToken": TOKEN, **fields}).inserted_id
+
+    def network(self, network_id: Any = None) -> dict:
+        return self.db.networks.find_one({"_id": network_id or self.network_id})
+
+    def run(self, mode: str, now: datetime = T0):
+        options = {"registry": self.registry} if self.registry is not None else {}
+        return run_once(self.db, mode, self.settings, now=now, **options)
+
+    def walk(self, passes: int = 10) -> int:
+        runs = 0
+        for k in range(passes):
+            if self.network().get("mode") == "normal":
+                break
+            runs += self.run("initial", T0 + timedelta(seconds=k)).tasks
+        return runs
+
+    def item_type(self) -> str:
+        cls = (self.registry or Registry()).get(self.spec.service)
+        return cls.item_type or cls.name
+
+
+def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> type:
+    """A pytest test class running the whole bar on each spec (assign it to a `Test…` name in a test module).
+    `registry`: where the connectors come from (default: the installed entry points)."""
+    ids = [f"{spec.service}-{type(spec).__name__}" for spec in specs]
+    refreshable = [spec for spec in specs if spec.refresh_url]
+    each: Callable = pytest.mark.parametrize("spec", specs, ids=ids)
+    each_refreshable: Callable = pytest.mark.parametrize("spec", refreshable,
+                                                         ids=[s.service for s in refreshable])
+
+    class ConformanceTests:
+        @pytest.fixture
+        def kit(self, request: Any):
+            with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+                yield Kit(request.getfixturevalue("spec"), registry, mock)
+
+        @each
+        def test_multi_page_history_is_walked_to_normal(self, spec: Spec, kit: Kit) -> None:
+            count = spec.page_size * 2 + spec.page_size // 2
+            kit.setup(count)
+            assert kit.walk() == 3 + spec.ends_on_empty_page
+            state = kit.network()
+            assert state["mode"] == "normal" and state["errors"] == 0
+            assert kit.db.items.count_documents({"type": kit.item_type()}) == count == \
+                kit.db.items.count_documents({})
+
+        @each
+        def test_normal_run_adds_only_new_items(self, spec: Spec, kit: Kit) -> None:
+            count = spec.page_size + 5
+            fake = kit.setup(count)
+            kit.walk()
+            fake.add(3)
+            before = len(fake.requests)
+            report = kit.run("normal", T0 + timedelta(days=1))
+            assert report.tasks == 1 and report.new_items == 3
+            assert kit.db.items.count_documents({}) == count + 3
+            assert len(fake.requests) - before == 1  # the newest page held every new item
+
+        @each
+        def test_rate_limit_answer_enters_rate_limit_until_the_given_time(self, spec: Spec, kit: Kit) -> None:
+            fake = kit.setup(10)
+            *answer, comes_back = spec.rate_limited()
+            fake.answers.append(tuple(answer))
+            report = kit.run("initial")
+            state = kit.network()
+            assert report.by_status == {"rateLimit": 1}
+            assert state["mode"] == "rateLimit" and state["prevMode"] == "initial"
+            assert state["scheduledTo"] == comes_back
+            assert state.get("errors", 0) == 0 and "lastError" not in state
+
+        @each
+        def test_unauthorized_answer_marks_the_network(self, spec: Spec, kit: Kit) -> None:
+            fake = kit.setup(10)
+            fake.answers.append(spec.unauthorized())
+            kit.run("initial")
+            state = kit.network()
+            assert state["unauthorized"] is True and state["lastError"]["kind"] == "unauthorized"
+            assert kit.run("initial", T0 + timedelta(days=1)).tasks == 0
+
+        @each
+        @pytest.mark.parametrize("garbage", GARBAGE)
+        def test_garbage_body_is_an_error_on_that_network_only(self, spec: Spec, kit: Kit, garbage: str) -> None:
+            fake = kit.setup(10)
+            fake.answers.append((200, {}, garbage))
+            other = kit.add_network(service="nosuchservice")
+            report = kit.run("initial")
+            assert report.tasks == 2
+            state = kit.network()
+            assert state["errors"] == 1 and state["lastError"]["kind"] == "badResponse"
+            assert kit.network(other)["lastError"]["kind"] == "unknownService"
+            assert kit.db.items.count_documents({}) == 0
+
+        @each
+        def test_no_secret_in_any_url_or_log_record(self, spec: Spec, kit: Kit, caplog: Any) -> None:
+            fake = kit.setup(spec.page_size + 3, refreshToken=REFRESH)
+            with caplog.at_level(logging.DEBUG):
+                kit.walk()
+                kit.run("normal", T0 + timedelta(days=1))
+            secrets = [TOKEN, REFRESH, *(v for k, v in spec.network.items() if "Secret" in k)]
+            assert fake.requests
+            for request in fake.requests:
+                assert not any(secret in request.url for secret in secrets)
+            for record in caplog.records:
+                assert not any(secret in record.getMessage() for secret in secrets), record.getMessage()
+            if "accessTokenSecret" in spec.network:  # OAuth 1.0a: signed, the token only as oauth_token
+                header = fake.requests[0].headers["Authorization"]
+                assert (header.decode() if isinstance(header, bytes) else header).startswith("OAuth ")
+
+        @each
+        def test_every_item_has_the_common_fields(self, spec: Spec, kit: Kit) -> None:
+            kit.setup(spec.page_size + 7)
+            kit.walk()
+            items = list(kit.db.items.find())
+            assert len(items) == spec.page_size + 7
+            for item in items:
+                assert isinstance(item["itemId"], str) and item["itemId"]
+                assert item["type"] == kit.item_type() and item["user"] == USER
+                assert item["source"].startswith("https://")
+                assert isinstance(item.get("created"), datetime) or isinstance(item.get("likedAt"), datetime)
+                assert item.get("title") or item.get("description")
+            assert len({item["itemId"] for item in items}) == len(items)
+
+        @each_refreshable
+        def test_an_expired_token_is_refreshed_once_and_saved(self, spec: Spec, kit: Kit) -> None:
+            fake = kit.setup(5, refreshToken=REFRESH)
+            fake.answers.append(spec.expired())
+            kit.mock.add(responses.POST, spec.refresh_url, json=spec.refreshed())
+            report = kit.run("initial")
+            state = kit.network()
+            assert report.by_status == {"ok": 1}, state.get("lastError")
+            assert state["accessToken"] == "new-access-token-0001"
+            assert state["refreshToken"] == "new-refresh-token-0001"
+            assert len(fake.requests) == 2 and "new-access-token-0001" in fake.requests[1].headers["Authorization"]
+            assert kit.db.items.count_documents({}) == 5
+
+        @each_refreshable
+        def test_a_refused_refresh_marks_the_network_unauthorized(self, spec: Spec, kit: Kit) -> None:
+            fake = kit.setup(5, refreshToken=REFRESH)
+            fake.answers.append(spec.expired())
+            kit.mock.add(responses.POST, spec.refresh_url, status=400,
+                         json={"error": "invalid_grant", "error_description": "Token has been expired or revoked."})
+            kit.run("initial")
+            state = kit.network()
+            assert state["unauthorized"] is True and "refresh refused" in state["lastError"]["message"]
+            assert state["accessToken"] == TOKEN
+
+        @each_refreshable
+        def test_refreshed_tokens_are_saved_even_when_the_retry_fails(self, spec: Spec, kit: Kit) -> None:
+            fake = kit.setup(5, refreshToken=REFRESH)
+            fake.answers += [spec.expired(), (503, {}, '{"message": "new-access-token-0001 unavailable"}')]
+            kit.mock.add(responses.POST, spec.refresh_url, json=spec.refreshed())
+            kit.run("initial")
+            state = kit.network()
+            assert state["errors"] == 1
+            assert state["accessToken"] == "new-access-token-0001"
+            assert state["refreshToken"] == "new-refresh-token-0001"
+            assert "new-access-token-0001" not in state["lastError"]["message"]
+
+    if not refreshable:  # no token refresh to test: no test at all, rather than a skipped one
+        for name in [n for n in vars(ConformanceTests) if "refresh" in n and n.startswith("test_")]:
+            delattr(ConformanceTests, name)
+    return ConformanceTests
