@@ -4,6 +4,7 @@ The library API: `run_once(db, mode, settings=None, now=None, instance_id=None)`
 mode against a pymongo Database; `load_settings(environ=None, cwd=None, env=None, read_dotenv=True)` reads the
 settings. See docs/ARCHITECTURE.md.
 """
+
 __version__ = "0.1.0"
 
 from .engine import Collector, Report, run_once  # noqa: E402

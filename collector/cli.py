@@ -1,4 +1,5 @@
 """Command line: `collector --mode initial|normal [--once]`, `collector --check-config`, `collector demo`."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,28 +22,43 @@ def build_parser() -> argparse.ArgumentParser:
         prog="collector",
         description="Collect what people like, star and favourite into MongoDB (likeastore-compatible).",
         epilog="Settings come from config/, ./.env and the environment (COLLECTOR_ENV picks "
-               "development, test or production); see README.md.")
+        "development, test or production); see README.md.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--mode", choices=("initial", "normal"),
-                        help="serve this mode: 'initial' also serves rateLimit networks")
+    parser.add_argument(
+        "--mode", choices=("initial", "normal"), help="serve this mode: 'initial' also serves rateLimit networks"
+    )
     parser.add_argument("--once", action="store_true", help="run one pass, then exit")
-    parser.add_argument("--check-config", action="store_true",
-                        help="validate the settings, print them (secrets masked) and exit")
+    parser.add_argument(
+        "--check-config", action="store_true", help="validate the settings, print them (secrets masked) and exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("demo", help="run the whole collector against a local fake GitHub API and an "
-                                     "in-memory database; prints a JSON summary")
+    commands.add_parser(
+        "demo",
+        help="run the whole collector against a local fake GitHub API and an in-memory database; prints a JSON summary",
+    )
     commands.add_parser("connectors", help="list the registered connectors, built-in or third-party")
-    bench = commands.add_parser("bench", help="measure throughput, quota use and memory against the fake API; "
-                                              "prints one line of JSON")
+    bench = commands.add_parser(
+        "bench", help="measure throughput, quota use and memory against the fake API; prints one line of JSON"
+    )
     defaults = Options()
     for flag, kind, help_text in BENCH_FLAGS:
         # SUPPRESS: a flag not given here leaves the top-level value (`collector --concurrency 1 bench`) alone
-        bench.add_argument(f"--{flag}", type=kind, default=argparse.SUPPRESS,
-                           help=f"{help_text} (default: {getattr(defaults, flag.replace('-', '_'))})")
-    parser.add_argument("--concurrency", type=int, default=None,
-                        help="networks run at once (default: the CONCURRENCY setting, 16; 1 runs them in series)")
-    parser.add_argument("--instance-id", default=None,
-                        help="this collector's name in network leases (default: host name and pid)")
+        bench.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=argparse.SUPPRESS,
+            help=f"{help_text} (default: {getattr(defaults, flag.replace('-', '_'))})",
+        )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="networks run at once (default: the CONCURRENCY setting, 16; 1 runs them in series)",
+    )
+    parser.add_argument(
+        "--instance-id", default=None, help="this collector's name in network leases (default: host name and pid)"
+    )
     return parser
 
 
@@ -65,8 +81,7 @@ def setup_logging(level: str) -> None:
     from .sdk.redaction import RedactingFilter, install
 
     install()  # every record redacted when made, whoever logs it
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # and on the handler, for records made before install()
         handler.addFilter(RedactingFilter())
 
@@ -85,13 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         setup_logging("WARNING")
         from .devtools import demo
+
         return demo.run()
     if args.command == "connectors":
         return list_connectors()
     if args.command == "bench":
         setup_logging("ERROR")
         from .devtools import bench
-        given = {flag.replace("-", "_") for flag, _, _ in BENCH_FLAGS} & {k for k, v in vars(args).items() if v is not None}
+
+        given = {flag.replace("-", "_") for flag, _, _ in BENCH_FLAGS} & {
+            k for k, v in vars(args).items() if v is not None
+        }
         opts = Options(**{name: getattr(args, name) for name in given})
         return bench.run(opts)
     if args.mode is None:
@@ -121,8 +140,9 @@ def mongo_client(settings: Settings) -> MongoClient:
     return MongoClient(settings.mongodb_uri, **options)
 
 
-def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = None,
-          instance_id: str | None = None) -> int:
+def serve(
+    settings: Settings, mode: str, once: bool, concurrency: int | None = None, instance_id: str | None = None
+) -> int:
     from .daemon import Daemon
     from .engine import Collector
     from .sdk.redaction import SECRETS
@@ -136,8 +156,9 @@ def serve(settings: Settings, mode: str, once: bool, concurrency: int | None = N
         print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        collector = Collector(client.get_default_database("likeastore"), settings, concurrency=concurrency,
-                              instance_id=instance_id)
+        collector = Collector(
+            client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
+        )
     except PyMongoError as exc:
         log.error("cannot reach MongoDB: %s", mask_text(str(exc), settings.mongodb_uri))
         client.close()

@@ -4,6 +4,7 @@ First SIGTERM/SIGINT: networks in flight finish (their requests are cut after HT
 saved, claimed networks not started are given back, then the loop exits 0.
 A second signal exits at once. With once=True: one pass, exit 1 if that pass failed as a whole.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,11 @@ class Daemon:
             sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
             sys.stderr.flush()
             os._exit(128 + signum)
-        log.info("%s received: finishing the networks in flight (at most %gs), then exiting",
-                 signal.Signals(signum).name, self.collector.settings.http_timeout)
+        log.info(
+            "%s received: finishing the networks in flight (at most %gs), then exiting",
+            signal.Signals(signum).name,
+            self.collector.settings.http_timeout,
+        )
         self.stopping.set()
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)

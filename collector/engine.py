@@ -5,6 +5,7 @@ only), and saves their results on this, the scheduler's, thread: items of every 
 each network's state, fenced by its lease epoch. The database is therefore only ever used from one thread,
 whatever the driver's thread safety. The glossary and the flow are in docs/ARCHITECTURE.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -13,10 +14,11 @@ import random
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from pymongo.database import Database
 
@@ -25,14 +27,14 @@ from .observers import Observer, Observers, PassLog, RunLog, Saved
 from .quota import QuotaMemory
 from .registry import Registry
 from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
-from .schedule import MODES, Mode, Update
+from .schedule import MODES, Update
 from .sdk.errors import BadResponse
 from .sdk.http import Http
 from .sdk.redaction import SECRETS, install
+from .sdk.timeutil import to_ms, utcnow
 from .sdk.validate import SECRET_FIELDS
 from .settings import Settings, load_settings
 from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
-from .sdk.timeutil import to_ms, utcnow
 
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
@@ -96,10 +98,17 @@ class Collector:
     """What lives across passes: the store, connector registry, HTTP session, worker pool, quota memory and the
     observers."""
 
-    def __init__(self, db: Database, settings: Settings, registry: Registry | None = None,
-                 http: Http | None = None, rng: random.Random | None = None,
-                 instance_id: str | None = None, concurrency: int | None = None,
-                 observers: Iterable[Observer] | None = None):
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        registry: Registry | None = None,
+        http: Http | None = None,
+        rng: random.Random | None = None,
+        instance_id: str | None = None,
+        concurrency: int | None = None,
+        observers: Iterable[Observer] | None = None,
+    ):
         self.settings = settings
         self.store = Store(db)
         self.registry = registry or Registry()
@@ -114,9 +123,13 @@ class Collector:
         SECRETS.add(settings.secrets())
         self.store.ensure_indexes()
 
-    def run_pass(self, mode: str, now: datetime | None = None,
-                 should_stop: Callable[[], bool] = lambda: False,
-                 clock: Callable[[], datetime] | None = None) -> Report:
+    def run_pass(
+        self,
+        mode: str,
+        now: datetime | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        clock: Callable[[], datetime] | None = None,
+    ) -> Report:
         """Run every due network of `mode` once. `now` fixes the time of the whole pass (tests); `clock`
         supplies it otherwise (default: the UTC wall clock)."""
         if mode not in MODES:
@@ -156,8 +169,12 @@ class Collector:
         cannot be reached raises DatabaseDown with the progress kept on each Saving, for a retry."""
         for saving in batch:
             if not saving.tokens_saved:
-                self._guard(self.store.save_tokens, saving.network["_id"], dict(saving.result.tokens),
-                            saving.network.get("refreshToken"))
+                self._guard(
+                    self.store.save_tokens,
+                    saving.network["_id"],
+                    dict(saving.result.tokens),
+                    saving.network.get("refreshToken"),
+                )
                 saving.tokens_saved = True
         self.insert_items([s for s in batch if not s.items_saved], users)
         for saving in batch:
@@ -180,8 +197,11 @@ class Collector:
             if saving.docs is None:
                 user = saving.network.get("user")
                 if saving.result.items and user not in users:
-                    log.warning("user %r of network %s not found in users: items saved without userData",
-                                user, saving.network.get("_id"))
+                    log.warning(
+                        "user %r of network %s not found in users: items saved without userData",
+                        user,
+                        saving.network.get("_id"),
+                    )
                 saving.docs = stored_items(saving.result, users.get(user)) if saving.result.items else []
             docs.extend(saving.docs)
             owners.extend([saving] * len(saving.docs))
@@ -197,8 +217,13 @@ class Collector:
         for saving in batch:
             bad = refused.get(id(saving), [])
             if bad:
-                log.warning("network %s: %d items refused by the database, first %r: %s",
-                            saving.network.get("_id"), len(bad), bad[0][0][:80], bad[0][1][:200])
+                log.warning(
+                    "network %s: %d items refused by the database, first %r: %s",
+                    saving.network.get("_id"),
+                    len(bad),
+                    bad[0][0][:80],
+                    bad[0][1][:200],
+                )
                 saving.result = refused_by_database(saving.result, bad)
             saving.new_items = len(saving.docs or []) - saving.duplicates - len(bad)
             saving.items_saved = True
@@ -207,30 +232,42 @@ class Collector:
         result, network = saving.result, saving.network
         epoch = network.get("leaseEpoch")
         try:
-            saving.accepted = self._guard(self.store.save_state, network["_id"], dict(result.update.values),
-                                          result.update.unset, epoch)
+            saving.accepted = self._guard(
+                self.store.save_state, network["_id"], dict(result.update.values), result.update.unset, epoch
+            )
         except DatabaseDown:
             raise
         except Exception as exc:  # this state cannot be stored (a value the API gave): say so on the network
             reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-            log.error("network %s: state cannot be stored (%s); recording the error instead",
-                      network.get("_id"), reason)
-            failed = fail(network, result.mode, BadResponse(f"state could not be stored: {reason}"),
-                          self.settings, result.at, self.rng.random())
+            log.error(
+                "network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason
+            )
+            failed = fail(
+                network,
+                result.mode,
+                BadResponse(f"state could not be stored: {reason}"),
+                self.settings,
+                result.at,
+                self.rng.random(),
+            )
             saving.result = result = replace(
-                result, error=failed.error, update=Update({**failed.update.values, **result.tokens}))
+                result, error=failed.error, update=Update({**failed.update.values, **result.tokens})
+            )
             try:
-                saving.accepted = self._guard(self.store.save_state, network["_id"], dict(result.update.values),
-                                              result.update.unset, epoch)
+                saving.accepted = self._guard(
+                    self.store.save_state, network["_id"], dict(result.update.values), result.update.unset, epoch
+                )
             except DatabaseDown:
                 raise
             except Exception as again:
-                log.error("network %s: even the error record cannot be stored (%s); its lease will lapse",
-                          network.get("_id"), type(again).__name__)
+                log.error(
+                    "network %s: even the error record cannot be stored (%s); its lease will lapse",
+                    network.get("_id"),
+                    type(again).__name__,
+                )
         saving.state_saved = True
         if not saving.accepted:
-            log.warning("network %s: lease lost to another collector, state not saved (items kept)",
-                        network.get("_id"))
+            log.warning("network %s: lease lost to another collector, state not saved (items kept)", network.get("_id"))
         if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
             self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, result.wait_until)
 
@@ -275,8 +312,16 @@ class Pass:
     Nothing in it may end the pass because of one network: a network the engine itself cannot handle gets an
     `internal` error, and database errors delay saves (kept and retried) rather than drop runs that finished."""
 
-    def __init__(self, collector: Collector, pending: deque, users: dict, report: Report,
-                 clock: Callable[[], datetime], should_stop: Callable[[], bool], lease_until: datetime):
+    def __init__(
+        self,
+        collector: Collector,
+        pending: deque,
+        users: dict,
+        report: Report,
+        clock: Callable[[], datetime],
+        should_stop: Callable[[], bool],
+        lease_until: datetime,
+    ):
         self.c = collector
         self.pending = pending
         self.users = users
@@ -340,8 +385,7 @@ class Pass:
                 continue
             now, jitter = self.clock(), self.c.rng.random()
             try:
-                prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter,
-                                   self.c.quotas)
+                prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter, self.c.quotas)
             except Exception as exc:  # our bug, shown on that network only
                 prepared = crashed(network, None, exc, self.c.settings, now, jitter)
             if isinstance(prepared, Run):
@@ -374,8 +418,9 @@ class Pass:
             self.report.save_failures += 1
             self.retries += 1
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
-            log.error("database unavailable while saving (%s): %d finished networks kept, retrying", exc,
-                      len(self.unsaved))
+            log.error(
+                "database unavailable while saving (%s): %d finished networks kept, retrying", exc, len(self.unsaved)
+            )
         self.report.db_seconds += time.perf_counter() - started
         for saving in batch:
             if saving.state_saved:
@@ -396,16 +441,23 @@ class Pass:
         grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
         if not (lapsed or grace_over) or (grace_over and not lapsed and self.inflight):
             return
-        log.error("dropping %d finished networks whose results could not be saved (%s); they run again "
-                  "when their leases lapse", len(self.unsaved), "lease lapsed" if lapsed else "stopping")
+        log.error(
+            "dropping %d finished networks whose results could not be saved (%s); they run again "
+            "when their leases lapse",
+            len(self.unsaved),
+            "lease lapsed" if lapsed else "stopping",
+        )
         for saving in self.unsaved:
             self.report.dropped += 1
             self.settle(saving, saving.saved(dropped=True))
         self.unsaved = []
 
     def held_ids(self) -> list:
-        return ([n["_id"] for n in self.inflight.values()] + [n["_id"] for n in self.pending]
-                + [s.network["_id"] for s in self.unsaved])
+        return (
+            [n["_id"] for n in self.inflight.values()]
+            + [n["_id"] for n in self.pending]
+            + [s.network["_id"] for s in self.unsaved]
+        )
 
     def renew(self) -> None:
         if time.monotonic() - self.last_renew < self.renew_every:
@@ -417,8 +469,7 @@ class Pass:
         try:
             self.c.store.renew(ids, self.c.instance_id, until)
         except Exception as exc:  # keep going: the next try comes soon, and saves are fenced anyway
-            log.warning("renewing %d leases failed (%s: %s); retrying", len(ids), type(exc).__name__,
-                        str(exc)[:200])
+            log.warning("renewing %d leases failed (%s: %s); retrying", len(ids), type(exc).__name__, str(exc)[:200])
             self.last_renew = time.monotonic() - self.renew_every + min(self.renew_every, 1.0)
             return
         self.lease_until = until
@@ -433,8 +484,13 @@ class Pass:
             self.c.store.release(self.unreleased)
             self.unreleased = []
         except Exception as exc:
-            log.warning("giving back %d leases failed (%s: %s); retrying, else they lapse in %gs",
-                        len(self.unreleased), type(exc).__name__, str(exc)[:200], self.c.settings.lease_seconds)
+            log.warning(
+                "giving back %d leases failed (%s: %s); retrying, else they lapse in %gs",
+                len(self.unreleased),
+                type(exc).__name__,
+                str(exc)[:200],
+                self.c.settings.lease_seconds,
+            )
 
     def give_back(self) -> None:
         log.info("stop requested: %d claimed networks given back unrun", len(self.pending))
@@ -446,8 +502,14 @@ class Pass:
         self.pending.clear()
 
 
-def run_once(db: Database, mode: str, settings: Settings | None = None, now: datetime | None = None,
-             instance_id: str | None = None, **options) -> Report:
+def run_once(
+    db: Database,
+    mode: str,
+    settings: Settings | None = None,
+    now: datetime | None = None,
+    instance_id: str | None = None,
+    **options,
+) -> Report:
     """Run one pass of the `mode` collector against `db` (a pymongo Database, real or mongomock).
 
     Extra keyword options go to Collector (registry=, http=, rng=, concurrency=).

@@ -2,11 +2,13 @@
 heartbeats), called by the engine after each save. Like dramatiq's middleware: every hook has a no-op default,
 and an observer that raises is logged and never breaks a pass.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Report
@@ -30,10 +32,10 @@ class Observer:
     def on_claim(self, mode: str, claimed: int) -> None:
         """A pass leased `claimed` networks."""
 
-    def on_run(self, result: "RunResult", saved: Saved) -> None:
+    def on_run(self, result: RunResult, saved: Saved) -> None:
         """One run finished and its save is done (or it was dropped)."""
 
-    def on_pass(self, report: "Report") -> None:
+    def on_pass(self, report: Report) -> None:
         """A pass ended."""
 
     def on_idle(self, mode: str) -> None:
@@ -60,14 +62,21 @@ class RunLog(Observer):
 
     log = logging.getLogger("collector.run")
 
-    def on_run(self, result: "RunResult", saved: Saved) -> None:
+    def on_run(self, result: RunResult, saved: Saved) -> None:
         network = result.network
         error = result.error
         level = logging.WARNING if error is not None and error.counts_as_error else logging.INFO
         message = "run service=%s user=%s mode=%s new_items=%d items=%d skipped=%d duration_ms=%.0f status=%s"
-        args: list[Any] = [str(network.get("service"))[:40], str(network.get("user"))[:80], result.mode,
-                           saved.new_items, len(result.items), result.skipped, result.duration * 1000,
-                           result.status]
+        args: list[Any] = [
+            str(network.get("service"))[:40],
+            str(network.get("user"))[:80],
+            result.mode,
+            saved.new_items,
+            len(result.items),
+            result.skipped,
+            result.duration * 1000,
+            result.status,
+        ]
         if result.skip_reason:
             message += " skip_reason=%r"
             args.append(result.skip_reason)
@@ -84,8 +93,16 @@ class PassLog(Observer):
 
     log = logging.getLogger("collector.daemon")
 
-    def on_pass(self, report: "Report") -> None:
+    def on_pass(self, report: Report) -> None:
         if report.tasks:
-            self.log.info("pass %s: %d networks, %d new items, %s, %.1fs, skipped for quota %d, lost leases %d, "
-                          "save failures %d", report.mode, report.tasks, report.new_items, report.by_status,
-                          report.duration, report.requests_skipped, report.stale, report.save_failures)
+            self.log.info(
+                "pass %s: %d networks, %d new items, %s, %.1fs, skipped for quota %d, lost leases %d, save failures %d",
+                report.mode,
+                report.tasks,
+                report.new_items,
+                report.by_status,
+                report.duration,
+                report.requests_skipped,
+                report.stale,
+                report.save_failures,
+            )

@@ -3,6 +3,7 @@ known to be out of quota is moved to the reset time without spending an API call
 
 Keys are hashes of (service, token): the tokens themselves are never kept here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,8 @@ class QuotaMemory:
         if wait_until is None and quota is not None and quota.exhausted():
             wait_until = quota.reset
         self._facts[self.key(scope, token)] = Facts(
-            quota.remaining if quota else None, quota.limit if quota else None, wait_until)
+            quota.remaining if quota else None, quota.limit if quota else None, wait_until
+        )
 
     def prune(self, now: datetime) -> None:
         """Forget facts that no longer block anything, so the memory stays as small as the set of tokens."""

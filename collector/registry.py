@@ -3,14 +3,14 @@
 Built-in connectors are declared in this project's pyproject.toml under that group, exactly as a third-party
 package declares its own, and are loaded on first use.
 """
+
 from __future__ import annotations
 
 import inspect
 from importlib.metadata import EntryPoint, entry_points
 
-from .sdk.errors import Retired, UnknownService
-
 from .sdk.connector import Connector
+from .sdk.errors import Retired, UnknownService
 
 GROUP = "likeastore.connectors"
 # Services of the original collector whose APIs are gone: their networks are disabled, no request is made.

@@ -5,15 +5,17 @@ not run now; `execute` (the connector: HTTP and mapping only, on a worker thread
 change inside it comes from the pure rules in schedule.py. A `RunResult` is an immutable record, returned whole;
 the engine saves it on its own thread.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 from . import schedule
 from .quota import QuotaMemory
@@ -87,8 +89,15 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
     return [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
 
 
-def prepare(network: dict, registry: Registry, settings: Settings, http: Http, now: datetime,
-            jitter: float, quotas: QuotaMemory | None = None) -> Run | RunResult:
+def prepare(
+    network: dict,
+    registry: Registry,
+    settings: Settings,
+    http: Http,
+    now: datetime,
+    jitter: float,
+    quotas: QuotaMemory | None = None,
+) -> Run | RunResult:
     """A Run ready to execute, or the RunResult of a network that cannot or must not run now: an unknown service,
     bad fields, or a token the quota memory knows is spent (moved to its reset time without an API call)."""
     mode = None
@@ -118,26 +127,47 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
         items, refused = keep_storable(result.items, connector)
         check_state(result.state)
         update = schedule.on_success(network, job.mode, result, settings, now, run.jitter)
-        update = schedule.with_skips(update, network, connector.skipped + len(refused),
-                                     connector.skip_reason or (refused[0][1] if refused else None), refused, now)
-        outcome = RunResult(network, job.mode, update, now, items=tuple(items), quota=result.quota,
-                            wait_until=result.wait_until, tokens=result.tokens)
+        update = schedule.with_skips(
+            update,
+            network,
+            connector.skipped + len(refused),
+            connector.skip_reason or (refused[0][1] if refused else None),
+            refused,
+            now,
+        )
+        outcome = RunResult(
+            network,
+            job.mode,
+            update,
+            now,
+            items=tuple(items),
+            quota=result.quota,
+            wait_until=result.wait_until,
+            tokens=result.tokens,
+        )
     except NetworkError as error:
         outcome = fail(network, job.mode, error, settings, now, run.jitter)
     except RecursionError:  # a structure nested too deeply for the mapping: the API's answer, not our bug
-        outcome = fail(network, job.mode, BadResponse("the API answer is nested too deeply to read"),
-                       settings, now, run.jitter)
+        outcome = fail(
+            network, job.mode, BadResponse("the API answer is nested too deeply to read"), settings, now, run.jitter
+        )
     except Exception as exc:  # a connector bug must not stop the pass
         outcome = crashed(network, job.mode, exc, settings, now, run.jitter)
     succeeded = outcome.error is None
-    return replace(outcome, called=True, quota_scope=connector.quota_scope, duration=time.perf_counter() - started,
-                   skipped=connector.skipped + (len(refused) if succeeded else 0),
-                   skip_reason=connector.skip_reason or (refused[0][1] if refused and succeeded else None),
-                   refused=tuple(refused) if succeeded else ())
+    return replace(
+        outcome,
+        called=True,
+        quota_scope=connector.quota_scope,
+        duration=time.perf_counter() - started,
+        skipped=connector.skipped + (len(refused) if succeeded else 0),
+        skip_reason=connector.skip_reason or (refused[0][1] if refused and succeeded else None),
+        refused=tuple(refused) if succeeded else (),
+    )
 
 
-def crashed(network: Mapping[str, Any], mode: Mode | None, exc: BaseException, settings: Settings,
-            now: datetime, jitter: float) -> RunResult:
+def crashed(
+    network: Mapping[str, Any], mode: Mode | None, exc: BaseException, settings: Settings, now: datetime, jitter: float
+) -> RunResult:
     """A bug in our code (a connector's or the engine's) while handling one network: an `internal` error there."""
     error = NetworkError(f"internal error: {type(exc).__name__}: {exc}")
     error.kind = Status.INTERNAL
@@ -145,8 +175,13 @@ def crashed(network: Mapping[str, Any], mode: Mode | None, exc: BaseException, s
     error.refreshed = refreshed if isinstance(refreshed, dict) else {}
     outcome = fail(network, mode, error, settings, now, jitter)  # redacts the message
     # the frames only: an exception's text may hold values (tokens) that only the redacted message hides
-    log.error("network %s (%s) crashed: %s\n%s", network.get("_id"), str(network.get("service"))[:40],
-              error.message, "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+    log.error(
+        "network %s (%s) crashed: %s\n%s",
+        network.get("_id"),
+        str(network.get("service"))[:40],
+        error.message,
+        "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+    )
     return outcome
 
 
@@ -166,18 +201,18 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[t
         if problem is None:
             kept.append(item)
         elif isinstance(item, dict) and problem.startswith(UNSTORABLE):
-            refused.append((str(item.get("itemId")), problem[len(UNSTORABLE):]))
+            refused.append((str(item.get("itemId")), problem[len(UNSTORABLE) :]))
         else:
             first = first or problem
     if items and not kept:
-        raise BadResponse(f"no item of the page can be stored ({len(items)} items; first: "
-                          f"{first or refused[0][1]})")
+        raise BadResponse(f"no item of the page can be stored ({len(items)} items; first: {first or refused[0][1]})")
     connector.skip(len(items) - len(kept) - len(refused), first)
     return kept, refused
 
 
-def fail(network: Mapping[str, Any], mode: Mode | None, error: NetworkError, settings: Settings, now: datetime,
-         jitter: float) -> RunResult:
+def fail(
+    network: Mapping[str, Any], mode: Mode | None, error: NetworkError, settings: Settings, now: datetime, jitter: float
+) -> RunResult:
     secrets = secrets_of(network) + secrets_of(error.refreshed)
     error.message = redact(error.message, secrets)
     update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)

@@ -2,16 +2,19 @@
 
 No I/O and no clock here: `now` and the backoff `jitter` (a number in [0, 1)) are passed in.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 from .sdk.connector import Result
 from .sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
 from .settings import Settings
+
 
 class Mode(StrEnum):
     """A network's mode (the `mode` field). The initial collector serves initial and rateLimit networks."""
@@ -57,14 +60,14 @@ def backoff(errors: int, settings: Settings, jitter: float) -> timedelta:
     return timedelta(seconds=delay * (0.5 + jitter / 2))
 
 
-def rate_limited(mode: str, reset: datetime | None, settings: Settings, now: datetime,
-                 jitter: float = 0.0) -> Update:
+def rate_limited(mode: str, reset: datetime | None, settings: Settings, now: datetime, jitter: float = 0.0) -> Update:
     """Enter rateLimit: come back at the reset the API gave, else after RATE_LIMIT_INTERVAL; a reset already past
     waits RATE_LIMIT_MIN_WAIT (with jitter), never "now", and none waits longer than RATE_LIMIT_MAX_WAIT
     (servers send any number)."""
     at = reset if reset is not None else now + timedelta(seconds=settings.rate_limit_interval)
-    return Update({"mode": str(Mode.RATE_LIMIT), "prevMode": str(mode),
-                   "scheduledTo": clamp_wait(at, settings, now, jitter)})
+    return Update(
+        {"mode": str(Mode.RATE_LIMIT), "prevMode": str(mode), "scheduledTo": clamp_wait(at, settings, now, jitter)}
+    )
 
 
 def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 0.0) -> datetime:
@@ -75,8 +78,9 @@ def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 
     return min(at, now + timedelta(seconds=settings.rate_limit_max_wait))
 
 
-def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: Settings,
-               now: datetime, jitter: float = 0.0) -> Update:
+def on_success(
+    network: Mapping[str, Any], mode: str, result: Result, settings: Settings, now: datetime, jitter: float = 0.0
+) -> Update:
     next_mode = Mode.NORMAL if mode == Mode.INITIAL and result.done else Mode(mode)
     base = {**result.state, "errors": 0, "lastExecution": now, "lastSuccess": now}
     if result.quota is not None and result.quota.exhausted():
@@ -92,15 +96,21 @@ def on_success(network: Mapping[str, Any], mode: str, result: Result, settings: 
     return Update({**base, "mode": str(next_mode), "scheduledTo": scheduled}, frozenset({"prevMode"}))
 
 
-def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings,
-               now: datetime, jitter: float, secrets=()) -> Update:
+def on_failure(
+    network: Mapping[str, Any],
+    mode: str | None,
+    error: NetworkError,
+    settings: Settings,
+    now: datetime,
+    jitter: float,
+    secrets=(),
+) -> Update:
     if isinstance(error, RateLimited):
         limited = rate_limited(mode or Mode.INITIAL, error.reset, settings, now, jitter)
         return Update({**limited.values, "lastExecution": now}, limited.unset)
     if isinstance(error, Interrupted):  # the collector is stopping: leave the network as it was, due again
         return Update()
-    last_error = {"status": error.status, "kind": str(error.kind),
-                  "message": redact(error.message, secrets), "at": now}
+    last_error = {"status": error.status, "kind": str(error.kind), "message": redact(error.message, secrets), "at": now}
     if isinstance(error, Unauthorized):
         return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now})
     if isinstance(error, Retired):
@@ -116,21 +126,34 @@ def on_failure(network: Mapping[str, Any], mode: str | None, error: NetworkError
     return Update(values)
 
 
-def with_skips(update: Update, network: Mapping[str, Any], count: int, reason: str | None,
-               refused: list[tuple[str, str]] | tuple[tuple[str, str], ...], now: datetime) -> Update:
+def with_skips(
+    update: Update,
+    network: Mapping[str, Any],
+    count: int,
+    reason: str | None,
+    refused: list[tuple[str, str]] | tuple[tuple[str, str], ...],
+    now: datetime,
+) -> Update:
     """A successful run's update, plus the entries it could not keep: `skippedItems` (a running total) and
     `lastSkipped`; items the database would refuse are named in `lastError` (kind itemRefused, not a failure)."""
     if count <= 0:
         return update
     previous = network.get("skippedItems")
     total = previous if isinstance(previous, int) and not isinstance(previous, bool) and previous >= 0 else 0
-    values = {**update.values, "skippedItems": min(total + count, 2**62),
-              "lastSkipped": {"count": count, "reason": reason, "at": now}}
+    values = {
+        **update.values,
+        "skippedItems": min(total + count, 2**62),
+        "lastSkipped": {"count": count, "reason": reason, "at": now},
+    }
     if refused:
         shown = "; ".join(f"item {item_id[:80]!r}: {why[:160]}" for item_id, why in refused[:MAX_REFUSED_SHOWN])
         more = f" (and {len(refused) - MAX_REFUSED_SHOWN} more)" if len(refused) > MAX_REFUSED_SHOWN else ""
-        values["lastError"] = {"status": None, "kind": "itemRefused",
-                               "message": f"refused by the database: {shown}{more}", "at": now}
+        values["lastError"] = {
+            "status": None,
+            "kind": "itemRefused",
+            "message": f"refused by the database: {shown}{more}",
+            "at": now,
+        }
     return Update(values, update.unset)
 
 

@@ -2,14 +2,16 @@
 
 Precedence, lowest first: config/defaults.env, config/<COLLECTOR_ENV>.env, ./.env, the process environment.
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dotenv import dotenv_values
@@ -68,10 +70,10 @@ def _mongodb_uri(text: str) -> str:
 
     plain = text
     if text.startswith("mongodb+srv://"):
-        hosts = text[len("mongodb+srv://"):].split("/", 1)[0].rsplit("@", 1)[-1]
+        hosts = text[len("mongodb+srv://") :].split("/", 1)[0].rsplit("@", 1)[-1]
         if "," in hosts or ":" in hosts.strip("[]").rsplit("]", 1)[-1]:
             raise ValueError("a mongodb+srv:// URI takes one host name without a port")
-        plain = "mongodb://" + text[len("mongodb+srv://"):]
+        plain = "mongodb://" + text[len("mongodb+srv://") :]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -170,15 +172,16 @@ class Settings:
         """A raw setting by its environment name, for connectors' own settings (app keys, client ids)."""
         return self.raw.get(name, default)
 
-    def with_(self, **changes: Any) -> "Settings":
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
     def secrets(self) -> list[str]:
         """Every secret value among the settings (app keys and secrets, the MongoDB password and secret URI
         options): what log redaction must hide. Values under 8 characters are not keys (flags, ports)."""
         values = uri_secrets(self.mongodb_uri)
-        values += [v for k, v in self.raw.items()
-                   if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 8]
+        values += [
+            v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 8
+        ]
         return [v for v in values if v]
 
     def describe(self) -> dict[str, Any]:

@@ -5,13 +5,15 @@ Only documented pymongo operations. Item uniqueness on (user, type, itemId) come
 the unique index on (user, type, itemId) is created as well, so that items written by the original collector
 (random `_id`s) are never duplicated either.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING
@@ -61,9 +63,14 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
 ITEM_KEY = [("user", ASCENDING), ("type", ASCENDING), ("itemId", ASCENDING)]
 MAX_EPOCH = 2**62  # an epoch at or beyond this (or not a number) cannot be incremented safely: it is reset
-BAD_EPOCH = {"$or": [{"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
-                     {"leaseEpoch": {"$type": "array"}},  # [1] matches "number" element-wise
-                     {"leaseEpoch": {"$gte": MAX_EPOCH}}, {"leaseEpoch": {"$lte": -MAX_EPOCH}}]}
+BAD_EPOCH = {
+    "$or": [
+        {"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
+        {"leaseEpoch": {"$type": "array"}},  # [1] matches "number" element-wise
+        {"leaseEpoch": {"$gte": MAX_EPOCH}},
+        {"leaseEpoch": {"$lte": -MAX_EPOCH}},
+    ]
+}
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -116,15 +123,20 @@ class Store:
         claim = {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
         repaired = self.networks.update_many({"_id": {"$in": ids}, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
         if repaired.modified_count:
-            log.warning("%d networks had a leaseEpoch that was not a usable number: reset to 0",
-                        repaired.modified_count)
+            log.warning(
+                "%d networks had a leaseEpoch that was not a usable number: reset to 0", repaired.modified_count
+            )
         try:
             self.networks.update_many({"_id": {"$in": ids}, **query}, claim)
         except Exception as exc:
             if unavailable(exc):
                 raise
-            log.warning("claiming %d networks at once failed (%s: %s); claiming them one by one",
-                        len(ids), type(exc).__name__, str(exc)[:200])
+            log.warning(
+                "claiming %d networks at once failed (%s: %s); claiming them one by one",
+                len(ids),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             self._claim_each(ids, query, claim)
         return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
 
@@ -135,28 +147,29 @@ class Store:
             except Exception as exc:
                 if unavailable(exc):
                     raise
-                log.error("network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__,
-                          str(exc)[:200])
+                log.error(
+                    "network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__, str(exc)[:200]
+                )
 
     def renew(self, ids: list, owner: str, until: datetime) -> int:
         """Extend the leases this collector still holds on `ids`."""
         if not ids:
             return 0
-        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner},
-                                           {"$set": {"leaseUntil": until}})
+        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, {"$set": {"leaseUntil": until}})
         return result.modified_count
 
     def release(self, leases: list[tuple[Any, int]]) -> None:
         """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
         for network_id, epoch in leases:
-            self.networks.update_one({"_id": network_id, "leaseEpoch": epoch},
-                                     {"$unset": {name: "" for name in LEASE_FIELDS}})
+            self.networks.update_one(
+                {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
+            )
 
     def users_by_email(self, emails: Iterable[str]) -> dict[str, dict]:
         wanted = sorted({e for e in emails if isinstance(e, str)})
         if not wanted:
             return {}
-        projection = {f: 1 for f in USER_FIELDS} | {"_id": 1}
+        projection = dict.fromkeys(USER_FIELDS, 1) | {"_id": 1}
         found = {}
         for user in self.users.find({"email": {"$in": wanted}}, projection):
             # public profile fields that are plain short text only: a user document is not ours to trust
@@ -173,13 +186,18 @@ class Store:
         try:
             self.items.insert_many(items, ordered=False)
         except BulkWriteError as exc:
-            return [(e["index"], e.get("code"), str(e.get("errmsg", ""))[:300])
-                    for e in exc.details.get("writeErrors", [])]
+            return [
+                (e["index"], e.get("code"), str(e.get("errmsg", ""))[:300]) for e in exc.details.get("writeErrors", [])
+            ]
         except Exception as exc:
             if unavailable(exc):
                 raise
-            log.warning("a batch of %d items was refused as a whole (%s: %s); inserting one by one",
-                        len(items), type(exc).__name__, str(exc)[:200])
+            log.warning(
+                "a batch of %d items was refused as a whole (%s: %s); inserting one by one",
+                len(items),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             return self._insert_each(items)
         return []
 
@@ -205,8 +223,9 @@ class Store:
             query["refreshToken"] = previous_refresh
         return self.networks.update_one(query, {"$set": tokens}).matched_count == 1
 
-    def save_state(self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (),
-                   epoch: int | None = None) -> bool:
+    def save_state(
+        self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (), epoch: int | None = None
+    ) -> bool:
         """Save a run's state and release its lease. With `epoch`, only if the lease epoch is still the one
         claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved."""
         unset = {name: "" for name in (*unset_fields, *LEASE_FIELDS) if name not in set_fields}

@@ -5,6 +5,7 @@ The network carries `did` (the user's DID), `accessToken` (accessJwt), `refreshT
 com.atproto.server.refreshSession, which needs no app credentials. RateLimit-Reset is epoch seconds. The docs:
 a cursor can come back with an empty page, which is the end. A handle may be the sentinel `handle.invalid`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,12 +42,14 @@ class SessionRefresh:
     def applies(self, job: Job) -> bool:
         return bool(job.network.get("refreshToken"))
 
-    def refresh(self, connector: "Connector", job: Job) -> dict[str, Any]:
+    def refresh(self, connector: Connector, job: Job) -> dict[str, Any]:
         url = f"{pds(connector, job)}/xrpc/com.atproto.server.refreshSession"
         response = connector.http.post(url, headers={"Authorization": f"Bearer {job.network['refreshToken']}"})
         if response.status_code in (400, 401):
-            raise Unauthorized(f"token refresh refused: {response.status_code} {_error(response)}: "
-                               f"POST {where(url)}", response.status_code)
+            raise Unauthorized(
+                f"token refresh refused: {response.status_code} {_error(response)}: POST {where(url)}",
+                response.status_code,
+            )
         body, _ = connector.parse_json(job, response)
         if not isinstance(body, dict) or not isinstance(body.get("accessJwt"), str):
             raise BadResponse("bluesky: refreshSession answer has no accessJwt")
@@ -56,7 +59,7 @@ class SessionRefresh:
         return tokens
 
 
-def pds(connector: "Connector", job: Job) -> str:
+def pds(connector: Connector, job: Job) -> str:
     return safe_base_url(job.network.get("pdsUrl") or DEFAULT_PDS, "pdsUrl", connector.settings.allow_private_hosts)
 
 

@@ -1,5 +1,6 @@
 """Dribbble likes (API v2, best effort: some v2 endpoints need an approved app):
 GET https://api.dribbble.com/v2/user/likes?per_page=100&page=N, Link paging, X-RateLimit-* with epoch reset."""
+
 from __future__ import annotations
 
 from typing import Any

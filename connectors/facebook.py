@@ -4,6 +4,7 @@ The token goes in the Authorization header, never the query. Errors are `{"error
 expired or revoked token, 4/17/32/613 are throttling. X-App-Usage reports usage in percent. A page may be empty
 yet carry `paging.next`: only the absence of `next` ends the list.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,10 @@ class FacebookConnector(PagedConnector):
     def check(self, job: Job, response: requests.Response) -> None:
         if response.status_code >= 400:
             error = _error(response)
-            message = f"{response.status_code} facebook error {error.get('code')}: " \
-                      f"{str(error.get('message', ''))[:200]}: GET {where(response.url)}"
+            message = (
+                f"{response.status_code} facebook error {error.get('code')}: "
+                f"{str(error.get('message', ''))[:200]}: GET {where(response.url)}"
+            )
             if error.get("code") == 190:
                 raise Unauthorized(message, response.status_code)
             if error.get("code") in THROTTLED:

@@ -1,6 +1,7 @@
 """Flickr favourites: flickr.favorites.getList, signed with OAuth 1.0a (requests-oauthlib; FLICKR_API_KEY and
 FLICKR_API_SECRET, the network's accessToken and accessTokenSecret). Errors come with HTTP 200 and
 `{"stat": "fail", "code": N}`; there are no rate-limit headers."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,12 @@ class FlickrConnector(PagedConnector):
     authentication = OAuth1Signed("FLICKR_API_KEY", "FLICKR_API_SECRET")
     rate_limit = None
     endpoint = "https://api.flickr.com/services/rest/"
-    query = {"method": "flickr.favorites.getList", "format": "json", "nojsoncallback": 1,
-             "extras": "description,owner_name,icon_server,date_upload,url_m"}
+    query = {
+        "method": "flickr.favorites.getList",
+        "format": "json",
+        "nojsoncallback": 1,
+        "extras": "description,owner_name,icon_server,date_upload,url_m",
+    }
     paging = PageNumber(pages_left, size=100)
     entries = ("photos", "photo")
 
@@ -60,8 +65,11 @@ class FlickrConnector(PagedConnector):
     @override
     def map(self, photo: Any) -> Item:
         owner = photo["owner"]
-        icon = f"https://farm{photo['iconfarm']}.staticflickr.com/{photo['iconserver']}/buddyicons/{owner}.jpg" \
-            if photo.get("iconserver") and str(photo.get("iconserver")) != "0" else None
+        icon = (
+            f"https://farm{photo['iconfarm']}.staticflickr.com/{photo['iconserver']}/buddyicons/{owner}.jpg"
+            if photo.get("iconserver") and str(photo.get("iconserver")) != "0"
+            else None
+        )
         return {
             "itemId": str(photo["id"]),
             "source": f"https://www.flickr.com/photos/{owner}/{photo['id']}",

@@ -3,6 +3,7 @@ There is no star time: items carry the gist's creation time.
 
 Stored as the original likeastore collector stored them, so an existing database gets no duplicates and the web
 app shows them where it always did: `type: 'github'`, `gist: true`, `repo: 'gist'`, itemId the gist id."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -6,6 +6,7 @@ normal:  pages from the newest until a star older than the marker `sinceLikedAt`
          The first page is asked for with If-None-Match and the stored `etag`: a 304 means nothing new and
          costs no quota.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -41,9 +42,12 @@ class GitHubConnector(GitHubAPI):
 
     def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[Item] | None, requests.Response]:
         """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
-        response = self.get(job, f"{self.settings.github_api_url}/user/starred",
-                            params={"per_page": PER_PAGE, "page": page},
-                            headers={"If-None-Match": etag} if etag else None)
+        response = self.get(
+            job,
+            f"{self.settings.github_api_url}/user/starred",
+            params={"per_page": PER_PAGE, "page": page},
+            headers={"If-None-Match": etag} if etag else None,
+        )
         if etag and response.status_code == 304:
             return None, response
         data, response = self.parse_json(job, response)

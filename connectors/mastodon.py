@@ -3,13 +3,23 @@
 Pages are followed only through the Link header (rel="next" carries max_id, an internal favourite id); the
 network keeps that max_id as its cursor. X-RateLimit-Reset is an ISO 8601 date. Content is HTML: stored as text.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, Job, LinkCursor, PagedConnector, RateLimitHeaders, html_to_text, parse_iso, safe_base_url
+from collector.sdk import (
+    Item,
+    Job,
+    LinkCursor,
+    PagedConnector,
+    RateLimitHeaders,
+    html_to_text,
+    parse_iso,
+    safe_base_url,
+)
 
 
 class MastodonConnector(PagedConnector):

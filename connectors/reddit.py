@@ -4,6 +4,7 @@ The username comes from the network (`username`) or, once, from /api/v1/me. Toke
 one is refreshed with the network's refreshToken and REDDIT_CLIENT_ID / REDDIT_CLIENT_SECRET.
 X-Ratelimit-Reset counts seconds to the end of the window.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,9 @@ class RedditConnector(PagedConnector):
     name = "reddit"
     authentication = Bearer(scheme="bearer")
     identity = IdentityLookup("username", f"{API}/api/v1/me", ("name",))
-    token_refresh = OAuth2Refresh("https://www.reddit.com/api/v1/access_token", "REDDIT_CLIENT_ID",
-                                  "REDDIT_CLIENT_SECRET", basic_auth=True)
+    token_refresh = OAuth2Refresh(
+        "https://www.reddit.com/api/v1/access_token", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET", basic_auth=True
+    )
     rate_limit = RateLimitHeaders("X-Ratelimit-", reset="seconds")
     query = {"raw_json": 1}
     paging = BodyCursor("after", ("data", "after"), size=100, size_param="limit")  # `after` null: the end

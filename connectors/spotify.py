@@ -1,6 +1,7 @@
 """Spotify saved tracks: GET https://api.spotify.com/v1/me/tracks?limit=50&offset=N, newest first.
 Over quota: 429 with Retry-After. Tokens last an hour: refreshed with the refreshToken and SPOTIFY_CLIENT_ID /
 SPOTIFY_CLIENT_SECRET."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,8 +14,9 @@ from collector.sdk import UTC, Item, OAuth2Refresh, Offset, PagedConnector, body
 
 class SpotifyConnector(PagedConnector):
     name = "spotify"
-    token_refresh = OAuth2Refresh("https://accounts.spotify.com/api/token", "SPOTIFY_CLIENT_ID",
-                                  "SPOTIFY_CLIENT_SECRET", basic_auth=True)
+    token_refresh = OAuth2Refresh(
+        "https://accounts.spotify.com/api/token", "SPOTIFY_CLIENT_ID", "SPOTIFY_CLIENT_SECRET", basic_auth=True
+    )
     rate_limit = None
     endpoint = "https://api.spotify.com/v1/me/tracks"
     paging = Offset(body_true("next"), size=50)  # `next` null: the end

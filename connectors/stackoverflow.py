@@ -6,12 +6,13 @@ decoded even when a proxy dropped Content-Encoding; the body's `backoff` is hono
 sooner), `quota_remaining` feeds the quota memory (the daily quota resets at midnight UTC), and errors come as
 HTTP 400 with an `error_id`.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -60,8 +61,9 @@ class StackOverflowConnector(PagedConnector):
                 raw = bounded_decompress(raw, self.http.max_bytes, zlib.MAX_WBITS)
             body = json.loads(raw)
         except (OSError, zlib.error, ValueError, RecursionError):
-            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
-                              response.status_code) from None
+            raise BadResponse(
+                f"{response.status_code} body is not JSON: GET {where(response.url)}", response.status_code
+            ) from None
         if not isinstance(body, dict):
             raise BadResponse(f"expected a JSON object, got {type(body).__name__}", response.status_code)
         self.check_error(job, response, body)
@@ -71,8 +73,9 @@ class StackOverflowConnector(PagedConnector):
         status, error_id = response.status_code, body.get("error_id")
         if status < 400 and error_id is None:
             return
-        message = f"{status} {body.get('error_name') or 'error'} {error_id}: " \
-                  f"{str(body.get('error_message') or '')[:200]}"
+        message = (
+            f"{status} {body.get('error_name') or 'error'} {error_id}: {str(body.get('error_message') or '')[:200]}"
+        )
         if error_id in AUTH_ERRORS:
             raise Unauthorized(message, status)
         if error_id == 502:  # throttle_violation: "... more requests available in N seconds"
@@ -113,4 +116,4 @@ class StackOverflowConnector(PagedConnector):
 
 
 def next_utc_midnight(now: datetime) -> datetime:
-    return datetime(now.year, now.month, now.day, tzinfo=timezone.utc) + timedelta(days=1)
+    return datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1)

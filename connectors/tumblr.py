@@ -7,6 +7,7 @@ Two kinds of network: OAuth 1.0a (accessToken + accessTokenSecret, signed with T
 TUMBLR_CONSUMER_SECRET) and OAuth 2 (a Bearer accessToken that expires; refreshed with the refreshToken and the
 same consumer key and secret as client id and secret). Over quota: 429, no headers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,13 @@ class LikedBefore(Paging):
         before = dig(body, ("response", "_links", "next", "query_params", "before"))
         if before is None and items:
             posts = dig(body, ("response", "liked_posts")) or []
-            times = [p["liked_timestamp"] for p in posts if isinstance(p, dict)
-                     and isinstance(p.get("liked_timestamp"), int) and not isinstance(p["liked_timestamp"], bool)]
+            times = [
+                p["liked_timestamp"]
+                for p in posts
+                if isinstance(p, dict)
+                and isinstance(p.get("liked_timestamp"), int)
+                and not isinstance(p["liked_timestamp"], bool)
+            ]
             before = min(times) if times else None
         return str(before) if before is not None else None
 
@@ -51,8 +57,9 @@ class LikedBefore(Paging):
 class TumblrConnector(PagedConnector):
     name = "tumblr"
     authentication = OAuth1OrBearer(OAuth1Signed("TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET"))
-    token_refresh = OAuth2Refresh(f"{API}/oauth2/token", "TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET",
-                                  unless_field="accessTokenSecret")  # OAuth 1.0a tokens do not expire
+    token_refresh = OAuth2Refresh(
+        f"{API}/oauth2/token", "TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET", unless_field="accessTokenSecret"
+    )  # OAuth 1.0a tokens do not expire
     rate_limit = None
     endpoint = f"{API}/user/likes"
     paging = LikedBefore()

@@ -4,6 +4,7 @@ The user id comes from the network (`serviceUserId`) or, once, from /2/users/me.
 hours: an expired one is refreshed with the refreshToken and TWITTER_CLIENT_ID (and TWITTER_CLIENT_SECRET for a
 confidential client). x-rate-limit-reset is epoch seconds. The last page has no `data` and no `next_token`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,11 +31,15 @@ API = "https://api.x.com/2"
 class TwitterConnector(PagedConnector):
     name = "twitter"
     identity = IdentityLookup("serviceUserId", f"{API}/users/me", ("data", "id"))
-    token_refresh = OAuth2Refresh(f"{API}/oauth2/token", "TWITTER_CLIENT_ID", "TWITTER_CLIENT_SECRET",
-                                  basic_auth="if_secret")
+    token_refresh = OAuth2Refresh(
+        f"{API}/oauth2/token", "TWITTER_CLIENT_ID", "TWITTER_CLIENT_SECRET", basic_auth="if_secret"
+    )
     rate_limit = RateLimitHeaders("x-rate-limit-")
-    query = {"tweet.fields": "created_at,author_id", "expansions": "author_id",
-             "user.fields": "profile_image_url,username"}
+    query = {
+        "tweet.fields": "created_at,author_id",
+        "expansions": "author_id",
+        "user.fields": "profile_image_url,username",
+    }
     paging = BodyCursor("pagination_token", ("meta", "next_token"), size=100, size_param="max_results")
     entries = ("data",)
     entries_optional = True

@@ -1,5 +1,6 @@
 """Vimeo likes: GET https://api.vimeo.com/me/likes?per_page=100&page=N, versioned Accept, `paging.next`.
 X-RateLimit-Reset is a date-time (epoch accepted too)."""
+
 from __future__ import annotations
 
 from typing import Any

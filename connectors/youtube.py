@@ -4,6 +4,7 @@ No rate-limit headers: the daily quota (10,000 units) answers 403 `quotaExceeded
 Pacific time. Access tokens last an hour: an expired one is refreshed with the refreshToken and
 YOUTUBE_CLIENT_ID / YOUTUBE_CLIENT_SECRET.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -47,8 +48,14 @@ class YouTubeConnector(PagedConnector):
     def map(self, video: Any) -> Item:
         snippet = video["snippet"]
         thumbnails = snippet.get("thumbnails") or {}
-        thumbnail = next((thumbnails[size]["url"] for size in ("high", "medium", "default")
-                          if isinstance(thumbnails.get(size), dict) and thumbnails[size].get("url")), None)
+        thumbnail = next(
+            (
+                thumbnails[size]["url"]
+                for size in ("high", "medium", "default")
+                if isinstance(thumbnails.get(size), dict) and thumbnails[size].get("url")
+            ),
+            None,
+        )
         channel = snippet.get("channelId")
         return {
             "itemId": video["id"],

@@ -3,9 +3,10 @@ from __future__ import annotations
 import mongomock
 import pytest
 import responses
-from helpers import API
 
 from collector.settings import settings_for_tests
+
+from helpers import API
 
 
 @pytest.fixture

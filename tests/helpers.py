@@ -1,8 +1,9 @@
 """Shared test helpers (fixtures are in conftest.py)."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -12,7 +13,7 @@ from collector.devtools.fakeapi import FakeGitHub, make_stars
 
 API = "https://api.github.test"
 STARRED = f"{API}/user/starred"
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TOKEN = "ghp_SECRETtoken1234567890"
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -46,14 +47,18 @@ class GitHubStub:
         auth = request.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
         query = parse_qs(urlsplit(request.url).query)
-        status, headers, body = self.fake.handle(token, query, API, self.clock.timestamp(),
-                                                 request.headers.get("If-None-Match"))
+        status, headers, body = self.fake.handle(
+            token, query, API, self.clock.timestamp(), request.headers.get("If-None-Match")
+        )
         return status, headers, "" if body is None else json.dumps(body)
 
 
 def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) -> dict:
-    headers = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(remaining),
-               "x-ratelimit-reset": str(int(reset.timestamp()))}
+    headers = {
+        "x-ratelimit-limit": "5000",
+        "x-ratelimit-remaining": str(remaining),
+        "x-ratelimit-reset": str(int(reset.timestamp())),
+    }
     if link:
         headers["Link"] = link
     return headers
@@ -61,6 +66,7 @@ def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) ->
 
 def settings_interval(name: str):
     from collector.settings import settings_for_tests
+
     return timedelta(seconds=getattr(settings_for_tests(), name))
 
 

@@ -5,6 +5,7 @@ request head (bytes up to the blank line) and writes what it likes. The server c
 and whether the client hung up early, so tests assert behaviour (was the connection cut?) rather than timing.
 Every loop here is bounded in count and time.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -12,13 +13,13 @@ import socket
 import threading
 import time
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 MAX_SECONDS = 20.0  # no script runs longer than this, whatever the client does
 
 
 class RawServer:
-    def __init__(self, script: Callable[[socket.socket, bytes, "RawServer"], None]):
+    def __init__(self, script: Callable[[socket.socket, bytes, RawServer], None]):
         self.script = script
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -33,7 +34,7 @@ class RawServer:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
-    def __enter__(self) -> "RawServer":
+    def __enter__(self) -> RawServer:
         self.thread.start()
         return self
 
@@ -77,7 +78,7 @@ class RawServer:
             if self.stop.is_set():
                 return
             try:
-                self.send(conn, data[i:i + 1])
+                self.send(conn, data[i : i + 1])
             except OSError:
                 self.client_gone.set()
                 return

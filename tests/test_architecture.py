@@ -1,5 +1,6 @@
 """The shape of the code, kept by tests: imports run one way (connectors -> collector.sdk <- engine), the daemon
 loads no dev tools, and the CLI's flags are not overwritten by a subcommand's defaults."""
+
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_ONLY = ("collector.engine", "collector.run", "collector.store", "collector.daemon", "collector.cli",
-               "collector.schedule", "collector.quota", "collector.registry")
+ENGINE_ONLY = (
+    "collector.engine",
+    "collector.run",
+    "collector.store",
+    "collector.daemon",
+    "collector.cli",
+    "collector.schedule",
+    "collector.quota",
+    "collector.registry",
+)
 
 
 def imports(path: Path, top_level_only: bool = False) -> set[str]:
@@ -70,18 +79,24 @@ def test_dev_tools_and_the_kit_are_not_imported_by_the_engine_or_the_sdk():
 
 
 def test_the_daemon_loads_no_mongomock_multiprocessing_or_fake_api():
-    script = ("import json, sys\nfrom collector import cli\ncode = cli.main(['--mode', 'normal', '--once'])\n"
-              "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n")
+    script = (
+        "import json, sys\nfrom collector import cli\ncode = cli.main(['--mode', 'normal', '--once'])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
+    )
     env = {**os.environ, "COLLECTOR_ENV": "test", "MONGODB_URI": "mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=300"}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=60)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     result = json.loads(run.stdout.strip().splitlines()[-1])
     modules = set(result["modules"])
     assert result["code"] == 1  # it tried MongoDB for real (unreachable here) through the daemon's own path
     assert {"collector.engine", "collector.daemon", "pymongo"} <= modules
-    loaded = {m for m in modules if m.split(".")[0] in ("mongomock", "multiprocessing")
-              or m.startswith(("collector.devtools.fakeapi", "collector.devtools.bench", "collector.devtools.demo",
-                               "collector.testing"))}
+    loaded = {
+        m
+        for m in modules
+        if m.split(".")[0] in ("mongomock", "multiprocessing")
+        or m.startswith(
+            ("collector.devtools.fakeapi", "collector.devtools.bench", "collector.devtools.demo", "collector.testing")
+        )
+    }
     assert loaded == set()
 
 
@@ -100,4 +115,5 @@ def test_concurrency_given_before_bench_is_not_overwritten(monkeypatch, tmp_path
 
 def test_an_edit_to_config_in_a_checkout_takes_effect(tmp_path, monkeypatch):
     from collector.settings import config_dir
+
     assert config_dir() == ROOT / "config"

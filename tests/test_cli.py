@@ -1,4 +1,5 @@
 """The command line and the daemon loop: --once, signals, the demo."""
+
 from __future__ import annotations
 
 import io
@@ -8,16 +9,17 @@ import signal
 
 import mongomock
 import pytest
-from helpers import GitHubStub, add_network, network
 
 from collector import cli
-from collector.devtools import demo
 from collector.daemon import Daemon
-from collector.engine import Collector
+from collector.devtools import demo
 from collector.devtools.fakeapi import make_stars
-from collector.sdk.timeutil import utcnow
-from collector.sdk.connector import Connector, Result
+from collector.engine import Collector
 from collector.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.sdk.timeutil import utcnow
+
+from helpers import GitHubStub, add_network, network
 
 
 @pytest.fixture
@@ -60,11 +62,11 @@ class SignalOnFirstRun(Connector):
         type(self).runs += 1
         if type(self).runs == 1:
             os.kill(os.getpid(), signal.SIGTERM)
-        return Result([{"itemId": str(type(self).runs), "type": "signalling", "source": "https://x.test"}],
-                      done=True)
+        return Result([{"itemId": str(type(self).runs), "type": "signalling", "source": "https://x.test"}], done=True)
 
     def normal(self, job):
         return self.initial(job)
+
 
 @pytest.fixture
 def restore_signal_handlers():

@@ -1,17 +1,19 @@
 """Concurrent passes, per-service caps, quota memory, conditional requests and the fake load target."""
+
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
-from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
 
 from collector import run_once
 from collector.devtools.fakeapi import FakeGitHub, make_stars
-from collector.settings import settings_for_tests
-from collector.sdk.connector import Connector, Result
 from collector.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.settings import settings_for_tests
+
+from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
 
 
 class Gauge:
@@ -35,8 +37,7 @@ def gauged(name: str, gauge: Gauge, barrier: threading.Barrier | None = None):
             with gauge:
                 if barrier is not None:
                     barrier.wait(timeout=30)  # all `parties` runs are in flight at once, or this times out
-            return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}],
-                          done=True)
+            return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}], done=True)
 
         def normal(self, job):
             return self.initial(job)
@@ -49,8 +50,9 @@ def test_concurrency_one_runs_networks_in_series(db, settings):
     gauge = Gauge()
     for k in range(6):
         add_network(db, user=f"u{k}@x.test", service="gauged")
-    report = run_once(db, "initial", settings, now=T0, concurrency=1,
-                      registry=Registry({"gauged": gauged("gauged", gauge)}))
+    report = run_once(
+        db, "initial", settings, now=T0, concurrency=1, registry=Registry({"gauged": gauged("gauged", gauge)})
+    )
     assert report.tasks == 6 and gauge.peak == 1
 
 
@@ -59,8 +61,9 @@ def test_networks_run_at_once_up_to_the_concurrency(db, settings):
     for k in range(8):
         add_network(db, user=f"u{k}@x.test", service="gauged")
     barrier = threading.Barrier(4)
-    report = run_once(db, "initial", settings, now=T0, concurrency=4,
-                      registry=Registry({"gauged": gauged("gauged", gauge, barrier)}))
+    report = run_once(
+        db, "initial", settings, now=T0, concurrency=4, registry=Registry({"gauged": gauged("gauged", gauge, barrier)})
+    )
     assert report.by_status == {"ok": 8} and gauge.peak == 4
     assert db.items.count_documents({}) == 8
 
@@ -71,8 +74,9 @@ def test_per_service_cap(db):
     for k in range(6):
         add_network(db, user=f"c{k}@x.test", service="capped")
         add_network(db, user=f"f{k}@x.test", service="free")
-    registry = Registry({"capped": gauged("capped", capped, threading.Barrier(2)),
-                         "free": gauged("free", free, threading.Barrier(6))})
+    registry = Registry(
+        {"capped": gauged("capped", capped, threading.Barrier(2)), "free": gauged("free", free, threading.Barrier(6))}
+    )
     report = run_once(db, "initial", settings, now=T0, concurrency=8, registry=registry)
     assert report.tasks == 12 and capped.peak == 2 and free.peak == 6
 
@@ -107,8 +111,12 @@ def test_quota_memory_lasts_across_passes_and_ends_at_the_reset(db, settings, ht
     from collector.engine import Collector
 
     reset = T0 + timedelta(minutes=30)
-    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
-                  headers=starred_headers(remaining=0, reset=reset))
+    http_mock.get(
+        STARRED,
+        status=403,
+        json={"message": "API rate limit exceeded"},
+        headers=starred_headers(remaining=0, reset=reset),
+    )
     add_network(db)
     collector = Collector(db, settings, concurrency=1)
     collector.run_pass("initial", now=T0)
@@ -157,7 +165,7 @@ def test_normal_poll_sends_the_stored_etag_and_a_304_is_a_free_success(db, setti
 
 
 def test_a_changed_list_answers_200_and_the_new_etag_is_stored(db, settings, http_mock):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from collector.devtools.fakeapi import make_star
 
@@ -165,7 +173,7 @@ def test_a_changed_list_answers_200_and_the_new_etag_is_stored(db, settings, htt
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
     old = network(db, doc)["etag"]
-    stub.fake.star(TOKEN, make_star(777_777, datetime(2026, 5, 1, tzinfo=timezone.utc)))
+    stub.fake.star(TOKEN, make_star(777_777, datetime(2026, 5, 1, tzinfo=UTC)))
     report = run_once(db, "normal", settings, now=T0 + timedelta(hours=1))
     assert report.new_items == 1
     assert network(db, doc)["etag"] not in (None, old)
@@ -204,8 +212,12 @@ def test_fake_api_generates_any_number_of_distinct_stars():
 
 def test_github_and_gist_share_one_quota_per_token(db, settings, http_mock):
     reset = T0 + timedelta(minutes=30)
-    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
-                  headers=starred_headers(remaining=0, reset=reset))
+    http_mock.get(
+        STARRED,
+        status=403,
+        json={"message": "API rate limit exceeded"},
+        headers=starred_headers(remaining=0, reset=reset),
+    )
     add_network(db, scheduledTo=T0 - timedelta(minutes=2))
     gist = add_network(db, service="gist", scheduledTo=T0 - timedelta(minutes=1))
     report = run_once(db, "initial", settings, now=T0, concurrency=1)

@@ -1,12 +1,13 @@
 """The conformance bar (collector.testing, shipped with the package) run on every built-in connector with the
 project's fixtures (tests/services.py). A new built-in connector adds a Spec there; the first test fails until it
 does. Third-party connectors installed beside the project are not this suite's business."""
-from __future__ import annotations
 
-from services import SPECS
+from __future__ import annotations
 
 from collector.registry import Registry
 from collector.testing import conformance_tests
+
+from services import SPECS
 
 TestBuiltinConnectors = conformance_tests(SPECS)
 

@@ -1,5 +1,6 @@
 """Service-specific behaviour beyond the conformance suite: retired services, safe base URLs, Stack Exchange
 backoff and compression, identity look-ups, missing app keys, `collector connectors`."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,13 +9,14 @@ from datetime import timedelta
 
 import pytest
 import responses
-from helpers import T0, add_network, network
-from services import StackOverflow
 
 from collector import cli, run_once
 from collector.sdk.errors import Malformed
 from collector.sdk.safeurl import safe_base_url
 from collector.settings import settings_for_tests
+
+from helpers import T0, add_network, network
+from services import StackOverflow
 
 SE_URL = "https://api.stackexchange.com/2.3/me/favorites"
 
@@ -24,8 +26,9 @@ def with_keys(**keys):
     return base.with_(allow_private_hosts=True, raw={**base.raw, **keys})
 
 
-@pytest.mark.parametrize("service, words", [("pocket", "2025-07-08"), ("instagram", "Instagram"),
-                                            ("behance", "Behance")])
+@pytest.mark.parametrize(
+    "service, words", [("pocket", "2025-07-08"), ("instagram", "Instagram"), ("behance", "Behance")]
+)
 def test_retired_services_are_disabled_without_a_request(db, http_mock, service, words):
     doc = add_network(db, service=service)
     report = run_once(db, "initial", with_keys(), now=T0)
@@ -42,21 +45,37 @@ def test_other_unknown_services_stay_unknown(db):
     assert state["lastError"]["kind"] == "unknownService" and "disabled" not in state
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("http://mastodon.social", "https"), ("ftp://x.test", "https"), ("https://user:pw@x.test", "plain"),
-    ("https://127.0.0.1", "non-public"), ("https://intranet.test", "non-public"), ("https://[::1]", "non-public"),
-    ("https://metadata.test", "non-public"),
-])
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("http://mastodon.social", "https"),
+        ("ftp://x.test", "https"),
+        ("https://user:pw@x.test", "plain"),
+        ("https://127.0.0.1", "non-public"),
+        ("https://intranet.test", "non-public"),
+        ("https://[::1]", "non-public"),
+        ("https://metadata.test", "non-public"),
+    ],
+)
 def test_unsafe_instance_urls_are_refused(url, reason):
-    addresses = {"127.0.0.1": ["127.0.0.1"], "intranet.test": ["10.1.2.3"], "::1": ["::1"],
-                 "metadata.test": ["169.254.169.254"], "x.test": ["93.184.216.34"]}
+    addresses = {
+        "127.0.0.1": ["127.0.0.1"],
+        "intranet.test": ["10.1.2.3"],
+        "::1": ["::1"],
+        "metadata.test": ["169.254.169.254"],
+        "x.test": ["93.184.216.34"],
+    }
     with pytest.raises(Malformed, match=reason):
         safe_base_url(url, "instanceUrl", False, resolver=lambda host: addresses[host])
 
 
 def test_public_https_instance_url_is_accepted_and_private_ones_can_be_allowed():
-    assert safe_base_url("https://mastodon.social/", "instanceUrl", False,
-                         resolver=lambda host: ["2a03:2880::1", "93.184.216.34"]) == "https://mastodon.social"
+    assert (
+        safe_base_url(
+            "https://mastodon.social/", "instanceUrl", False, resolver=lambda host: ["2a03:2880::1", "93.184.216.34"]
+        )
+        == "https://mastodon.social"
+    )
     assert safe_base_url("https://10.0.0.5", "instanceUrl", True, resolver=lambda host: ["10.0.0.5"])
 
 
@@ -70,12 +89,17 @@ def test_a_mastodon_network_on_a_private_host_gets_a_clear_error(db, http_mock, 
 
 
 def test_mastodon_redirect_to_another_host_does_not_carry_the_token(db, http_mock):
-    http_mock.get("https://mastodon.test/api/v1/favourites", status=302,
-                  headers={"Location": "https://elsewhere.test/api/v1/favourites"})
+    http_mock.get(
+        "https://mastodon.test/api/v1/favourites",
+        status=302,
+        headers={"Location": "https://elsewhere.test/api/v1/favourites"},
+    )
     seen = []
-    http_mock.add_callback(responses.GET, "https://elsewhere.test/api/v1/favourites",
-                           callback=lambda request: (seen.append(request.headers.get("Authorization")) or
-                                                     (200, {}, "[]")))
+    http_mock.add_callback(
+        responses.GET,
+        "https://elsewhere.test/api/v1/favourites",
+        callback=lambda request: seen.append(request.headers.get("Authorization")) or (200, {}, "[]"),
+    )
     add_network(db, service="mastodon", instanceUrl="https://mastodon.test")
     run_once(db, "initial", with_keys(), now=T0)
     assert seen == [None]
@@ -101,8 +125,9 @@ def test_stack_exchange_backoff_delays_the_next_run_and_the_token(db, http_mock)
 def test_stack_exchange_app_key_never_reaches_a_log_record(db, http_mock, caplog):
     import logging
 
-    http_mock.get(SE_URL, status=400, json={"error_id": 400, "error_name": "bad_parameter",
-                                            "error_message": "site is required"})
+    http_mock.get(
+        SE_URL, status=400, json={"error_id": 400, "error_name": "bad_parameter", "error_message": "site is required"}
+    )
     doc = add_network(db, service="stackoverflow")
     with caplog.at_level(logging.DEBUG):
         run_once(db, "initial", with_keys(STACKEXCHANGE_KEY="se-secretish-key"), now=T0)
@@ -112,8 +137,7 @@ def test_stack_exchange_app_key_never_reaches_a_log_record(db, http_mock, caplog
 
 
 def test_stack_exchange_body_is_decompressed_even_without_content_encoding(db, http_mock):
-    http_mock.get(SE_URL, body=gzip.compress(json.dumps(se_body()).encode()),
-                  content_type="application/json")
+    http_mock.get(SE_URL, body=gzip.compress(json.dumps(se_body()).encode()), content_type="application/json")
     add_network(db, service="stackoverflow")
     report = run_once(db, "initial", with_keys(STACKEXCHANGE_KEY="k"), now=T0)
     assert report.new_items == 3
@@ -130,8 +154,9 @@ def test_stack_exchange_without_its_app_key_is_a_clear_error(db, http_mock):
 
 def test_reddit_looks_up_the_username_once_and_keeps_it(db, http_mock):
     http_mock.get("https://oauth.reddit.com/api/v1/me", json={"name": "ann"})
-    http_mock.get("https://oauth.reddit.com/user/ann/saved",
-                  json={"kind": "Listing", "data": {"after": None, "children": []}})
+    http_mock.get(
+        "https://oauth.reddit.com/user/ann/saved", json={"kind": "Listing", "data": {"after": None, "children": []}}
+    )
     doc = add_network(db, service="reddit")
     run_once(db, "initial", with_keys(), now=T0)
     assert network(db, doc)["username"] == "ann"
@@ -149,6 +174,20 @@ def test_connectors_command_lists_every_service(capsys):
     assert cli.main(["connectors"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = {line.split("\t")[0] for line in lines}
-    assert {"github", "gist", "stackoverflow", "mastodon", "reddit", "bluesky", "twitter", "youtube", "vimeo",
-            "tumblr", "flickr", "spotify", "dribbble", "facebook"} <= names
+    assert {
+        "github",
+        "gist",
+        "stackoverflow",
+        "mastodon",
+        "reddit",
+        "bluesky",
+        "twitter",
+        "youtube",
+        "vimeo",
+        "tumblr",
+        "flickr",
+        "spotify",
+        "dribbble",
+        "facebook",
+    } <= names
     assert all(line.endswith("\tbuilt-in") for line in lines)

@@ -1,15 +1,18 @@
 """The pass: which networks run, what is saved, and bad input that must not stop the others."""
+
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 
 import pytest
-from helpers import T0, TOKEN, GitHubStub, add_network, network
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
 from collector.store import item_key
+
+from helpers import T0, TOKEN, GitHubStub, add_network, network
 
 
 def test_rerunning_the_same_page_saves_each_item_once(db, settings, http_mock):
@@ -68,8 +71,9 @@ def test_normal_collector_serves_only_normal(db, settings, http_mock):
     assert run_once(db, "normal", settings, now=T0).tasks == 1
 
 
-@pytest.mark.parametrize("fields", [{"disabled": True}, {"skip": True}, {"unauthorized": True},
-                                    {"scheduledTo": T0 + timedelta(seconds=1)}])
+@pytest.mark.parametrize(
+    "fields", [{"disabled": True}, {"skip": True}, {"unauthorized": True}, {"scheduledTo": T0 + timedelta(seconds=1)}]
+)
 def test_networks_that_must_not_run(db, settings, http_mock, fields):
     stub = GitHubStub(http_mock, stars=make_stars(2))
     add_network(db, **fields)
@@ -84,18 +88,21 @@ def test_due_means_scheduled_at_or_before_now(db, settings, http_mock):
     assert run_once(db, "initial", settings, now=T0).tasks == 2
 
 
-@pytest.mark.parametrize("fields, kind, words", [
-    ({"service": "myspace"}, "unknownService", "unknown service 'myspace'"),
-    ({"service": None}, "unknownService", "field 'service'"),
-    ({"accessToken": None}, "malformed", "accessToken"),
-    ({"accessToken": ""}, "malformed", "accessToken"),
-    ({"accessToken": 12345}, "malformed", "accessToken"),
-    ({"user": None}, "malformed", "field 'user'"),
-    ({"mode": "sideways"}, "malformed", "field 'mode'"),
-    ({"page": "two"}, "malformed", "field 'page'"),
-    ({"page": 0}, "malformed", "field 'page'"),
-    ({"mode": "normal", "sinceLikedAt": "2020-01-01"}, "malformed", "sinceLikedAt"),
-])
+@pytest.mark.parametrize(
+    "fields, kind, words",
+    [
+        ({"service": "myspace"}, "unknownService", "unknown service 'myspace'"),
+        ({"service": None}, "unknownService", "field 'service'"),
+        ({"accessToken": None}, "malformed", "accessToken"),
+        ({"accessToken": ""}, "malformed", "accessToken"),
+        ({"accessToken": 12345}, "malformed", "accessToken"),
+        ({"user": None}, "malformed", "field 'user'"),
+        ({"mode": "sideways"}, "malformed", "field 'mode'"),
+        ({"page": "two"}, "malformed", "field 'page'"),
+        ({"page": 0}, "malformed", "field 'page'"),
+        ({"mode": "normal", "sinceLikedAt": "2020-01-01"}, "malformed", "sinceLikedAt"),
+    ],
+)
 def test_malformed_networks_get_a_clear_error_and_the_pass_goes_on(db, settings, http_mock, fields, kind, words):
     GitHubStub(http_mock, stars=make_stars(3))
     bad = add_network(db, **fields)
@@ -119,13 +126,25 @@ def test_a_string_scheduled_to_counts_as_due_and_is_replaced(db, settings, http_
 
 def test_user_data_has_public_fields_only(db, settings, http_mock):
     GitHubStub(http_mock, stars=make_stars(2))
-    db.users.insert_one({"email": "ann@example.com", "name": "Ann", "username": "ann", "avatar": "a.png",
-                         "password": "hash", "apiToken": "secret-api-token"})
+    db.users.insert_one(
+        {
+            "email": "ann@example.com",
+            "name": "Ann",
+            "username": "ann",
+            "avatar": "a.png",
+            "password": "hash",
+            "apiToken": "secret-api-token",
+        }
+    )
     add_network(db)
     run_once(db, "initial", settings, now=T0)
     user_data = db.items.find_one()["userData"]
     assert {k: v for k, v in user_data.items() if k != "_id"} == {
-        "email": "ann@example.com", "name": "Ann", "username": "ann", "avatar": "a.png"}
+        "email": "ann@example.com",
+        "name": "Ann",
+        "username": "ann",
+        "avatar": "a.png",
+    }
 
 
 def test_missing_user_is_a_warning_not_a_failure(db, settings, http_mock, caplog):
@@ -151,8 +170,8 @@ def test_one_log_line_per_network_run(db, settings, http_mock, caplog):
 
 
 def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock):
-    from connectors.github import GitHubConnector
     from collector.registry import Registry
+    from connectors.github import GitHubConnector
 
     class Broken(GitHubConnector):
         def initial(self, job):
@@ -170,15 +189,19 @@ def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock
 
 
 def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db, settings):
-    from collector.sdk.connector import Connector, Result
     from collector.registry import Registry
+    from collector.sdk.connector import Connector, Result
 
     class Sloppy(Connector):
         name = "sloppy"
 
         def initial(self, job):
-            return Result([{"itemId": "1", "type": "sloppy", "source": "https://x.test/1"},
-                           {"itemId": 2, "type": "sloppy", "source": "https://x.test/2"}])
+            return Result(
+                [
+                    {"itemId": "1", "type": "sloppy", "source": "https://x.test/1"},
+                    {"itemId": 2, "type": "sloppy", "source": "https://x.test/2"},
+                ]
+            )
 
         def normal(self, job):
             return self.initial(job)
@@ -192,8 +215,8 @@ def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db
 
 
 def test_a_page_with_no_storable_item_fails_the_run(db, settings):
-    from collector.sdk.connector import Connector, Result
     from collector.registry import Registry
+    from collector.sdk.connector import Connector, Result
 
     class Sloppy(Connector):
         name = "sloppy"
@@ -213,10 +236,12 @@ def test_a_page_with_no_storable_item_fails_the_run(db, settings):
 
 def test_token_never_reaches_logs_errors_or_items(db, settings, http_mock, caplog):
     def echo_token(request):  # a hostile API that echoes the Authorization header in its error
-        return 422, {}, '{"message": "cannot use %s"}' % request.headers["Authorization"]
+        return 422, {}, json.dumps({"message": f"cannot use {request.headers['Authorization']}"})
 
     import responses
+
     from helpers import STARRED
+
     http_mock.add_callback(responses.GET, STARRED, callback=echo_token)
     doc = add_network(db)
     with caplog.at_level(logging.DEBUG):
@@ -259,8 +284,8 @@ def test_run_once_rejects_an_unknown_mode(db, settings):
 
 
 def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
-    from collector.sdk.connector import Connector
     from collector.registry import Registry
+    from collector.sdk.connector import Connector
 
     class Leaky(Connector):
         name = "leaky"

@@ -1,6 +1,7 @@
 """Faults of one network, one document or the database, injected at each step of a pass: the failure stays with
 the network that caused it, nothing collected is lost, nothing is stored twice, and tokens from a refresh
 survive any database hiccup."""
+
 from __future__ import annotations
 
 import logging
@@ -9,15 +10,16 @@ from datetime import timedelta
 
 import pytest
 from bson import ObjectId
-from helpers import T0, TOKEN, FixedRefresh, GitHubStub, add_network, network
 from pymongo.errors import AutoReconnect, BulkWriteError, WriteError
 
-from collector.engine import Collector
-from collector.sdk.errors import TokenExpired
 from collector.devtools.fakeapi import make_stars
-from collector.store import item_key
-from collector.sdk.connector import Connector, Result
+from collector.engine import Collector
 from collector.registry import Registry
+from collector.sdk.connector import Connector, Result
+from collector.sdk.errors import TokenExpired
+from collector.store import item_key
+
+from helpers import T0, TOKEN, FixedRefresh, GitHubStub, add_network, network
 
 
 class Faults:
@@ -51,8 +53,7 @@ def two_networks(db, http_mock, stars=150):
 
 
 @pytest.mark.parametrize("step", ["insert_items", "save_state"])
-def test_a_database_hiccup_while_saving_delays_the_save_and_loses_nothing(db, settings, http_mock, monkeypatch,
-                                                                          step):
+def test_a_database_hiccup_while_saving_delays_the_save_and_loses_nothing(db, settings, http_mock, monkeypatch, step):
     a, b = two_networks(db, http_mock)
     collector = Collector(db, settings)
     faults = Faults(monkeypatch, collector.store)
@@ -89,11 +90,11 @@ class Slow(Connector):
     def normal(self, job):
         return self.initial(job)
 
+
 def test_renewal_covers_networks_still_waiting_for_a_worker(db, settings, monkeypatch):
     Slow.started = []
     docs = [add_network(db, service="slow", user=f"u{k}@x.test") for k in range(3)]
-    collector = Collector(db, settings.with_(lease_seconds=0.15), registry=Registry({"slow": Slow}),
-                          concurrency=1)
+    collector = Collector(db, settings.with_(lease_seconds=0.15), registry=Registry({"slow": Slow}), concurrency=1)
     renewed: list[tuple[list, list]] = []
     original = collector.store.renew
 
@@ -104,16 +105,16 @@ def test_renewal_covers_networks_still_waiting_for_a_worker(db, settings, monkey
     monkeypatch.setattr(collector.store, "renew", spy)
     collector.run_pass("initial", now=T0)
     waiting = [d["_id"] for d in docs[1:]]
-    assert any(set(waiting) - set(started) <= set(ids) and set(waiting) - set(started)
-               for ids, started in renewed)  # a renewal included networks that had not started yet
+    assert any(
+        set(waiting) - set(started) <= set(ids) and set(waiting) - set(started) for ids, started in renewed
+    )  # a renewal included networks that had not started yet
 
 
 def test_failed_renewals_and_releases_are_logged_and_never_drop_finished_runs(db, settings, monkeypatch, caplog):
     Slow.started = []
     for k in range(3):
         add_network(db, service="slow", user=f"u{k}@x.test")
-    collector = Collector(db, settings.with_(lease_seconds=0.15), registry=Registry({"slow": Slow}),
-                          concurrency=1)
+    collector = Collector(db, settings.with_(lease_seconds=0.15), registry=Registry({"slow": Slow}), concurrency=1)
     Faults(monkeypatch, collector.store).fail("renew", times=100)
     with caplog.at_level(logging.WARNING):
         report = collector.run_pass("initial", now=T0)
@@ -139,7 +140,8 @@ def test_failed_renewals_and_releases_are_logged_and_never_drop_finished_runs(db
 
 
 def test_results_kept_through_an_outage_are_dropped_when_their_leases_lapse_and_recollected_once(
-        db, settings, http_mock, monkeypatch):
+    db, settings, http_mock, monkeypatch
+):
     a, b = two_networks(db, http_mock)
     collector = Collector(db, settings)
     now = {"t": T0}
@@ -166,6 +168,7 @@ class Rotating(Connector):
 
     def normal(self, job):
         return self.initial(job)
+
 
 def rotating_network(db):
     return add_network(db, service="rotating", accessToken="old-access-token", refreshToken="old-refresh-token")
@@ -216,13 +219,13 @@ class Odd(Connector):
     value: object = None
 
     def initial(self, job):
-        items = [{"itemId": str(k), "type": "odd", "source": f"https://x.test/{k}", "title": f"t{k}"}
-                 for k in range(3)]
+        items = [{"itemId": str(k), "type": "odd", "source": f"https://x.test/{k}", "title": f"t{k}"} for k in range(3)]
         items[1]["extra"] = type(self).value
         return Result(items, done=True)
 
     def normal(self, job):
         return self.initial(job)
+
 
 def nested(depth):
     value: dict = {"leaf": 1}
@@ -231,16 +234,21 @@ def nested(depth):
     return value
 
 
-@pytest.mark.parametrize("value, why", [
-    (2**70, "8 bytes"),
-    ({"$where": "x"}, "refused by MongoDB"),
-    ({"a.b": 1}, "refused by MongoDB"),
-    (nested(120), "nested deeper"),
-    ("x" * (17 * 1024 * 1024), "bytes, more than"),
-    ("\ud800 lone surrogate", "not encodable"),
-], ids=["int-over-8-bytes", "dollar-key", "dotted-key", "nested-120", "17-MiB", "lone-surrogate"])
-def test_an_item_the_database_cannot_store_is_named_on_its_network_and_the_rest_kept(db, settings, http_mock,
-                                                                                   value, why):
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        (2**70, "8 bytes"),
+        ({"$where": "x"}, "refused by MongoDB"),
+        ({"a.b": 1}, "refused by MongoDB"),
+        (nested(120), "nested deeper"),
+        ("x" * (17 * 1024 * 1024), "bytes, more than"),
+        ("\ud800 lone surrogate", "not encodable"),
+    ],
+    ids=["int-over-8-bytes", "dollar-key", "dotted-key", "nested-120", "17-MiB", "lone-surrogate"],
+)
+def test_an_item_the_database_cannot_store_is_named_on_its_network_and_the_rest_kept(
+    db, settings, http_mock, value, why
+):
     Odd.value = value
     GitHubStub(http_mock, stars=make_stars(5, seed=5))
     odd = add_network(db, service="odd")
@@ -270,8 +278,14 @@ def test_an_item_refused_by_the_server_is_named_and_the_batch_is_not_lost(db, se
     def server_refuses_one(docs, ordered=True):
         bad = [i for i, d in enumerate(docs) if d.get("extra") == "fine"]
         original([d for i, d in enumerate(docs) if i not in bad], ordered=False)
-        raise BulkWriteError({"writeErrors": [{"index": i, "code": 15, "errmsg": "Document exceeds maximum "
-                                               "nesting depth of 100"} for i in bad], "nInserted": len(docs) - 1})
+        raise BulkWriteError(
+            {
+                "writeErrors": [
+                    {"index": i, "code": 15, "errmsg": "Document exceeds maximum nesting depth of 100"} for i in bad
+                ],
+                "nInserted": len(docs) - 1,
+            }
+        )
 
     monkeypatch.setattr(collector.store.items, "insert_many", server_refuses_one)
     report = collector.run_pass("initial", now=T0)
@@ -284,8 +298,10 @@ def test_a_state_the_database_refuses_is_an_error_on_that_network_only(db, setti
     a, b = two_networks(db, http_mock)
     collector = Collector(db, settings)
     Faults(monkeypatch, collector.store).fail(
-        "save_state", error=WriteError("injected: document failed validation", code=121),
-        when=lambda network_id, *rest: network_id == a["_id"])
+        "save_state",
+        error=WriteError("injected: document failed validation", code=121),
+        when=lambda network_id, *rest: network_id == a["_id"],
+    )
     report = collector.run_pass("initial", now=T0)
     assert report.by_status == {"badResponse": 1, "ok": 1}
     state = network(db, a)
@@ -339,8 +355,11 @@ def test_a_malformed_document_is_an_error_on_it_alone_and_the_pass_runs_the_rest
     assert db.items.count_documents({"user": "good@example.com"}) == 3 and network(db, good)["errors"] == 0
 
 
-@pytest.mark.parametrize("epoch", [None, "seven", 2**63 - 1, {"n": 1}, [1], 1.5, -3],
-                         ids=["null", "string", "int64-max", "dict", "list", "float", "negative"])
+@pytest.mark.parametrize(
+    "epoch",
+    [None, "seven", 2**63 - 1, {"n": 1}, [1], 1.5, -3],
+    ids=["null", "string", "int64-max", "dict", "list", "float", "negative"],
+)
 def test_a_lease_epoch_of_any_shape_does_not_break_the_claim_of_the_others(db, settings, http_mock, epoch):
     GitHubStub(http_mock, stars=make_stars(3, seed=7))
     odd = add_network(db, leaseEpoch=epoch)
@@ -378,8 +397,9 @@ def test_a_claim_refused_as_a_batch_falls_back_to_one_by_one(db, settings, http_
 
 def test_an_unhashable_id_or_service_never_breaks_a_pass(db, settings, http_mock):
     GitHubStub(http_mock, stars=make_stars(3, seed=9))
-    db.networks.insert_one({"_id": {"legacy": 1}, "user": "x@example.com", "service": {"name": "github"},
-                            "accessToken": TOKEN})
+    db.networks.insert_one(
+        {"_id": {"legacy": 1}, "user": "x@example.com", "service": {"name": "github"}, "accessToken": TOKEN}
+    )
     good = add_network(db, user="good@example.com")
     report = Collector(db, settings).run_pass("initial", now=T0)
     assert report.tasks == 2
@@ -396,7 +416,9 @@ def test_one_unreadable_entry_does_not_cost_the_page(db, settings, http_mock, ca
     import json as _json
 
     import responses as _responses
+
     from helpers import STARRED, starred_headers
+
     stars = make_stars(5, seed=10)
     del stars[2]["repo"]  # one entry without the field the mapping needs
     http_mock.add(_responses.GET, STARRED, body=_json.dumps(stars), headers=starred_headers())
@@ -412,7 +434,9 @@ def test_one_unreadable_entry_does_not_cost_the_page(db, settings, http_mock, ca
 
 def test_a_page_with_no_readable_entry_fails_the_run(db, settings, http_mock):
     import responses as _responses
+
     from helpers import STARRED, starred_headers
+
     http_mock.add(_responses.GET, STARRED, json=[{"starred_at": "x"}, {"nope": 1}], headers=starred_headers())
     doc = add_network(db)
     assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"badResponse": 1}
@@ -421,7 +445,9 @@ def test_a_page_with_no_readable_entry_fails_the_run(db, settings, http_mock):
 
 def test_a_body_nested_too_deeply_to_parse_is_a_bad_response_not_a_bug(db, settings, http_mock):
     import responses as _responses
+
     from helpers import STARRED, starred_headers
+
     http_mock.add(_responses.GET, STARRED, body="[" * 100_000 + "]" * 100_000, headers=starred_headers())
     doc = add_network(db)
     assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"badResponse": 1}

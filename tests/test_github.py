@@ -1,15 +1,17 @@
 """The GitHub connector through one collector pass at a time (run_once), against responses-served fixtures."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
 import responses
-from helpers import STARRED, T0, TOKEN, GitHubStub, add_network, fixture, network, starred_headers
 
 from collector import run_once
 from collector.devtools.fakeapi import make_star, make_stars
+
+from helpers import STARRED, T0, TOKEN, GitHubStub, add_network, fixture, network, starred_headers
 
 
 def test_one_page_maps_every_field(db, settings, http_mock):
@@ -17,13 +19,20 @@ def test_one_page_maps_every_field(db, settings, http_mock):
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
     item = db.items.find_one({"itemId": "1296269"})
-    assert {k: item[k] for k in ("type", "source", "title", "description", "authorName", "authorUrl",
-                                 "avatarUrl", "user")} == {
-        "type": "github", "source": "https://github.com/octocat/Hello-World", "title": "octocat/Hello-World",
-        "description": "This your first repo!", "authorName": "octocat", "authorUrl": "https://github.com/octocat",
-        "avatarUrl": "https://github.com/images/error/octocat_happy.gif", "user": "ann@example.com"}
-    assert item["created"] == datetime(2011, 1, 26, 19, 1, 12, tzinfo=timezone.utc)
-    assert item["likedAt"] == datetime(2025, 3, 1, 10, 0, tzinfo=timezone.utc)
+    assert {
+        k: item[k] for k in ("type", "source", "title", "description", "authorName", "authorUrl", "avatarUrl", "user")
+    } == {
+        "type": "github",
+        "source": "https://github.com/octocat/Hello-World",
+        "title": "octocat/Hello-World",
+        "description": "This your first repo!",
+        "authorName": "octocat",
+        "authorUrl": "https://github.com/octocat",
+        "avatarUrl": "https://github.com/images/error/octocat_happy.gif",
+        "user": "ann@example.com",
+    }
+    assert item["created"] == datetime(2011, 1, 26, 19, 1, 12, tzinfo=UTC)
+    assert item["likedAt"] == datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
     assert item["date"] == T0
     assert db.items.find_one({"itemId": "64778136"})["description"] is None
     # no Link rel=next: the history is complete after one page
@@ -58,7 +67,7 @@ def test_multi_page_history_is_walked_to_normal_mode(db, settings, http_mock):
     assert state["errors"] == 0 and state["lastSuccess"] == T0 + timedelta(seconds=2)
     assert state["scheduledTo"] == T0 + timedelta(seconds=2 + settings.normal_interval)
     # the normal-mode marker is the newest star of the first page
-    assert state["sinceLikedAt"] == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert state["sinceLikedAt"] == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_empty_last_page_moves_to_normal(db, settings, http_mock):
@@ -77,8 +86,7 @@ def test_normal_mode_collects_only_new_stars(db, settings, http_mock):
         run_once(db, "initial", settings, now=T0 + timedelta(seconds=k))
     assert network(db, doc)["mode"] == "normal"
     assert db.items.count_documents({}) == 150
-    new = [make_star(900_001 + k, datetime(2026, 2, 1, tzinfo=timezone.utc) + timedelta(minutes=k))
-           for k in range(3)]
+    new = [make_star(900_001 + k, datetime(2026, 2, 1, tzinfo=UTC) + timedelta(minutes=k)) for k in range(3)]
     for entry in new:
         stub.fake.star(TOKEN, entry)
     later = T0 + timedelta(seconds=settings.normal_interval + 5)
@@ -88,7 +96,7 @@ def test_normal_mode_collects_only_new_stars(db, settings, http_mock):
     assert report.tasks == 1 and report.new_items == 3
     assert len(stub.requests) - before == 1  # the first page held every new star
     assert db.items.count_documents({}) == 153
-    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 2, 1, 0, 2, tzinfo=timezone.utc)
+    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 2, 1, 0, 2, tzinfo=UTC)
     # nothing new: one request, no items
     report = run_once(db, "normal", settings, now=later + timedelta(seconds=settings.normal_interval))
     assert report.tasks == 1 and report.new_items == 0
@@ -97,21 +105,21 @@ def test_normal_mode_collects_only_new_stars(db, settings, http_mock):
 def test_normal_mode_follows_pages_while_every_star_is_new(db, settings, http_mock):
     old = make_stars(5, seed=5)
     stub = GitHubStub(http_mock, stars=old)
-    doc = add_network(db, mode="normal", sinceLikedAt=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    doc = add_network(db, mode="normal", sinceLikedAt=datetime(2026, 1, 1, tzinfo=UTC))
     for k in range(130):
-        stub.fake.star(TOKEN, make_star(800_000 + k, datetime(2026, 3, 1, tzinfo=timezone.utc)
-                                        + timedelta(minutes=k)))
+        stub.fake.star(TOKEN, make_star(800_000 + k, datetime(2026, 3, 1, tzinfo=UTC) + timedelta(minutes=k)))
     report = run_once(db, "normal", settings, now=T0)
     assert report.new_items == 131  # 130 new + the marker star itself (equal time), stored once
     assert len(stub.requests) == 2
-    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 3, 1, 2, 9, tzinfo=timezone.utc)
+    assert network(db, doc)["sinceLikedAt"] == datetime(2026, 3, 1, 2, 9, tzinfo=UTC)
 
 
 def test_low_quota_enters_rate_limit_and_keeps_the_page(db, settings, http_mock):
     reset = T0 + timedelta(minutes=40)
     link = f'<{STARRED}?per_page=100&page=2>; rel="next"'
-    http_mock.get(STARRED, json=fixture("github_starred_page.json"),
-                  headers=starred_headers(remaining=1, reset=reset, link=link))
+    http_mock.get(
+        STARRED, json=fixture("github_starred_page.json"), headers=starred_headers(remaining=1, reset=reset, link=link)
+    )
     doc = add_network(db)
     report = run_once(db, "initial", settings, now=T0)
     state = network(db, doc)
@@ -138,8 +146,12 @@ def test_rate_limited_network_resumes_in_its_previous_mode(db, settings, http_mo
 @pytest.mark.parametrize("status", [403, 429])
 def test_exhausted_quota_answer_is_rate_limit_not_error(db, settings, http_mock, status):
     reset = T0 + timedelta(minutes=17)
-    http_mock.get(STARRED, status=status, json={"message": "API rate limit exceeded for user ID 1."},
-                  headers=starred_headers(remaining=0, reset=reset))
+    http_mock.get(
+        STARRED,
+        status=status,
+        json={"message": "API rate limit exceeded for user ID 1."},
+        headers=starred_headers(remaining=0, reset=reset),
+    )
     doc = add_network(db, mode="normal", errors=2)
     report = run_once(db, "normal", settings, now=T0)
     state = network(db, doc)
@@ -149,8 +161,12 @@ def test_exhausted_quota_answer_is_rate_limit_not_error(db, settings, http_mock,
 
 
 def test_retry_after_sets_the_next_run(db, settings, http_mock):
-    http_mock.get(STARRED, status=403, headers={"Retry-After": "120"},
-                  json={"message": "You have exceeded a secondary rate limit."})
+    http_mock.get(
+        STARRED,
+        status=403,
+        headers={"Retry-After": "120"},
+        json={"message": "You have exceeded a secondary rate limit."},
+    )
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
     state = network(db, doc)
@@ -158,8 +174,12 @@ def test_retry_after_sets_the_next_run(db, settings, http_mock):
 
 
 def test_secondary_rate_limit_without_retry_after_waits_a_minute(db, settings, http_mock):
-    http_mock.get(STARRED, status=403, json={"message": "You have exceeded a secondary rate limit."},
-                  headers=starred_headers(remaining=4000))
+    http_mock.get(
+        STARRED,
+        status=403,
+        json={"message": "You have exceeded a secondary rate limit."},
+        headers=starred_headers(remaining=4000),
+    )
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
     state = network(db, doc)
@@ -176,11 +196,14 @@ def test_401_marks_unauthorized_and_the_network_never_runs_again(db, settings, h
     assert run_once(db, "initial", settings, now=T0 + timedelta(days=1)).tasks == 0
 
 
-@pytest.mark.parametrize("failure", [
-    {"status": 502, "json": {"message": "Server Error"}},
-    {"body": requests.exceptions.ConnectTimeout("timed out")},
-    {"body": requests.exceptions.ConnectionError("refused")},
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"status": 502, "json": {"message": "Server Error"}},
+        {"body": requests.exceptions.ConnectTimeout("timed out")},
+        {"body": requests.exceptions.ConnectionError("refused")},
+    ],
+)
 def test_transient_failures_count_and_back_off_exponentially(db, settings, http_mock, failure):
     http_mock.get(STARRED, **failure)
     doc = add_network(db)
@@ -194,7 +217,7 @@ def test_transient_failures_count_and_back_off_exponentially(db, settings, http_
         now = state["scheduledTo"]
     base = settings.backoff_base
     for n, delay in enumerate(delays):  # equal jitter: between half and all of base * 2^n
-        assert base * 2 ** n / 2 <= delay <= base * 2 ** n
+        assert base * 2**n / 2 <= delay <= base * 2**n
     assert state["lastError"]["kind"] == "transient"
 
 
@@ -208,8 +231,15 @@ def test_other_client_errors_count_and_retry_at_the_normal_interval(db, settings
     assert state["scheduledTo"] == T0 + timedelta(seconds=settings.normal_interval)
 
 
-@pytest.mark.parametrize("body", ["<html>Unicorn!</html>", '{"message": "not a list"}',
-                                  '[{"starred_at": "yesterday", "repo": {"id": 1}}]', "[1, 2, 3]"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<html>Unicorn!</html>",
+        '{"message": "not a list"}',
+        '[{"starred_at": "yesterday", "repo": {"id": 1}}]',
+        "[1, 2, 3]",
+    ],
+)
 def test_garbage_bodies_are_errors_on_that_network_only(db, settings, http_mock, body):
     http_mock.get(STARRED, body=body, headers=starred_headers())
     bad = add_network(db, accessToken="ghp_broken_token_0001")

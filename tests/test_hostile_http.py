@@ -1,5 +1,6 @@
 """Hostile servers, over real sockets on 127.0.0.1: trickles, bombs, huge bodies, lying rate-limit headers,
 redirects inside. Assertions are about behaviour (cut, refused, clamped), never about how long something took."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,6 @@ from email.utils import format_datetime
 import pytest
 import requests
 import responses
-from helpers import T0, TOKEN, add_network, network
-from rawserver import RawServer, gzip_bomb, response
 
 from collector import run_once
 from collector.daemon import Daemon
@@ -23,9 +22,19 @@ from collector.sdk.errors import BadResponse, Interrupted, Transient
 from collector.sdk.http import Http, RedirectRefused, _Session
 from collector.settings import settings_for_tests
 
-STAR = {"starred_at": "2026-05-01T10:00:00Z",
-        "repo": {"id": 1, "full_name": "o/r", "html_url": "https://github.com/o/r",
-                 "created_at": "2020-01-01T00:00:00Z", "owner": {"login": "o"}}}
+from helpers import T0, TOKEN, add_network, network
+from rawserver import RawServer, gzip_bomb, response
+
+STAR = {
+    "starred_at": "2026-05-01T10:00:00Z",
+    "repo": {
+        "id": 1,
+        "full_name": "o/r",
+        "html_url": "https://github.com/o/r",
+        "created_at": "2020-01-01T00:00:00Z",
+        "owner": {"login": "o"},
+    },
+}
 
 
 def http_to(server: RawServer, **changes) -> Http:
@@ -46,7 +55,7 @@ def test_a_server_trickling_its_body_is_cut_at_the_deadline():
     body = json.dumps([STAR] * 3).encode()
 
     def script(conn, head, srv):
-        srv.send(conn, response(headers={"Content-Type": "application/json"}, body=body)[:-len(body)])
+        srv.send(conn, response(headers={"Content-Type": "application/json"}, body=body)[: -len(body)])
         srv.trickle(conn, body, every=0.3)
 
     with RawServer(script) as server:
@@ -99,8 +108,9 @@ def test_a_gzip_bomb_is_refused_at_the_cap_with_bounded_memory():
 
     def script(conn, head, srv):
         if b"/bomb" in head:
-            srv.send(conn, response(headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
-                                    body=bomb))
+            srv.send(
+                conn, response(headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}, body=bomb)
+            )
         else:
             srv.send(conn, response(body=b"[]"))
 
@@ -136,18 +146,31 @@ def test_an_undeclared_body_over_the_cap_is_refused():
             http_to(server, http_max_bytes=1024 * 1024).get(f"{server.url}/x")
 
 
-@pytest.mark.parametrize("status, headers, comes_back", [
-    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "100000000000000000000"},
-     T0 + timedelta(hours=24)),
-    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "253402300800"}, T0 + timedelta(hours=24)),
-    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "inf"}, T0 + timedelta(seconds=60)),
-    ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "soon"}, T0 + timedelta(seconds=60)),
-    ("429 Too Many Requests", {"Retry-After": "100000000000000000000"}, T0 + timedelta(hours=24)),
-    ("429 Too Many Requests", {"Retry-After": format_datetime(T0 + timedelta(hours=2), usegmt=True)},
-     T0 + timedelta(hours=2)),
-    ("429 Too Many Requests", {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, T0 + timedelta(hours=24)),
-    ("429 Too Many Requests", {"Retry-After": "garbage"}, T0 + timedelta(seconds=60)),
-])
+@pytest.mark.parametrize(
+    "status, headers, comes_back",
+    [
+        (
+            "403 Forbidden",
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "100000000000000000000"},
+            T0 + timedelta(hours=24),
+        ),
+        (
+            "403 Forbidden",
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "253402300800"},
+            T0 + timedelta(hours=24),
+        ),
+        ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "inf"}, T0 + timedelta(seconds=60)),
+        ("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "soon"}, T0 + timedelta(seconds=60)),
+        ("429 Too Many Requests", {"Retry-After": "100000000000000000000"}, T0 + timedelta(hours=24)),
+        (
+            "429 Too Many Requests",
+            {"Retry-After": format_datetime(T0 + timedelta(hours=2), usegmt=True)},
+            T0 + timedelta(hours=2),
+        ),
+        ("429 Too Many Requests", {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, T0 + timedelta(hours=24)),
+        ("429 Too Many Requests", {"Retry-After": "garbage"}, T0 + timedelta(seconds=60)),
+    ],
+)
 def test_rate_limit_times_from_a_server_are_honoured_within_bounds(db, status, headers, comes_back):
     with RawServer(lambda conn, head, srv: srv.send(conn, response(status, headers, b'{"message": "no"}'))) as server:
         doc = add_network(db)
@@ -160,6 +183,7 @@ def test_rate_limit_times_from_a_server_are_honoured_within_bounds(db, status, h
 @pytest.mark.parametrize("jitter", [0.0, 0.6])
 def test_a_refusal_whose_reset_is_already_past_waits_the_minimum_not_now(db, jitter):
     import random
+
     past = str(int((T0 - timedelta(minutes=5)).timestamp()))
     answer = response("403 Forbidden", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": past}, b"{}")
 
@@ -214,10 +238,15 @@ def test_a_redirect_from_https_to_http_is_refused():
 def test_a_users_instance_redirecting_to_plain_http_is_an_error_on_that_network(db, http_mock):
     settings = settings_for_tests(allow_private_hosts=True)
     inside = []
-    http_mock.add(responses.GET, "https://mastodon.example/api/v1/favourites", status=302,
-                  headers={"Location": "http://127.0.0.1/admin"})
-    http_mock.add_callback(responses.GET, "http://127.0.0.1/admin",
-                           callback=lambda r: inside.append(r) or (200, {}, "[]"))
+    http_mock.add(
+        responses.GET,
+        "https://mastodon.example/api/v1/favourites",
+        status=302,
+        headers={"Location": "http://127.0.0.1/admin"},
+    )
+    http_mock.add_callback(
+        responses.GET, "http://127.0.0.1/admin", callback=lambda r: inside.append(r) or (200, {}, "[]")
+    )
     doc = add_network(db, service="mastodon", instanceUrl="https://mastodon.example")
     run_once(db, "initial", settings, now=T0)
     assert inside == []
@@ -261,14 +290,32 @@ def test_sigterm_stops_a_pass_stuck_on_a_slow_host_and_leaves_the_network_as_it_
     assert "leaseOwner" not in state  # given back: due again for whoever runs next
 
 
-@pytest.mark.parametrize("address, public", [
-    ("93.184.216.34", True), ("2a03:2880:f003:c07:face:b00c::2", True),
-    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
-    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
-    ("::1", False), ("fe80::1%eth0", False), ("fc00::1", False), ("::ffff:127.0.0.1", False),
-    ("::ffff:10.0.0.1", False), ("64:ff9b::7f00:1", False), ("64:ff9b:1::a00:1", False),
-    ("2002:7f00:1::1", False), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False), ("not an address", False),
-])
+@pytest.mark.parametrize(
+    "address, public",
+    [
+        ("93.184.216.34", True),
+        ("2a03:2880:f003:c07:face:b00c::2", True),
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),
+        ("100.64.0.1", False),
+        ("0.0.0.0", False),
+        ("224.0.0.1", False),
+        ("::1", False),
+        ("fe80::1%eth0", False),
+        ("fc00::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("64:ff9b::7f00:1", False),
+        ("64:ff9b:1::a00:1", False),
+        ("2002:7f00:1::1", False),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),
+        ("not an address", False),
+    ],
+)
 def test_which_addresses_count_as_public(address, public):
     from collector.sdk.safeurl import is_public
+
     assert is_public(address) is public

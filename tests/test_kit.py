@@ -1,8 +1,9 @@
 """The shipped conformance kit run the way a third-party connector package would: its own connector, its own
 fixtures, its own registry — none of the project's specs or fixtures."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from collector.registry import Registry
@@ -23,17 +24,27 @@ class PinsConnector(PagedConnector):
             raise BadResponse("expected {'pins': [...]}")
 
     def map(self, pin: Any) -> Item:
-        return {"itemId": str(pin["id"]), "source": pin["url"], "title": pin["title"],
-                "likedAt": parse_iso(pin["pinned_at"])}
+        return {
+            "itemId": str(pin["id"]),
+            "source": pin["url"],
+            "title": pin["title"],
+            "likedAt": parse_iso(pin["pinned_at"]),
+        }
 
 
 class PinsSpec(Spec):
     service, url, page_size = "pins", "https://api.pins.test/v1/pins", 25
 
     def render(self, numbers, next_start, url):
-        pins = [{"id": n, "url": f"https://pins.test/{n}", "title": f"Pin {n}",
-                 "pinned_at": (datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=n)).isoformat()}
-                for n in numbers]
+        pins = [
+            {
+                "id": n,
+                "url": f"https://pins.test/{n}",
+                "title": f"Pin {n}",
+                "pinned_at": (datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=n)).isoformat(),
+            }
+            for n in numbers
+        ]
         return 200, {"X-RateLimit-Remaining": "99"}, {"pins": pins, "more": next_start is not None}
 
     def rate_limited(self):

@@ -1,14 +1,15 @@
 """Leases: several collectors share one mode safely. Time is driven through now=, never by sleeping."""
+
 from __future__ import annotations
 
 from datetime import timedelta
 
-from helpers import T0, GitHubStub, add_network, network
-
 from collector import run_once
+from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector, Saving
 from collector.run import execute, prepare
-from collector.devtools.fakeapi import make_stars
+
+from helpers import T0, GitHubStub, add_network, network
 
 LEASE = timedelta(seconds=300)
 
@@ -107,8 +108,8 @@ def test_stopping_gives_back_unstarted_leases(db, settings, http_mock):
 def test_long_runs_have_their_leases_renewed(db, settings, monkeypatch):
     import threading
 
-    from collector.sdk.connector import Connector, Result
     from collector.registry import Registry
+    from collector.sdk.connector import Connector, Result
 
     release = threading.Event()
 
@@ -123,8 +124,7 @@ def test_long_runs_have_their_leases_renewed(db, settings, monkeypatch):
             return self.initial(job)
 
     times = iter(T0 + timedelta(seconds=k) for k in range(10_000))
-    collector = Collector(db, settings.with_(lease_seconds=0.15), instance_id="a",
-                          registry=Registry({"slow": Slow}))
+    collector = Collector(db, settings.with_(lease_seconds=0.15), instance_id="a", registry=Registry({"slow": Slow}))
     renewals = []
     real_renew = collector.store.renew
 

@@ -1,24 +1,31 @@
 """Every service against payloads the service really sends (tests/fixtures/<service>/, sources in SOURCES.md):
 the history is walked from initial to normal through `run_once`, and the stored items are compared with values
 read from the payload here, independently of the connectors' mapping."""
+
 from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import responses
-from helpers import T0, add_network, network
 
 from collector import run_once
 from collector.settings import settings_for_tests
 
+from helpers import T0, add_network, network
+
 FIXTURES = Path(__file__).parent / "fixtures"
-UTC = timezone.utc
-KEYS = {"STACKEXCHANGE_KEY": "se-key-12345678", "FLICKR_API_KEY": "flickr-key-1234", "FLICKR_API_SECRET": "fs-12345678",
-        "TUMBLR_CONSUMER_KEY": "tumblr-key-1234", "TUMBLR_CONSUMER_SECRET": "ts-12345678"}
+UTC = UTC
+KEYS = {
+    "STACKEXCHANGE_KEY": "se-key-12345678",
+    "FLICKR_API_KEY": "flickr-key-1234",
+    "FLICKR_API_SECRET": "fs-12345678",
+    "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
+    "TUMBLR_CONSUMER_SECRET": "ts-12345678",
+}
 
 
 def load(name: str):
@@ -74,7 +81,10 @@ def test_github_official_example(db, http_mock):
     assert item["title"] == item["name"] == repo["full_name"] and item["repo"] == repo["name"]
     assert item["description"] == repo["description"]
     assert (item["authorName"], item["authorUrl"], item["avatarUrl"]) == (
-        repo["owner"]["login"], repo["owner"]["html_url"], repo["owner"]["avatar_url"])
+        repo["owner"]["login"],
+        repo["owner"]["html_url"],
+        repo["owner"]["avatar_url"],
+    )
     assert item["created"] == at(repo["created_at"]) and item["likedAt"] == at(page[0]["starred_at"])
 
 
@@ -96,8 +106,15 @@ def test_gists_recorded_2012_answer_is_stored_as_the_original_collector_did(db, 
 def test_gists_already_in_a_likeastore_database_are_not_collected_again(db, http_mock):
     gists = load("gist/starred-gists.json")
     serve(http_mock, "https://api.github.test/gists/starred", [gists])
-    legacy = {"user": "ann@example.com", "type": "github", "itemId": gists[0]["id"], "gist": True, "repo": "gist",
-              "source": gists[0]["html_url"], "description": "stored by the original collector"}
+    legacy = {
+        "user": "ann@example.com",
+        "type": "github",
+        "itemId": gists[0]["id"],
+        "gist": True,
+        "repo": "gist",
+        "source": gists[0]["html_url"],
+        "description": "stored by the original collector",
+    }
     db.items.insert_one(dict(legacy))
     doc = add_network(db, service="gist")
     report = run_once(db, "initial", settings(), now=T0)
@@ -129,9 +146,13 @@ def test_mastodon_documented_statuses_as_plain_text(db, http_mock):
     gargron = items[statuses[0]["id"]]
     assert gargron["description"] == (
         '"I lost my inheritance with one wrong digit on my sort code"\n'
-        "https://www.theguardian.com/money/2019/dec/07/i-lost-my-193000-inheritance-with-one-wrong-digit-on-my-sort-code")
+        "https://www.theguardian.com/money/2019/dec/07/i-lost-my-193000-inheritance-with-one-wrong-digit-on-my-sort-code"
+    )
     assert (gargron["authorName"], gargron["authorUrl"], gargron["avatarUrl"]) == (
-        "Eugen", "https://mastodon.social/@Gargron", statuses[0]["account"]["avatar"])
+        "Eugen",
+        "https://mastodon.social/@Gargron",
+        statuses[0]["account"]["avatar"],
+    )
     assert gargron["source"] == statuses[0]["url"] and gargron["created"] == at(statuses[0]["created_at"])
     haskal = items[statuses[1]["id"]]
     assert haskal["description"] == "the pirate gay"
@@ -168,7 +189,9 @@ def test_bluesky_posts_and_an_author_whose_handle_is_invalid(db, http_mock):
     assert items[good["uri"]]["authorName"] == "ali" and items[good["uri"]]["description"] == "again"
     did = bad["author"]["did"]
     assert items[bad["uri"]]["source"] == f"https://bsky.app/profile/{did}/post/3kzhandlebad"
-    assert items[bad["uri"]]["authorName"] == did and items[bad["uri"]]["authorUrl"] == f"https://bsky.app/profile/{did}"
+    assert (
+        items[bad["uri"]]["authorName"] == did and items[bad["uri"]]["authorUrl"] == f"https://bsky.app/profile/{did}"
+    )
     assert "handle.invalid" not in json.dumps([str(v) for v in items[bad["uri"]].values()])
 
 
@@ -216,8 +239,11 @@ def test_vimeo_documented_example(db, http_mock):
 
 def test_tumblr_documented_legacy_posts(db, http_mock):
     body = load("tumblr/likes.json")
-    seen = serve(http_mock, "https://api.tumblr.com/v2/user/likes",
-                 [body, {"meta": {"status": 200, "msg": "OK"}, "response": {"liked_posts": [], "liked_count": 2}}])
+    seen = serve(
+        http_mock,
+        "https://api.tumblr.com/v2/user/likes",
+        [body, {"meta": {"status": 200, "msg": "OK"}, "response": {"liked_posts": [], "liked_count": 2}}],
+    )
     doc = add_network(db, service="tumblr")
     walk(db, doc)
     photo, text = body["response"]["liked_posts"]
@@ -264,8 +290,9 @@ def test_dribbble_description_is_plain_text(db, http_mock):
     walk(db, doc)
     shot = body[0]["shot"]
     item = stored(db)[str(shot["id"])]
-    assert item["description"] == ("Quick, messy, five minute sketch of something that might become a fictional "
-                                   "something.")
+    assert item["description"] == (
+        "Quick, messy, five minute sketch of something that might become a fictional something."
+    )
     assert item["authorName"] == shot["user"]["name"] and item["avatarUrl"] == shot["user"]["avatar_url"]
     assert item["thumbnailUrl"] == shot["images"]["normal"] and item["created"] == at(shot["published_at"])
 
@@ -285,6 +312,7 @@ def test_facebook_walks_past_an_empty_page_that_carries_next(db, http_mock):
 @pytest.mark.parametrize("fixture", ["github/starred-repository-items.json"])
 def test_the_fake_api_serves_entries_of_the_official_shape_and_size(fixture):
     from collector.devtools.fakeapi import make_star
+
     official = load(fixture)[0]
     fake = make_star(42, datetime(2026, 1, 1, tzinfo=UTC))
     assert set(fake) == set(official) and set(fake["repo"]) == set(official["repo"])
@@ -295,10 +323,11 @@ def test_the_fake_api_serves_entries_of_the_official_shape_and_size(fixture):
 def test_a_realistic_github_page_is_about_half_a_megabyte_and_stored_whole(db, settings, http_mock):
     import json
 
-    from helpers import T0, GitHubStub, add_network
-
     from collector import run_once
     from collector.devtools.fakeapi import make_stars
+
+    from helpers import T0, GitHubStub, add_network
+
     stars = make_stars(100, seed=3)
     assert 500_000 < len(json.dumps(stars)) < 650_000
     GitHubStub(http_mock, stars=stars)

@@ -1,4 +1,5 @@
 """Connectors are found through the likeastore.connectors entry-point group; README's example really works."""
+
 from __future__ import annotations
 
 import re
@@ -8,13 +9,14 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from helpers import T0, add_network, network
 
-from collector import run_once
-from collector.sdk.errors import UnknownService
 from collector import registry as registry_module
-from connectors.github import GitHubConnector
+from collector import run_once
 from collector.registry import GROUP, Registry
+from collector.sdk.errors import UnknownService
+from connectors.github import GitHubConnector
+
+from helpers import T0, add_network, network
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -51,8 +53,10 @@ def test_builtin_github_is_found_through_its_entry_point():
 
 
 def test_readme_connector_registered_by_entry_point_collects(db, settings, http_mock, third_party):
-    http_mock.get("https://api.example.test/me/likes?page=1",
-                  json={"likes": [{"id": 7, "url": "https://example.test/7", "title": "Seven"}]})
+    http_mock.get(
+        "https://api.example.test/me/likes?page=1",
+        json={"likes": [{"id": 7, "url": "https://example.test/7", "title": "Seven"}]},
+    )
     http_mock.get("https://api.example.test/me/likes?page=2", json={"likes": []})
     registry = Registry()
     assert "example" in registry.names() and not registry.is_builtin("example")

@@ -1,18 +1,21 @@
 """The pure scheduling rules, with time and jitter passed in."""
+
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
-from helpers import T0
 
 from collector import schedule
-from collector.sdk.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
 from collector.sdk.connector import Result
+from collector.sdk.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
+
+from helpers import T0
 
 
-@pytest.mark.parametrize("errors, jitter, seconds", [(1, 0.0, 30), (1, 0.999999, 60), (2, 0.0, 60),
-                                                     (3, 0.5, 180), (30, 0.0, 10800)])
+@pytest.mark.parametrize(
+    "errors, jitter, seconds", [(1, 0.0, 30), (1, 0.999999, 60), (2, 0.0, 60), (3, 0.5, 180), (30, 0.0, 10800)]
+)
 def test_backoff_doubles_with_equal_jitter_and_a_cap(settings, errors, jitter, seconds):
     assert schedule.backoff(errors, settings, jitter).total_seconds() == pytest.approx(seconds, abs=1e-3)
 
@@ -34,6 +37,7 @@ def test_reset_in_the_past_waits_the_minimum_with_jitter_never_now(settings, jit
 
 def test_reset_absurdly_far_is_clamped_to_the_maximum(settings):
     from collector.sdk.timeutil import FAR_FUTURE
+
     update = schedule.on_failure({}, "normal", RateLimited("429", FAR_FUTURE), settings, T0, 0.0)
     assert update.values["scheduledTo"] == T0 + timedelta(seconds=settings.rate_limit_max_wait)
     assert settings.rate_limit_max_wait == 86400
@@ -67,8 +71,7 @@ def test_transient_at_max_errors_disables(settings):
 
 
 def test_a_requested_pause_longer_than_the_reset_wins(settings):
-    result = Result([], quota=Quota(remaining=0, reset=T0 + timedelta(minutes=5)),
-                    wait_until=T0 + timedelta(minutes=9))
+    result = Result([], quota=Quota(remaining=0, reset=T0 + timedelta(minutes=5)), wait_until=T0 + timedelta(minutes=9))
     update = schedule.on_success({"service": "stackoverflow"}, "normal", result, settings, T0)
     assert update.values["scheduledTo"] == T0 + timedelta(minutes=9)
 

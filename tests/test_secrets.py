@@ -1,5 +1,6 @@
 """No secret leaves: every log record at DEBUG (ours and third-party loggers'), --check-config, and the errors of
 a bad MONGODB_URI."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,15 @@ import logging
 import socket
 
 import pytest
-from helpers import T0, TOKEN, FixedRefresh, add_network
 
 from collector import cli
 from collector.engine import Collector
+from collector.registry import Registry
+from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import Transient
 from collector.settings import settings_for_tests
-from collector.sdk.connector import Connector, Result
-from collector.registry import Registry
+
+from helpers import T0, TOKEN, FixedRefresh, add_network
 
 
 def all_text(records) -> str:
@@ -28,10 +30,21 @@ def test_pymongo_command_logs_at_debug_never_show_a_token(db, settings, caplog):
     Collector(db, settings)  # installs the redaction for the whole process
     with caplog.at_level(logging.DEBUG):
         # exactly what pymongo logs for the reply of the claim's read-back, before the collector holds the network
-        _debug_log(_COMMAND_LOGGER, message=_CommandStatusMessage.SUCCEEDED, clientId=1, durationMS=1,
-                   reply={"cursor": {"firstBatch": [db.networks.find_one()]}}, commandName="find",
-                   databaseName="likeastore", requestId=1, operationId=1, driverConnectionId=1,
-                   serverConnectionId=1, serverHost="db", serverPort=27017)
+        _debug_log(
+            _COMMAND_LOGGER,
+            message=_CommandStatusMessage.SUCCEEDED,
+            clientId=1,
+            durationMS=1,
+            reply={"cursor": {"firstBatch": [db.networks.find_one()]}},
+            commandName="find",
+            databaseName="likeastore",
+            requestId=1,
+            operationId=1,
+            driverConnectionId=1,
+            serverConnectionId=1,
+            serverHost="db",
+            serverPort=27017,
+        )
     text = all_text(caplog.records)
     assert "accessToken" in text and "Command succeeded" in text
     assert TOKEN not in text and "rt-not-yet-claimed-5678" not in text
@@ -62,8 +75,9 @@ def test_oauth1_signing_logs_at_debug_never_show_keys_or_secrets(db, http_mock, 
     secrets = {"FLICKR_API_KEY": "flickr-key-1234567", "FLICKR_API_SECRET": "flickr-secret-7654321"}
     base = settings_for_tests()
     settings = base.with_(raw={**base.raw, **secrets})
-    http_mock.get("https://api.flickr.com/services/rest/",
-                  json={"stat": "ok", "photos": {"page": 1, "pages": 1, "photo": []}})
+    http_mock.get(
+        "https://api.flickr.com/services/rest/", json={"stat": "ok", "photos": {"page": 1, "pages": 1, "photo": []}}
+    )
     add_network(db, service="flickr", accessToken="72157-flickr-token", accessTokenSecret="tok-secret-abcdef")
     with caplog.at_level(logging.DEBUG):
         Collector(db, settings).run_pass("initial", now=T0)
@@ -82,6 +96,7 @@ class Chatty(Connector):
     def initial(self, job):
         if job.token == TOKEN:
             from collector.sdk.errors import TokenExpired
+
             raise TokenExpired("401", 401)
         logging.getLogger("some.library").debug("using token %s", job.token)
         try:
@@ -92,6 +107,7 @@ class Chatty(Connector):
 
     def normal(self, job):
         return self.initial(job)
+
 
 def test_tokens_obtained_mid_run_are_redacted_in_messages_and_tracebacks(db, settings, caplog):
     add_network(db, service="chatty", refreshToken="rt-original-9999")
@@ -112,9 +128,11 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def test_check_config_masks_secrets_inside_uri_options(in_tmp, monkeypatch, capsys):
-    uri = ("mongodb://collector:hunter2pass@db.example:27017/likeastore?tls=true"
-           "&tlsCertificateKeyFilePassword=keyfile-pass-77&authMechanism=MONGODB-AWS"
-           "&authMechanismProperties=AWS_SESSION_TOKEN:aws-session-tok-88,SERVICE_NAME:mongodb")
+    uri = (
+        "mongodb://collector:hunter2pass@db.example:27017/likeastore?tls=true"
+        "&tlsCertificateKeyFilePassword=keyfile-pass-77&authMechanism=MONGODB-AWS"
+        "&authMechanismProperties=AWS_SESSION_TOKEN:aws-session-tok-88,SERVICE_NAME:mongodb"
+    )
     monkeypatch.setenv("MONGODB_URI", uri)
     assert cli.main(["--check-config"]) == 0
     out = capsys.readouterr().out
@@ -125,8 +143,15 @@ def test_check_config_masks_secrets_inside_uri_options(in_tmp, monkeypatch, caps
     assert "SERVICE_NAME:mongodb" in shown and "collector:***@db.example" in shown
 
 
-@pytest.mark.parametrize("uri", ["mongodb://db.example:99999/x", "mongodb://db.example/x?serverSelectionTimeoutMS=soon",
-                                 "mongodb://user:pa:ss@db/x", "mongodb+srv://db.example:27017/x"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "mongodb://db.example:99999/x",
+        "mongodb://db.example/x?serverSelectionTimeoutMS=soon",
+        "mongodb://user:pa:ss@db/x",
+        "mongodb+srv://db.example:27017/x",
+    ],
+)
 def test_a_uri_pymongo_cannot_parse_is_refused_by_check_config_and_by_a_run(in_tmp, monkeypatch, capsys, uri):
     monkeypatch.setenv("MONGODB_URI", uri)
     assert cli.main(["--check-config"]) == 2
@@ -144,13 +169,17 @@ def test_a_timeout_that_would_mean_wait_forever_is_refused(in_tmp, monkeypatch, 
     assert "HTTP_TIMEOUT" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("uri, expected", [
-    ("mongodb://db.example/x", 10_000),
-    ("mongodb://db.example/x?serverSelectionTimeoutMS=2500", None),
-])
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        ("mongodb://db.example/x", 10_000),
+        ("mongodb://db.example/x?serverSelectionTimeoutMS=2500", None),
+    ],
+)
 def test_the_uris_own_server_selection_timeout_is_respected(in_tmp, monkeypatch, uri, expected):
     monkeypatch.setenv("MONGODB_URI", uri)
     from collector.settings import load_settings
+
     seen = {}
 
     class Client:
@@ -160,4 +189,3 @@ def test_the_uris_own_server_selection_timeout_is_respected(in_tmp, monkeypatch,
     monkeypatch.setattr(cli, "MongoClient", Client)
     cli.mongo_client(load_settings())
     assert seen["uri"] == uri and seen.get("serverSelectionTimeoutMS") == expected and seen["tz_aware"] is True
-

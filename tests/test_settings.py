@@ -34,11 +34,20 @@ def test_per_service_initial_interval_from_environment(tmp_path):
     assert s.initial_interval_for("vimeo") == 3.5
 
 
-@pytest.mark.parametrize("name, value", [
-    ("NORMAL_INTERVAL", "soon"), ("NORMAL_INTERVAL", "-5"), ("MAX_ERRORS", "0"), ("MAX_ERRORS", "2.5"),
-    ("GITHUB_API_URL", "api.github.com"), ("MONGODB_URI", "postgres://x"), ("LOG_LEVEL", "LOUD"),
-    ("INITIAL_INTERVAL_GITHUB", "fast"), ("COLLECTOR_ENV", "staging"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("NORMAL_INTERVAL", "soon"),
+        ("NORMAL_INTERVAL", "-5"),
+        ("MAX_ERRORS", "0"),
+        ("MAX_ERRORS", "2.5"),
+        ("GITHUB_API_URL", "api.github.com"),
+        ("MONGODB_URI", "postgres://x"),
+        ("LOG_LEVEL", "LOUD"),
+        ("INITIAL_INTERVAL_GITHUB", "fast"),
+        ("COLLECTOR_ENV", "staging"),
+    ],
+)
 def test_invalid_values_name_the_setting(tmp_path, name, value):
     with pytest.raises(SettingsError) as err:
         load_settings(environ={name: value}, cwd=tmp_path)

@@ -1,4 +1,5 @@
 """The systemd unit: hardened (systemd-analyze security rates it OK or better) and still valid."""
+
 from __future__ import annotations
 
 import re
@@ -7,9 +8,19 @@ import subprocess
 from pathlib import Path
 
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "collector@.service"
-REQUIRED = ["CapabilityBoundingSet=", "SystemCallFilter=@system-service", "RestrictNamespaces=yes", "ProtectClock=yes",
-            "ProtectKernelLogs=yes", "ProtectHostname=yes", "MemoryDenyWriteExecute=yes", "UMask=0077",
-            "MemoryMax=", "NoNewPrivileges=yes", "ProtectSystem=strict"]
+REQUIRED = [
+    "CapabilityBoundingSet=",
+    "SystemCallFilter=@system-service",
+    "RestrictNamespaces=yes",
+    "ProtectClock=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectHostname=yes",
+    "MemoryDenyWriteExecute=yes",
+    "UMask=0077",
+    "MemoryMax=",
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+]
 
 
 def test_the_unit_carries_the_hardening_directives():

@@ -8,6 +8,7 @@ Three workloads, each on a fresh in-memory database (mongomock) with the fake AP
   soak        many normal-mode runs (ETag/304 polls): resident memory before and after.
 Prints one line of JSON.
 """
+
 from __future__ import annotations
 
 import gc
@@ -18,9 +19,9 @@ import time
 import mongomock
 
 from ..engine import Collector
-from .options import Options
-from .fakeapi import FakeGitHub, FakeProcess, fetch_stats
 from ..settings import Settings, load_settings
+from .fakeapi import FakeGitHub, FakeProcess, fetch_stats
+from .options import Options
 
 PER_PAGE = 100
 
@@ -34,16 +35,28 @@ def rss_mb() -> float:
 
 
 def bench_settings(url: str, concurrency: int) -> Settings:
-    return load_settings().with_(github_api_url=url, initial_interval=0, initial_intervals={},
-                                 normal_interval=0, concurrency=concurrency, service_concurrency=concurrency,
-                                 pass_limit=100_000, loop_idle_pause=0.02, loop_busy_pause=0,
-                                 rate_limit_min_wait=0.2)
+    return load_settings().with_(
+        github_api_url=url,
+        initial_interval=0,
+        initial_intervals={},
+        normal_interval=0,
+        concurrency=concurrency,
+        service_concurrency=concurrency,
+        pass_limit=100_000,
+        loop_idle_pause=0.02,
+        loop_busy_pause=0,
+        rate_limit_min_wait=0.2,
+    )
 
 
 def seed(db, fake: FakeGitHub, networks: int, stars: int, quota: int | None = None) -> None:
     db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
-    db.networks.insert_many([{"user": f"user{i}@bench.test", "service": "github",
-                              "accessToken": f"bench-token-{i}"} for i in range(networks)])
+    db.networks.insert_many(
+        [
+            {"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}"}
+            for i in range(networks)
+        ]
+    )
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=stars, seed=i, quota=quota)
 
@@ -92,8 +105,14 @@ def throughput(opts: Options, concurrency: int) -> dict:
     expected = opts.networks * opts.pages * PER_PAGE
     if items != expected:
         raise RuntimeError(f"throughput run stored {items} items, expected {expected}")
-    return {"wall_s": wall, "cpu_ms_per_task": cpu / runs * 1000, "db_ms_per_task": db_seconds / runs * 1000,
-            "tasks": runs, "requests": stats["requests"], "over_quota": stats["over_quota"]}
+    return {
+        "wall_s": wall,
+        "cpu_ms_per_task": cpu / runs * 1000,
+        "db_ms_per_task": db_seconds / runs * 1000,
+        "tasks": runs,
+        "requests": stats["requests"],
+        "over_quota": stats["over_quota"],
+    }
 
 
 def quota_bound(opts: Options) -> dict:
@@ -138,8 +157,13 @@ def soak(opts: Options) -> dict:
         end_mb = rss_mb()
         collector.close()
         stats = fetch_stats(url)
-    return {"runs": runs, "rss_mb_start": start_mb, "rss_mb_end": end_mb, "not_modified": stats["not_modified"],
-            "over_quota": stats["over_quota"]}
+    return {
+        "runs": runs,
+        "rss_mb_start": start_mb,
+        "rss_mb_end": end_mb,
+        "not_modified": stats["not_modified"],
+        "over_quota": stats["over_quota"],
+    }
 
 
 def run(opts: Options, out=sys.stdout) -> int:
@@ -161,7 +185,9 @@ def run(opts: Options, out=sys.stdout) -> int:
         "cpu_ms_per_task_concurrent": round(concurrent["cpu_ms_per_task"], 2),
         "db_ms_per_task": round(series["db_ms_per_task"], 2),
         "speedup_bound": round((opts.latency * 1000 + series["cpu_ms_per_task"]) / series["cpu_ms_per_task"], 2),
-        "requests_over_quota": series["over_quota"] + concurrent["over_quota"] + quota["over_quota"]
+        "requests_over_quota": series["over_quota"]
+        + concurrent["over_quota"]
+        + quota["over_quota"]
         + memory["over_quota"],
         "quota_utilization": round(quota["used"] / quota["allowed"], 3),
         "quota_requests_used": quota["used"],
@@ -173,4 +199,3 @@ def run(opts: Options, out=sys.stdout) -> int:
     }
     print(json.dumps(result), file=out)
     return 0
-

@@ -4,22 +4,29 @@ A fake GitHub starred API on 127.0.0.1, an in-memory database (mongomock), demo 
 initial passes walk every history (one user has a tiny quota, so the rateLimit mode shows), new stars arrive,
 and a real normal pass collects them. Ends with one line of JSON.
 """
+
 from __future__ import annotations
 
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import mongomock
 
 from ..engine import Collector
-from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
 from ..settings import Settings, load_settings
+from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
 
 # (name, stars, own quota per 2-second window or None): dora runs out of quota mid-history
-DEMO_USERS = (("ada", 150, None), ("bob", 95, None), ("cy", 60, None), ("dora", 250, 3), ("eve", 30, None),
-              ("fay", 0, None))
+DEMO_USERS = (
+    ("ada", 150, None),
+    ("bob", 95, None),
+    ("cy", 60, None),
+    ("dora", 250, 3),
+    ("eve", 30, None),
+    ("fay", 0, None),
+)
 MAX_PASSES = 100
 
 
@@ -28,23 +35,32 @@ def seed(db, fake: FakeGitHub) -> None:
         email = f"{name}@demo.likeastore"
         fake.add_user(f"demo-token-{name}", make_stars(count, seed=i, id_pool=2_000), quota=quota)
         db.users.insert_one({"email": email, "name": name.title(), "username": name, "password": "not-copied"})
-        db.networks.insert_one({"user": email, "service": "github", "accessToken": f"demo-token-{name}",
-                                "username": name})
+        db.networks.insert_one(
+            {"user": email, "service": "github", "accessToken": f"demo-token-{name}", "username": name}
+        )
 
 
 def demo_settings(api_url: str) -> Settings:
     base = load_settings()
-    return base.with_(github_api_url=api_url, initial_interval=0, initial_intervals={}, normal_interval=0,
-                      rate_limit_interval=1, rate_limit_min_wait=0.2, loop_busy_pause=0)
+    return base.with_(
+        github_api_url=api_url,
+        initial_interval=0,
+        initial_intervals={},
+        normal_interval=0,
+        rate_limit_interval=1,
+        rate_limit_min_wait=0.2,
+        loop_busy_pause=0,
+    )
 
 
 def wait_for_next_due(db) -> float:
     """Sleep until the earliest scheduled network is due (rate-limited ones wait for their reset)."""
-    upcoming = db.networks.find_one({"scheduledTo": {"$type": "date"}, "mode": {"$ne": "normal"}},
-                                    sort=[("scheduledTo", 1)])
+    upcoming = db.networks.find_one(
+        {"scheduledTo": {"$type": "date"}, "mode": {"$ne": "normal"}}, sort=[("scheduledTo", 1)]
+    )
     if upcoming is None:
         return 0.0
-    delay = (upcoming["scheduledTo"] - datetime.now(timezone.utc)).total_seconds()
+    delay = (upcoming["scheduledTo"] - datetime.now(UTC)).total_seconds()
     delay = min(max(delay, 0.0), 5.0)
     time.sleep(delay)
     return delay
@@ -61,8 +77,11 @@ def settle(collector: Collector, db, networks: int, out) -> int:
         report = collector.run_pass("initial")
         rate_limited += report.by_status.get("rateLimit", 0)
         in_normal = db.networks.count_documents({"mode": "normal"})
-        print(f"initial pass {number}: {report.tasks} networks run, {report.new_items} new items, "
-              f"{in_normal}/{networks} in normal mode {dict(report.by_status)}", file=out)
+        print(
+            f"initial pass {number}: {report.tasks} networks run, {report.new_items} new items, "
+            f"{in_normal}/{networks} in normal mode {dict(report.by_status)}",
+            file=out,
+        )
         if report.tasks == 0:
             print(f"  waiting {wait_for_next_due(db):.1f}s for a rate limit to reset", file=out)
     return rate_limited
@@ -80,12 +99,12 @@ def run(out=sys.stdout) -> int:
         rate_limited = settle(collector, db, networks, out)
         for name in ("ada", "eve"):  # users keep starring while the collector runs
             for k in range(3):
-                fake.star(f"demo-token-{name}", make_star(5_000 + k + (10 if name == "eve" else 0),
-                                                          datetime.now(timezone.utc)))
+                fake.star(f"demo-token-{name}", make_star(5_000 + k + (10 if name == "eve" else 0), datetime.now(UTC)))
         report = collector.run_pass("normal")
         rate_limited += report.by_status.get("rateLimit", 0)
-        print(f"normal pass: {report.tasks} networks run, {report.new_items} new items {dict(report.by_status)}",
-              file=out)
+        print(
+            f"normal pass: {report.tasks} networks run, {report.new_items} new items {dict(report.by_status)}", file=out
+        )
         rate_limited += settle(collector, db, networks, out)
         collector.close()
     summary = {

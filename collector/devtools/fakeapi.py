@@ -8,22 +8,23 @@ Each response is written in one piece (see the design notes on delayed ACKs). `G
 counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate process, so that a benchmark's
 fake does not compete with the collector for the interpreter.
 """
+
 from __future__ import annotations
 
 import json
 import math
-from importlib import resources
 import multiprocessing
 import random
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
-GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=timezone.utc)
+GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 # GitHub's own example repository object (its OpenAPI description; see tests/fixtures/SOURCES.md): every generated
@@ -33,8 +34,11 @@ _REPOSITORY = resources.files("collector.devtools").joinpath("data/github_reposi
 
 def make_star(repo_id: int, starred_at: datetime) -> dict:
     owner = f"owner{repo_id % 97}"
-    text = (_REPOSITORY.replace("octocat/Hello-World", f"{owner}/repo{repo_id}")
-            .replace("Hello-World", f"repo{repo_id}").replace("octocat", owner))
+    text = (
+        _REPOSITORY.replace("octocat/Hello-World", f"{owner}/repo{repo_id}")
+        .replace("Hello-World", f"repo{repo_id}")
+        .replace("octocat", owner)
+    )
     repo = json.loads(text)
     repo.update(id=repo_id, description=f"Repository number {repo_id}", created_at="2020-01-01T00:00:00Z")
     repo["owner"].update(id=repo_id % 97 + 1, avatar_url=f"https://avatars.githubusercontent.com/u/{repo_id % 97}")
@@ -98,8 +102,9 @@ class FakeGitHub:
         self.__dict__.update(state)
         self.lock = threading.Lock()
 
-    def add_user(self, token: str, stars: list[dict] | None = None, quota: int | None = None,
-                 generated: int = 0, seed: int = 0) -> None:
+    def add_user(
+        self, token: str, stars: list[dict] | None = None, quota: int | None = None, generated: int = 0, seed: int = 0
+    ) -> None:
         with self.lock:
             self.accounts[token] = Account(list(stars or []), generated, seed, quota)
 
@@ -116,12 +121,23 @@ class FakeGitHub:
 
     def stats(self) -> dict:
         with self.lock:
-            return {"requests": self.requests, "accepted": self.accepted, "over_quota": self.over_quota,
-                    "not_modified": self.not_modified, "stars": sum(len(a) for a in self.accounts.values()),
-                    "accepted_by_window": {str(k): v for k, v in self.accepted_by_window.items()}}
+            return {
+                "requests": self.requests,
+                "accepted": self.accepted,
+                "over_quota": self.over_quota,
+                "not_modified": self.not_modified,
+                "stars": sum(len(a) for a in self.accounts.values()),
+                "accepted_by_window": {str(k): v for k, v in self.accepted_by_window.items()},
+            }
 
-    def handle(self, token: str | None, query: dict[str, list[str]], base_url: str, now: float,
-               if_none_match: str | None = None) -> tuple[int, dict[str, str], object]:
+    def handle(
+        self,
+        token: str | None,
+        query: dict[str, list[str]],
+        base_url: str,
+        now: float,
+        if_none_match: str | None = None,
+    ) -> tuple[int, dict[str, str], object]:
         with self.lock:
             self.requests += 1
             account = self.accounts.get(token or "")
@@ -159,14 +175,19 @@ def _int(query: dict[str, list[str]], name: str, default: int) -> int:
 
 
 def _quota_headers(limit: int, remaining: int, reset: int) -> dict[str, str]:
-    return {"x-ratelimit-limit": str(limit), "x-ratelimit-remaining": str(remaining),
-            "x-ratelimit-used": str(limit - remaining), "x-ratelimit-reset": str(reset),
-            "x-ratelimit-resource": "core"}
+    return {
+        "x-ratelimit-limit": str(limit),
+        "x-ratelimit-remaining": str(remaining),
+        "x-ratelimit-used": str(limit - remaining),
+        "x-ratelimit-reset": str(reset),
+        "x-ratelimit-resource": "core",
+    }
 
 
 def _links(base_url: str, page: int, last: int, per_page: int) -> str:
     def link(n: int, rel: str) -> str:
         return f'<{base_url}/user/starred?per_page={per_page}&page={n}>; rel="{rel}"'
+
     rels = []
     if page < last:
         rels += [link(page + 1, "next"), link(last, "last")]
@@ -177,7 +198,7 @@ def _links(base_url: str, page: int, last: int, per_page: int) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         fake = self.server.fake
@@ -190,15 +211,19 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fake.latency)
         auth = self.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
-        status, headers, body = fake.handle(token, parse_qs(parts.query), self.server.base_url, time.time(),
-                                            self.headers.get("If-None-Match"))
+        status, headers, body = fake.handle(
+            token, parse_qs(parts.query), self.server.base_url, time.time(), self.headers.get("If-None-Match")
+        )
         self._send(status, headers, body)
 
     def _send(self, status: int, headers: dict[str, str], body: object) -> None:
         payload = b"" if body is None else json.dumps(body).encode()
-        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
-                 f"Date: {formatdate(usegmt=True)}", "Content-Type: application/json; charset=utf-8",
-                 f"Content-Length: {len(payload)}"]
+        lines = [
+            f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
+            f"Date: {formatdate(usegmt=True)}",
+            "Content-Type: application/json; charset=utf-8",
+            f"Content-Length: {len(payload)}",
+        ]
         lines += [f"{k}: {v}" for k, v in headers.items() if v]
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
 
@@ -239,6 +264,7 @@ class FakeServer:
 def fetch_stats(url: str) -> dict:
     """The counters of a running fake, read over HTTP."""
     import requests
+
     return requests.get(f"{url}/_fake/stats", timeout=10).json()
 
 

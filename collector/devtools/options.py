@@ -1,5 +1,6 @@
 """`collector bench` options: a plain dataclass, importable by the CLI without loading the bench's machinery
 (mongomock, multiprocessing, the fake API)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

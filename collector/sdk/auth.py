@@ -4,6 +4,7 @@ Each declaration is called with the connector and the job and returns a `request
 applies to every request (and re-applies, or drops, on redirects to another host). Tokens therefore never appear
 in a connector's code, a URL or a log line.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Authentication(Protocol):
-    def __call__(self, connector: "Connector", job: "Job") -> AuthBase: ...
+    def __call__(self, connector: Connector, job: Job) -> AuthBase: ...
 
 
 class BearerAuth(AuthBase):
@@ -59,7 +60,7 @@ class Bearer:
 
     scheme: str = "Bearer"
 
-    def __call__(self, connector: "Connector", job: "Job") -> AuthBase:
+    def __call__(self, connector: Connector, job: Job) -> AuthBase:
         return BearerAuth(job.token, self.scheme)
 
 
@@ -71,10 +72,14 @@ class OAuth1Signed:
     consumer_key: str
     consumer_secret: str
 
-    def __call__(self, connector: "Connector", job: "Job") -> AuthBase:
-        return OAuth1(connector.setting(self.consumer_key), connector.setting(self.consumer_secret),
-                      resource_owner_key=job.token, resource_owner_secret=job.network["accessTokenSecret"],
-                      signature_type="auth_header")
+    def __call__(self, connector: Connector, job: Job) -> AuthBase:
+        return OAuth1(
+            connector.setting(self.consumer_key),
+            connector.setting(self.consumer_secret),
+            resource_owner_key=job.token,
+            resource_owner_secret=job.network["accessTokenSecret"],
+            signature_type="auth_header",
+        )
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class OAuth1OrBearer:
     oauth1: OAuth1Signed
     bearer: Bearer = field(default_factory=Bearer)
 
-    def __call__(self, connector: "Connector", job: "Job") -> AuthBase:
+    def __call__(self, connector: Connector, job: Job) -> AuthBase:
         secret = job.network.get("accessTokenSecret")
         return self.oauth1(connector, job) if isinstance(secret, str) and secret else self.bearer(connector, job)
 
@@ -97,5 +102,5 @@ class WithAppKey:
     param: str
     setting: str
 
-    def __call__(self, connector: "Connector", job: "Job") -> AuthBase:
+    def __call__(self, connector: Connector, job: Job) -> AuthBase:
         return AllOf(self.inner(connector, job), QueryParamAuth(self.param, connector.setting(self.setting)))

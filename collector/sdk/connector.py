@@ -4,13 +4,15 @@ A connector does HTTP and mapping only; it never touches the database (the engin
 declares what it shares with others instead of writing it: `authentication`, `rate_limit`, `token_refresh`,
 `identity`, and for paged services a `paging` strategy (collector/sdk/paging.py).
 """
+
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import requests
 
@@ -22,7 +24,7 @@ from .items import Item
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS
 from .refresh import IdentityLookup, TokenRefresh
-from .validate import SECRET_FIELDS, check_identity
+from .validate import check_identity
 
 ENTRY_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError)
 log = logging.getLogger("collector.connectors")
@@ -40,7 +42,7 @@ class Job:
     def token(self) -> str:
         return self.network["accessToken"]
 
-    def with_network(self, changes: Mapping[str, Any]) -> "Job":
+    def with_network(self, changes: Mapping[str, Any]) -> Job:
         return Job({**self.network, **changes}, self.mode, self.now)
 
     def state_int(self, name: str, default: int, minimum: int = 0) -> int:
@@ -169,8 +171,9 @@ class Connector(ABC):
             except (*ENTRY_ERRORS, BadResponse) as exc:
                 first_reason = first_reason or entry_error(exc)
         if entries and not items:
-            raise BadResponse(f"{self.name}: no entry of the page could be read ({len(entries)} entries; "
-                              f"first: {first_reason})")
+            raise BadResponse(
+                f"{self.name}: no entry of the page could be read ({len(entries)} entries; first: {first_reason})"
+            )
         self.skip(len(entries) - len(items), first_reason)
         return items
 
@@ -182,8 +185,9 @@ class Connector(ABC):
     # --- HTTP ----------------------------------------------------------------------------------------
     def get(self, job: Job, url: str, *, params=None, headers=None) -> requests.Response:
         """GET with the connector's headers and authentication."""
-        return self.http.get(url, params=params, headers={**self.headers, **(headers or {})},
-                             auth=self.authentication(self, job))
+        return self.http.get(
+            url, params=params, headers={**self.headers, **(headers or {})}, auth=self.authentication(self, job)
+        )
 
     def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
         return self.parse_json(job, self.get(job, url, params=params, headers=headers))
@@ -193,8 +197,9 @@ class Connector(ABC):
         try:
             return response.json(), response
         except (ValueError, RecursionError):
-            raise BadResponse(f"{response.status_code} body is not JSON: GET {where(response.url)}",
-                              response.status_code) from None
+            raise BadResponse(
+                f"{response.status_code} body is not JSON: GET {where(response.url)}", response.status_code
+            ) from None
 
     def check(self, job: Job, response: requests.Response) -> None:
         """Raise the typed error a response means; return for a usable one."""

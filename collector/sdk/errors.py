@@ -1,4 +1,5 @@
 """Typed failures of one network run. The executor maps each class to a state change (see schedule.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

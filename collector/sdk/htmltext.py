@@ -6,13 +6,34 @@ breaks; script and style dropped; Mastodon's link spans (`invisible` scheme and 
 back into the whole URL, without an ellipsis; whitespace collapsed. Malformed markup (unclosed or misspelled tags)
 degrades to its text, never to an exception.
 """
+
 from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
 
-BLOCKS = {"p", "div", "br", "li", "ul", "ol", "blockquote", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "tr",
-          "table", "hr", "figure", "section", "article"}
+BLOCKS = {
+    "p",
+    "div",
+    "br",
+    "li",
+    "ul",
+    "ol",
+    "blockquote",
+    "pre",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "table",
+    "hr",
+    "figure",
+    "section",
+    "article",
+}
 SKIPPED = {"script", "style", "template"}
 MAX_INPUT = 1_000_000  # characters; longer markup is cut before parsing
 

@@ -13,6 +13,7 @@
 
 Error messages name the host and path only: a query string may carry credentials for some services.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -34,9 +35,9 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
+from ..settings import Settings
 from .errors import BadResponse, Interrupted, Transient
 from .safeurl import is_public
-from ..settings import Settings
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -182,8 +183,10 @@ class _Guarded:
                 address = ""
             if not is_public(address):
                 sock.close()
-                raise AddressRefused(f"connection to {self.host} refused: it reached the non-public address "
-                                     f"{address or 'unknown'} (ALLOW_PRIVATE_HOSTS is off)")
+                raise AddressRefused(
+                    f"connection to {self.host} refused: it reached the non-public address "
+                    f"{address or 'unknown'} (ALLOW_PRIVATE_HOSTS is off)"
+                )
         return sock
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
@@ -231,9 +234,18 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
     session = _Session()
     session.max_redirects = 5
     # Retry only failures to connect, quickly; status codes are the executor's business (backoff, rateLimit).
-    retry = Retry(total=2, connect=2, read=0, status=0, other=0, redirect=5,
-                  backoff_factor=0.2, allowed_methods=frozenset({"GET"}),
-                  raise_on_status=False, respect_retry_after_header=False)
+    retry = Retry(
+        total=2,
+        connect=2,
+        read=0,
+        status=0,
+        other=0,
+        redirect=5,
+        backoff_factor=0.2,
+        allowed_methods=frozenset({"GET"}),
+        raise_on_status=False,
+        respect_retry_after_header=False,
+    )
     adapter = _Adapter(max_retries=retry, pool_connections=pool_size, pool_maxsize=pool_size)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
@@ -347,8 +359,9 @@ class Http:
             body = response.raw.read(cap + 1, decode_content=True) or b""
         except urllib3.exceptions.DecodeError:
             response.close()
-            raise BadResponse(f"body could not be decoded ({response.headers.get('Content-Encoding')}): "
-                              f"{what}", response.status_code) from None
+            raise BadResponse(
+                f"body could not be decoded ({response.headers.get('Content-Encoding')}): {what}", response.status_code
+            ) from None
         if len(body) > cap:
             response.close()
             raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)

@@ -1,4 +1,5 @@
 """The shape of an item a connector returns (the engine adds `type`, `user`, `userData`, `date` and `_id`)."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -7,13 +7,15 @@ initial: one page per run, newest first; the position is kept in the network's `
          page that still carries a next cursor (Facebook documents them) does not end the walk.
 normal:  from the newest page until an item seen before shows up; `seenIds` keeps the newest item ids.
 """
+
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import takewhile
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -192,8 +194,12 @@ class PagedConnector(Connector):
         if entries is None and self.entries_optional and isinstance(body, dict):
             entries = []
         items = self.map_entries(entries, self.map)
-        return Page(items, self.paging.next(cursor, body, response, items), self.page_quota(job, response, body),
-                    self.wait_until(job, body))
+        return Page(
+            items,
+            self.paging.next(cursor, body, response, items),
+            self.page_quota(job, response, body),
+            self.wait_until(job, body),
+        )
 
     def initial(self, job: Job) -> Result:
         cursor = job.network.get("cursor")

@@ -3,6 +3,7 @@
 Every value from a server is parsed defensively: an unreadable one is logged and ignored, an absurd one
 saturates (the engine then clamps waits to RATE_LIMIT_MAX_WAIT), none raises.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,11 @@ class RateLimitHeaders:
         reset = self.reset_time(raw, now) if raw is not None else None
         if raw is not None and reset is None:
             log.warning("unreadable %sReset header %r from %s: ignored", self.prefix, raw[:40], where(response.url))
-        return Quota(remaining=int(max(min(remaining, 2**53), -1)),
-                     limit=int(min(limit, 2**53)) if limit is not None else None, reset=reset)
+        return Quota(
+            remaining=int(max(min(remaining, 2**53), -1)),
+            limit=int(min(limit, 2**53)) if limit is not None else None,
+            reset=reset,
+        )
 
     def reset_time(self, raw: str, now: datetime | None) -> datetime | None:
         value = number(raw)

@@ -10,13 +10,14 @@ Two nets:
 `install()` wraps the logging record factory, so every record is redacted when it is made, whatever handler
 (a file, journald, pytest's capture) receives it; `RedactingFilter` does the same on a handler.
 """
+
 from __future__ import annotations
 
 import logging
 import re
 import threading
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
 MASK = "***"
@@ -25,7 +26,10 @@ _QUOTE = r"""(?:\\*["'])?"""  # a quote, maybe escaped (JSON inside JSON, as pym
 _SHAPES = re.compile(
     _QUOTE + r"(?P<name>accessToken|accessTokenSecret|refreshToken|access_token|refresh_token|client_secret|"
     r"oauth_token|oauth_token_secret|oauth_signature|accessJwt|refreshJwt|api_key|apikey|password|key)"
-    + _QUOTE + r"(?P<sep>\s*[:=]\s*)" + _QUOTE + r"""(?P<value>[^"'\s&,;)}\\]+)"""
+    + _QUOTE
+    + r"(?P<sep>\s*[:=]\s*)"
+    + _QUOTE
+    + r"""(?P<value>[^"'\s&,;)}\\]+)"""
     r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
 )
 

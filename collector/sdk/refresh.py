@@ -4,6 +4,7 @@ and the user's own id on the service (`Connector.identity`).
 A refresh runs when the API says the access token expired (TokenExpired): once, then the run is retried once;
 the new tokens are saved with the state whatever happens next (rotating refresh tokens are spent on use).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class TokenRefresh(Protocol):
-    def applies(self, job: "Job") -> bool: ...
+    def applies(self, job: Job) -> bool: ...
 
-    def refresh(self, connector: "Connector", job: "Job") -> dict[str, Any]: ...
+    def refresh(self, connector: Connector, job: Job) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,12 @@ class OAuth2Refresh:
     basic_auth: bool | Literal["if_secret"] = False
     unless_field: str | None = None
 
-    def applies(self, job: "Job") -> bool:
+    def applies(self, job: Job) -> bool:
         if self.unless_field and job.network.get(self.unless_field):
             return False
         return bool(job.network.get("refreshToken"))
 
-    def refresh(self, connector: "Connector", job: "Job") -> dict[str, Any]:
+    def refresh(self, connector: Connector, job: Job) -> dict[str, Any]:
         client_id = connector.settings.get(self.client_id)
         secret = connector.settings.get(self.client_secret)
         data = {"grant_type": "refresh_token", "refresh_token": job.network["refreshToken"]}
@@ -52,8 +53,11 @@ class OAuth2Refresh:
             data |= {k: v for k, v in (("client_id", client_id), ("client_secret", secret)) if v}
         response = connector.http.post(self.token_url, data=data, auth=auth)
         if response.status_code in (400, 401, 403):
-            raise Unauthorized(f"token refresh refused: {response.status_code} {connector.reason(response)}: "
-                               f"POST {where(self.token_url)}", response.status_code)
+            raise Unauthorized(
+                f"token refresh refused: {response.status_code} {connector.reason(response)}: "
+                f"POST {where(self.token_url)}",
+                response.status_code,
+            )
         body, response = connector.parse_json(job, response)
         if not isinstance(body, dict) or not isinstance(body.get("access_token"), str):
             raise BadResponse(f"token refresh answer has no access_token: POST {where(self.token_url)}")
@@ -75,7 +79,7 @@ class IdentityLookup:
     url: str
     path: tuple[str, ...]
 
-    def resolve(self, connector: "Connector", job: "Job") -> str:
+    def resolve(self, connector: Connector, job: Job) -> str:
         known = job.network.get(self.field)
         if isinstance(known, str) and known:
             return known

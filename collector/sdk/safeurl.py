@@ -7,11 +7,12 @@ connection itself (collector/http.py): every socket the collector opens to a hos
 configured API hosts is checked at the address actually connected to, for every redirect hop too, so DNS
 rebinding and redirects to internal addresses are refused.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from .errors import Malformed, Transient
@@ -20,15 +21,18 @@ Resolver = Callable[[str], list[str]]
 
 # Ranges Python's `is_global` counts as global but that lead inside (translation to IPv4 of any kind) or that
 # older Pythons misjudge. IPv4-mapped and -compatible addresses are judged by the IPv4 address they carry.
-_NOT_PUBLIC = tuple(ipaddress.ip_network(net) for net in (
-    "64:ff9b::/96",  # NAT64 well-known prefix
-    "64:ff9b:1::/48",  # NAT64 local-use prefix
-    "2002::/16",  # 6to4
-    "2001::/32",  # Teredo
-    "100.64.0.0/10",  # CGNAT shared address space
-    "192.0.0.0/24",  # IETF protocol assignments
-    "198.18.0.0/15",  # benchmarking
-))
+_NOT_PUBLIC = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "64:ff9b::/96",  # NAT64 well-known prefix
+        "64:ff9b:1::/48",  # NAT64 local-use prefix
+        "2002::/16",  # 6to4
+        "2001::/32",  # Teredo
+        "100.64.0.0/10",  # CGNAT shared address space
+        "192.0.0.0/24",  # IETF protocol assignments
+        "198.18.0.0/15",  # benchmarking
+    )
+)
 
 
 def is_public(address: str) -> bool:
@@ -71,6 +75,8 @@ def safe_base_url(url: object, field: str, allow_private: bool, resolver: Resolv
     if not allow_private:
         for address in (resolver or resolve)(hostname):
             if not is_public(address):
-                raise Malformed(f"field {field!r}: host {hostname!r} resolves to a non-public address "
-                                f"({address}); set ALLOW_PRIVATE_HOSTS=true to allow it")
+                raise Malformed(
+                    f"field {field!r}: host {hostname!r} resolves to a non-public address "
+                    f"({address}); set ALLOW_PRIVATE_HOSTS=true to allow it"
+                )
     return url.rstrip("/")

@@ -1,9 +1,10 @@
 """Time helpers. MongoDB keeps datetimes in UTC with millisecond precision; so do we."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def to_ms(value: datetime) -> datetime:
@@ -56,4 +57,3 @@ def after(now: datetime, seconds: float) -> datetime:
     if value >= (FAR_FUTURE - now).total_seconds():
         return FAR_FUTURE
     return now + timedelta(seconds=max(value, 0.0))
-

@@ -4,11 +4,13 @@ an old one), the state a connector wants to keep, and items mapped from API resp
 All pure. A bad network field is `Malformed` (named); a state or item the database could not store is reported
 with the reason, so the engine can keep everything else.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import bson
 from bson.errors import BSONError
@@ -35,6 +37,7 @@ def _int_in(low: int, high: int) -> Callable[[Any], str | None]:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             return f"a whole number from {low} to {high}"
         return None
+
     return check
 
 
@@ -47,8 +50,11 @@ def _cursor(value: Any) -> str | None:
 
 
 def _seen_ids(value: Any) -> str | None:
-    if isinstance(value, list) and len(value) <= MAX_SEEN_IDS and all(
-            isinstance(v, str) and len(v) <= MAX_ID_CHARS for v in value):
+    if (
+        isinstance(value, list)
+        and len(value) <= MAX_SEEN_IDS
+        and all(isinstance(v, str) and len(v) <= MAX_ID_CHARS for v in value)
+    ):
         return None
     return f"a list of at most {MAX_SEEN_IDS} strings"
 

@@ -17,13 +17,15 @@ normal run that adds only new items, a rate-limit answer, a revoked token, garba
 network only), no secret in any URL or log record, the common item fields, and token refresh for specs with a
 `refresh_url`.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import mongomock
@@ -34,12 +36,16 @@ from ..engine import run_once
 from ..registry import Registry
 from ..settings import settings_for_tests
 
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TOKEN = "conformance-access-token-0001"
 REFRESH = "conformance-refresh-token-0001"
 USER = "ann@example.com"
-GARBAGE = ["<html><body>502 Bad Gateway</body></html>", '{"unexpected": true}', '[{"weird": 1}]',
-           '{"data": [{"id": null}], "items": [7], "feed": [1]}']
+GARBAGE = [
+    "<html><body>502 Bad Gateway</body></html>",
+    '{"unexpected": true}',
+    '[{"weird": 1}]',
+    '{"data": [{"id": null}], "items": [7], "feed": [1]}',
+]
 Answer = tuple[int, dict, Any]
 
 
@@ -74,8 +80,12 @@ class Spec:
 
     def refreshed(self) -> dict:
         """The token endpoint's answer."""
-        return {"access_token": "new-access-token-0001", "refresh_token": "new-refresh-token-0001",
-                "expires_in": 3600, "token_type": "bearer"}
+        return {
+            "access_token": "new-access-token-0001",
+            "refresh_token": "new-refresh-token-0001",
+            "expires_in": 3600,
+            "token_type": "bearer",
+        }
 
 
 def query(url: str) -> dict[str, str]:
@@ -115,8 +125,9 @@ class Kit:
         self.spec, self.registry, self.mock = spec, registry, mock
         self.db = mongomock.MongoClient(tz_aware=True)["conformance"]
         base = settings_for_tests()
-        self.settings = base.with_(github_api_url="https://api.github.test", allow_private_hosts=True,
-                                   raw={**base.raw, **spec.settings})
+        self.settings = base.with_(
+            github_api_url="https://api.github.test", allow_private_hosts=True, raw={**base.raw, **spec.settings}
+        )
 
     def setup(self, count: int, **fields: Any) -> Fake:
         doc = {"user": USER, "service": self.spec.service, "accessToken": TOKEN, **self.spec.network, **fields}
@@ -152,8 +163,7 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
     ids = [f"{spec.service}-{type(spec).__name__}" for spec in specs]
     refreshable = [spec for spec in specs if spec.refresh_url]
     each: Callable = pytest.mark.parametrize("spec", specs, ids=ids)
-    each_refreshable: Callable = pytest.mark.parametrize("spec", refreshable,
-                                                         ids=[s.service for s in refreshable])
+    each_refreshable: Callable = pytest.mark.parametrize("spec", refreshable, ids=[s.service for s in refreshable])
 
     class ConformanceTests:
         @pytest.fixture
@@ -168,8 +178,7 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
             assert kit.walk() == 3 + spec.ends_on_empty_page
             state = kit.network()
             assert state["mode"] == "normal" and state["errors"] == 0
-            assert kit.db.items.count_documents({"type": kit.item_type()}) == count == \
-                kit.db.items.count_documents({})
+            assert kit.db.items.count_documents({"type": kit.item_type()}) == count == kit.db.items.count_documents({})
 
         @each
         def test_normal_run_adds_only_new_items(self, spec: Spec, kit: Kit) -> None:
@@ -264,8 +273,12 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
         def test_a_refused_refresh_marks_the_network_unauthorized(self, spec: Spec, kit: Kit) -> None:
             fake = kit.setup(5, refreshToken=REFRESH)
             fake.answers.append(spec.expired())
-            kit.mock.add(responses.POST, spec.refresh_url, status=400,
-                         json={"error": "invalid_grant", "error_description": "Token has been expired or revoked."})
+            kit.mock.add(
+                responses.POST,
+                spec.refresh_url,
+                status=400,
+                json={"error": "invalid_grant", "error_description": "Token has been expired or revoked."},
+            )
             kit.run("initial")
             state = kit.network()
             assert state["unauthorized"] is True and "refresh refused" in state["lastError"]["message"]
