@@ -146,7 +146,7 @@ class Collector:
         for network in networks:
             SECRETS.add(secrets_of(network))
         try:
-            users = self.store.users_by_email(n.get("user") for n in networks)
+            users = self.store.users_by_email(n["user"] for n in networks if isinstance(n.get("user"), str))
         except Exception:
             self._release_claim(networks)
             raise
@@ -375,7 +375,8 @@ class Pass:
     def dispatch(self) -> list[RunResult]:
         """Start what capacity allows; returns the results of networks settled without running (bad input,
         spent quota)."""
-        settled, waiting = [], deque()
+        settled: list[RunResult] = []
+        waiting: deque[Mapping[str, Any]] = deque()
         while self.pending and len(self.inflight) < self.c.concurrency:
             network = self.pending.popleft()
             service = network.get("service")
@@ -508,7 +509,7 @@ def run_once(
     settings: Settings | None = None,
     now: datetime | None = None,
     instance_id: str | None = None,
-    **options,
+    **options: Any,
 ) -> Report:
     """Run one pass of the `mode` collector against `db` (a pymongo Database, real or mongomock).
 

@@ -63,7 +63,7 @@ class RunResult:
     """What one run did, whole: the state change to save, the items, and what was learnt on the way."""
 
     network: Mapping[str, Any]
-    mode: Mode | None
+    mode: str | None  # a Mode, or None when the document's mode could not be read
     update: Update
     at: datetime
     items: tuple[Item, ...] = ()
@@ -166,7 +166,7 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
 
 
 def crashed(
-    network: Mapping[str, Any], mode: Mode | None, exc: BaseException, settings: Settings, now: datetime, jitter: float
+    network: Mapping[str, Any], mode: str | None, exc: BaseException, settings: Settings, now: datetime, jitter: float
 ) -> RunResult:
     """A bug in our code (a connector's or the engine's) while handling one network: an `internal` error there."""
     error = NetworkError(f"internal error: {type(exc).__name__}: {exc}")
@@ -211,7 +211,7 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[t
 
 
 def fail(
-    network: Mapping[str, Any], mode: Mode | None, error: NetworkError, settings: Settings, now: datetime, jitter: float
+    network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings, now: datetime, jitter: float
 ) -> RunResult:
     secrets = secrets_of(network) + secrets_of(error.refreshed)
     error.message = redact(error.message, secrets)

@@ -158,7 +158,7 @@ class Store:
         result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, {"$set": {"leaseUntil": until}})
         return result.modified_count
 
-    def release(self, leases: list[tuple[Any, int]]) -> None:
+    def release(self, leases: list[tuple[Any, Any]]) -> None:
         """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
         for network_id, epoch in leases:
             self.networks.update_one(

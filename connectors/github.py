@@ -78,7 +78,7 @@ class GitHubConnector(GitHubAPI):
                 return Result([], quota=quota)
             if page == 1:
                 state.update(etag_state(response))
-            fresh = [item for item in items if marker is None or item["likedAt"] >= marker]
+            fresh = [item for item in items if marker is None or liked_since(item, marker)]
             collected.extend(fresh)
             if marker is None or len(fresh) < len(items) or "next" not in response.links:
                 break  # reached stars seen before, or the end
@@ -112,5 +112,10 @@ def etag_state(response: requests.Response) -> dict[str, Any]:
     return {"etag": etag} if etag else {}
 
 
+def liked_since(item: Item, marker: datetime) -> bool:
+    liked = item.get("likedAt")
+    return liked is not None and liked >= marker
+
+
 def newest(items: list[Item]) -> datetime:
-    return max(item["likedAt"] for item in items if item.get("likedAt") is not None)  # type: ignore[type-var]
+    return max(liked for item in items if (liked := item.get("likedAt")) is not None)

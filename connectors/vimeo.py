@@ -23,7 +23,7 @@ class VimeoConnector(PagedConnector):
     def map(self, video: Any) -> Item:
         user = video.get("user") or {}
         sizes = [s for s in (user.get("pictures") or {}).get("sizes") or [] if isinstance(s, dict)]
-        sizes.sort(key=lambda s: s.get("width") if isinstance(s.get("width"), int) else 0)
+        sizes.sort(key=width)
         return {
             "itemId": video["uri"].rsplit("/", 1)[-1],
             "source": video["link"],
@@ -34,3 +34,8 @@ class VimeoConnector(PagedConnector):
             "avatarUrl": sizes[-1].get("link") if sizes else None,
             "created": parse_iso(video["created_time"]),
         }
+
+
+def width(size: dict) -> int:
+    value = size.get("width")
+    return value if isinstance(value, int) else 0

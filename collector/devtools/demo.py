@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import mongomock
 
@@ -90,7 +91,7 @@ def settle(collector: Collector, db, networks: int, out) -> int:
 def run(out=sys.stdout) -> int:
     started = time.perf_counter()
     fake = FakeGitHub(window=2)
-    db = mongomock.MongoClient(tz_aware=True)["likeastore_demo"]
+    db: Any = mongomock.MongoClient(tz_aware=True)["likeastore_demo"]
     seed(db, fake)
     networks = db.networks.count_documents({})
     with FakeServer(fake) as url:

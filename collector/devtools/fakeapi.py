@@ -280,7 +280,7 @@ class FakeProcess:
 
     def __init__(self, fake: FakeGitHub):
         self.fake = fake
-        self.process: multiprocessing.Process | None = None
+        self.process: multiprocessing.process.BaseProcess | None = None
         self.url = ""
 
     def __enter__(self) -> str:

@@ -366,7 +366,7 @@ class Http:
             response.close()
             raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
         response._content = body
-        response._content_consumed = True
+        response._content_consumed = True  # type: ignore[attr-defined]
         response.raw.release_conn()
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ def is_public(address: str) -> bool:
 
 def resolve(host: str) -> list[str]:
     try:
-        return sorted({info[4][0] for info in socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)})
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)})
     except (socket.gaierror, UnicodeError):
         raise Transient(f"cannot resolve host {host!r}") from None
 

@@ -123,7 +123,7 @@ class Kit:
 
     def __init__(self, spec: Spec, registry: Registry | None, mock: responses.RequestsMock):
         self.spec, self.registry, self.mock = spec, registry, mock
-        self.db = mongomock.MongoClient(tz_aware=True)["conformance"]
+        self.db: Any = mongomock.MongoClient(tz_aware=True)["conformance"]
         base = settings_for_tests()
         self.settings = base.with_(
             github_api_url="https://api.github.test", allow_private_hosts=True, raw={**base.raw, **spec.settings}
@@ -137,11 +137,11 @@ class Kit:
     def add_network(self, **fields: Any) -> Any:
         return self.db.networks.insert_one({"user": USER, "accessToken": TOKEN, **fields}).inserted_id
 
-    def network(self, network_id: Any = None) -> dict:
+    def network(self, network_id: Any = None) -> Any:
         return self.db.networks.find_one({"_id": network_id or self.network_id})
 
     def run(self, mode: str, now: datetime = T0):
-        options = {"registry": self.registry} if self.registry is not None else {}
+        options: dict[str, Any] = {"registry": self.registry} if self.registry is not None else {}
         return run_once(self.db, mode, self.settings, now=now, **options)
 
     def walk(self, passes: int = 10) -> int:
