@@ -117,3 +117,15 @@ def test_an_edit_to_config_in_a_checkout_takes_effect(tmp_path, monkeypatch):
     from collector.settings import config_dir
 
     assert config_dir() == ROOT / "config"
+
+
+def test_every_file_and_function_the_architecture_doc_names_exists():
+    import re
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    refs = set(re.findall(r"`((?:sdk/)?[a-z_]+\.py):([A-Za-z_.]+)`", text))
+    assert len(refs) >= 8
+    for path, name in refs:
+        source = (ROOT / "collector" / path).read_text()
+        last = name.split(".")[-1]
+        assert re.search(rf"\b(def|class) {last}\b", source), f"{path}:{name}"
