@@ -107,12 +107,7 @@ class BodyCursor(Paging):
     stop_on_empty: bool = False
 
     def params(self, cursor: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {}
-        if self.size_param and self.size:
-            params[self.size_param] = self.size
-        if cursor:
-            params[self.param] = cursor
-        return params
+        return cursor_params(cursor, self.param, self.size, self.size_param)
 
     def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
         if self.stop_on_empty and not items:
@@ -133,12 +128,7 @@ class LinkCursor(Paging):
     size_param: str | None = "limit"
 
     def params(self, cursor: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {}
-        if self.size_param and self.size:
-            params[self.size_param] = self.size
-        if cursor:
-            params[self.param] = cursor
-        return params
+        return cursor_params(cursor, self.param, self.size, self.size_param)
 
     def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
         url = response.links.get("next", {}).get("url")
@@ -146,6 +136,16 @@ class LinkCursor(Paging):
             return None
         values = parse_qs(urlsplit(url).query).get(self.param)
         return values[0] if values else None
+
+
+def cursor_params(cursor: Any, param: str, size: int | None, size_param: str | None) -> dict[str, Any]:
+    """The page size (if any) and the cursor (if not the first page) as query parameters."""
+    params: dict[str, Any] = {}
+    if size_param and size:
+        params[size_param] = size
+    if cursor:
+        params[param] = cursor
+    return params
 
 
 class PagedConnector(Connector):
