@@ -1,4 +1,4 @@
-"""The long-running loop for one mode: pass, pause (short after work, longer when idle), repeat.
+"""The long-running process for one mode: the continuous dispatch loop (engine.Collector.serve), signals, --once.
 
 First SIGTERM/SIGINT: networks in flight finish (their requests are cut after HTTP_TIMEOUT at most) and are
 saved, claimed networks not started are given back, then the loop exits 0.
@@ -45,24 +45,25 @@ class Daemon:
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)
 
     def run(self, once: bool = False) -> int:
-        settings = self.collector.settings
+        """The continuous dispatch loop until a stop is requested (with once=True: one pass, exit 1 if it
+        failed). A loop that fails as a whole (a bug, the database lost for good) is logged and started again
+        after LOOP_IDLE_PAUSE."""
         log.info("collector %s started", self.mode)
-        failed = False
-        while not self.stopping.is_set():
-            pause = settings.loop_idle_pause
+        if once:
             try:
-                report = self.collector.run_pass(self.mode, should_stop=self.stopping.is_set)
-                failed = False
-            except Exception:  # a failed pass (database down, say) is logged; the loop goes on
-                failed = True
-                log.exception("pass failed; next try in %gs", pause)
-            else:
-                if report.tasks:
-                    pause = settings.loop_busy_pause
-                else:
-                    self.collector.observers.notify("on_idle", self.mode)
-            if once:
-                break
-            self.stopping.wait(pause)
+                self.collector.run_pass(self.mode, should_stop=self.stopping.is_set)
+            except Exception:
+                log.exception("pass failed")
+                return 1
+            finally:
+                log.info("collector %s stopped", self.mode)
+            return 0
+        while not self.stopping.is_set():
+            try:
+                self.collector.serve(self.mode, should_stop=self.stopping.is_set, wait=self.stopping.wait)
+            except Exception:
+                pause = self.collector.settings.loop_idle_pause
+                log.exception("dispatch loop failed; starting again in %gs", pause)
+                self.stopping.wait(pause)
         log.info("collector %s stopped", self.mode)
-        return 1 if once and failed else 0
+        return 0

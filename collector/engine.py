@@ -38,6 +38,7 @@ from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
+REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 
 
 def default_instance_id() -> str:
@@ -112,10 +113,10 @@ class Collector:
         self.settings = settings
         self.store = Store(db)
         self.registry = registry or Registry()
-        self.http = http or Http(settings)
         self.rng = rng or random.Random()
         self.instance_id = instance_id or default_instance_id()
         self.concurrency = concurrency or settings.concurrency
+        self.http = http or Http(settings, pool_size=max(self.concurrency, 10))  # a connection per worker
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
         self.quotas = QuotaMemory()
         self.observers = Observers(observers if observers is not None else (RunLog(), PassLog()))
@@ -155,6 +156,36 @@ class Collector:
         self.observers.notify("on_pass", report)
         return report
 
+    def serve(
+        self,
+        mode: str,
+        should_stop: Callable[[], bool],
+        wait: Callable[[float], object] = time.sleep,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        """The daemon's continuous dispatch for `mode`, until `should_stop()`: keep up to `concurrency` networks in
+        flight, claim the next batch (the most overdue first, about the size of the free capacity) whenever free
+        slots reach the low-water mark, refill before saving, save finished runs in batches, and wait (`wait`,
+        woken early by a stop) only when nothing is due. A report goes to the observers every REPORT_EVERY
+        seconds."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        dispatcher = Pass(self, deque(), {}, Report(str(mode)), clock, should_stop, clock() + self.lease)
+        dispatcher.continuous(mode, wait)
+
+    def claim_batch(self, mode: str, limit: int, now: datetime) -> tuple[list[dict], dict]:
+        """Lease up to `limit` due networks of `mode` and look up their users."""
+        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease)
+        self.observers.notify("on_claim", str(mode), len(networks))
+        for network in networks:
+            SECRETS.add(secrets_of(network))
+        try:
+            users = self.store.users_by_email(n["user"] for n in networks if isinstance(n.get("user"), str))
+        except Exception:
+            self._release_claim(networks)
+            raise
+        return networks, users
+
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
@@ -162,8 +193,8 @@ class Collector:
     # --- saving (the scheduler's thread only) ---------------------------------------------------------------
     def persist(self, batch: list[Saving], users: dict) -> None:
         """Save what `batch` still needs, in this order: tokens a refresh obtained (on their own, so a failure
-        below cannot lose them), the items of every run in one batch, then each state (fenced by its lease
-        epoch). Items before state: a crash in between re-collects (harmlessly) rather than loses.
+        below cannot lose them), the items of every run in one batch, then every state in one batch of fenced
+        updates. Items before state: a crash in between re-collects (harmlessly) rather than loses.
 
         A document the database refuses is that network's problem alone (reported on it); a database that
         cannot be reached raises DatabaseDown with the progress kept on each Saving, for a retry."""
@@ -177,9 +208,14 @@ class Collector:
                 )
                 saving.tokens_saved = True
         self.insert_items([s for s in batch if not s.items_saved], users)
-        for saving in batch:
-            if not saving.state_saved:
-                self.save_state(saving)
+        pending = [s for s in batch if not s.state_saved]
+        outcomes = self._guard(self.store.save_states, [state_write(s.result) for s in pending])
+        for saving, outcome in zip(pending, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                self.save_error_instead(saving, outcome)
+            else:
+                saving.accepted = outcome
+            self.saved(saving)
 
     @staticmethod
     def _guard(call: Callable, *args: Any) -> Any:
@@ -228,46 +264,43 @@ class Collector:
             saving.new_items = len(saving.docs or []) - saving.duplicates - len(bad)
             saving.items_saved = True
 
-    def save_state(self, saving: Saving) -> None:
+    def save_error_instead(self, saving: Saving, exc: Exception) -> None:
+        """The database refused this state (a value the API gave): record that error on the network instead."""
         result, network = saving.result, saving.network
-        epoch = network.get("leaseEpoch")
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        log.error("network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason)
+        failed = fail(
+            network,
+            result.mode,
+            BadResponse(f"state could not be stored: {reason}"),
+            self.settings,
+            result.at,
+            self.rng.random(),
+        )
+        saving.result = result = replace(
+            result, error=failed.error, update=Update({**failed.update.values, **result.tokens})
+        )
         try:
-            saving.accepted = self._guard(
-                self.store.save_state, network["_id"], dict(result.update.values), result.update.unset, epoch
-            )
+            saving.accepted = self._guard(self.store.save_state, *state_write(result))
         except DatabaseDown:
             raise
-        except Exception as exc:  # this state cannot be stored (a value the API gave): say so on the network
-            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        except Exception as again:
             log.error(
-                "network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason
+                "network %s: even the error record cannot be stored (%s); its lease will lapse",
+                network.get("_id"),
+                type(again).__name__,
             )
-            failed = fail(
-                network,
-                result.mode,
-                BadResponse(f"state could not be stored: {reason}"),
-                self.settings,
-                result.at,
-                self.rng.random(),
-            )
-            saving.result = result = replace(
-                result, error=failed.error, update=Update({**failed.update.values, **result.tokens})
-            )
-            try:
-                saving.accepted = self._guard(
-                    self.store.save_state, network["_id"], dict(result.update.values), result.update.unset, epoch
-                )
-            except DatabaseDown:
-                raise
-            except Exception as again:
-                log.error(
-                    "network %s: even the error record cannot be stored (%s); its lease will lapse",
-                    network.get("_id"),
-                    type(again).__name__,
-                )
+
+    def saved(self, saving: Saving) -> None:
+        network = saving.network
         saving.state_saved = True
         if not saving.accepted:
             log.warning("network %s: lease lost to another collector, state not saved (items kept)", network.get("_id"))
+
+    def learn(self, result: RunResult) -> None:
+        """What a run learnt about its token's quota, remembered the moment it finishes, before the next run of
+        the same token can start."""
+        network = result.network
         if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
             self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, result.wait_until)
 
@@ -291,6 +324,11 @@ class Collector:
     def close(self) -> None:
         self.pool.shutdown(wait=True)
         self.http.close()
+
+
+def state_write(result: RunResult) -> tuple[Any, dict, frozenset[str], Any]:
+    network = result.network
+    return network["_id"], dict(result.update.values), result.update.unset, network.get("leaseEpoch")
 
 
 def refused_by_database(result: RunResult, refused: list[tuple[str, str]]) -> RunResult:
@@ -338,27 +376,103 @@ class Pass:
         self.retries = 0
         self.stop_seen: float | None = None
         self.unreleased: list[tuple[Any, Any]] = []
+        self.claims_open = False  # continuous mode claims as slots free up; a pass runs what it was given
+        self.mode = report.mode
+        self.next_claim = 0.0
+        self.claim_failures = 0
 
     def run(self) -> None:
+        """One pass: run what was claimed, until all of it is saved (or dropped)."""
         while self.pending or self.inflight or self.unsaved:
-            if self.should_stop():
-                self.stopping()
-            self.save(self.dispatch())
-            if self.inflight:
-                done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
-                self.save([self.finish(future) for future in done])
-            elif self.unsaved:
-                self.pause()
-            self.renew()
-            self.expire()
-            self.release()
+            self.step()
         self.release()  # one last try for leases a failed release kept
 
+    def continuous(self, mode: str, idle_wait: Callable[[float], object]) -> None:
+        """The daemon's loop: claim as slots free up, until a stop is requested and everything held is saved."""
+        self.mode, self.claims_open = mode, True
+        report_at = time.monotonic() + REPORT_EVERY
+        while True:
+            self.step()
+            if time.monotonic() >= report_at:
+                self.report.duration = REPORT_EVERY
+                self.c.observers.notify("on_pass", self.report)
+                self.report, report_at = Report(str(mode)), time.monotonic() + REPORT_EVERY
+            if self.stop_seen is not None and not (self.pending or self.inflight or self.unsaved):
+                break
+            if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
+                delay = max(self.next_claim - time.monotonic(), 0.0)
+                if delay:
+                    self.c.observers.notify("on_idle", mode)
+                    idle_wait(delay)
+        self.release()
+        self.report.duration = REPORT_EVERY - max(report_at - time.monotonic(), 0.0)
+        self.c.observers.notify("on_pass", self.report)
+
+    def step(self) -> None:
+        if self.should_stop():
+            self.stopping()
+        self.claim()
+        self.save(self.dispatch())
+        if self.inflight:
+            done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
+            results = [self.finish(future) for future in done]
+            self.claim()
+            results += self.dispatch()  # refill the free slots before saving
+            self.save(results)
+        elif self.unsaved:
+            self.pause()
+        self.renew()
+        self.expire()
+        self.release()
+
+    def claim(self) -> None:
+        """Continuous mode: claim the next batch when free slots reach the low-water mark (and not before the
+        next look after an empty claim or a failed one)."""
+        if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
+            return
+        free = self.free_slots()
+        if free < self.low_water():
+            return
+        try:
+            networks, users = self.c.claim_batch(self.mode, free + self.c.concurrency // 4, self.clock())
+        except Exception as exc:  # the database is away: try again soon, the held runs go on
+            self.claim_failures += 1
+            self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
+            log.error(
+                "claiming %s networks failed (%s: %s); next try in %.0fs",
+                self.mode,
+                type(exc).__name__,
+                str(exc)[:200],
+                self.next_claim - time.monotonic(),
+            )
+            return
+        self.claim_failures = 0
+        if not networks:
+            self.next_claim = time.monotonic() + self.c.settings.loop_idle_pause
+            return
+        if len(self.users) > 8 * self.c.concurrency:  # keep the user look-ups of held networks only
+            held = {n.get("user") for n in self.held_networks()}
+            self.users = {email: data for email, data in self.users.items() if email in held}
+        self.users.update(users)
+        if not (self.pending or self.inflight):
+            self.lease_until = self.clock() + self.c.lease
+        self.pending.extend(networks)
+
     def wait_time(self) -> float:
-        until_renew = self.renew_every - (time.monotonic() - self.last_renew)
+        """How long to wait for a run to finish: until the next renewal, save retry or claim is due."""
+        now = time.monotonic()
+        until = self.renew_every - (now - self.last_renew)
         if self.unsaved:
-            until_renew = min(until_renew, self.retry_at - time.monotonic())
-        return max(until_renew, 0.0)
+            until = min(until, self.retry_at - now)
+        if self.claims_open and self.stop_seen is None and self.free_slots() >= self.low_water():
+            until = min(until, self.next_claim - now)  # networks may come due while others run
+        return max(until, 0.0)
+
+    def free_slots(self) -> int:
+        return self.c.concurrency - len(self.inflight) - len(self.pending)
+
+    def low_water(self) -> int:
+        return max(self.c.concurrency // 4, 1)
 
     def pause(self) -> None:
         """Nothing running, saves waiting for the database: wait a little before the next try."""
@@ -375,6 +489,9 @@ class Pass:
     def dispatch(self) -> list[RunResult]:
         """Start what capacity allows; returns the results of networks settled without running (bad input,
         spent quota)."""
+        if self.should_stop():  # a stop requested while runs were finishing: start nothing more
+            self.stopping()
+            return []
         settled: list[RunResult] = []
         waiting: deque[Mapping[str, Any]] = deque()
         while self.pending and len(self.inflight) < self.c.concurrency:
@@ -402,9 +519,11 @@ class Pass:
         service = network.get("service")
         self.per_service[service if isinstance(service, str) else None] -= 1
         try:
-            return future.result()  # execute() never raises, but a bug must not take the pass with it
+            result = future.result()  # execute() never raises, but a bug must not take the pass with it
         except Exception as exc:
             return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
+        self.c.learn(result)
+        return result
 
     def save(self, results: list[RunResult]) -> None:
         if not results and (not self.unsaved or time.monotonic() < self.retry_at):
@@ -453,12 +572,11 @@ class Pass:
             self.settle(saving, saving.saved(dropped=True))
         self.unsaved = []
 
+    def held_networks(self) -> list[Mapping[str, Any]]:
+        return [*self.inflight.values(), *self.pending, *(s.network for s in self.unsaved)]
+
     def held_ids(self) -> list:
-        return (
-            [n["_id"] for n in self.inflight.values()]
-            + [n["_id"] for n in self.pending]
-            + [s.network["_id"] for s in self.unsaved]
-        )
+        return [n["_id"] for n in self.held_networks()]
 
     def renew(self) -> None:
         if time.monotonic() - self.last_renew < self.renew_every:

@@ -102,19 +102,18 @@ def test_second_signal_exits_at_once(settings, monkeypatch):
     assert exits == [128 + signal.SIGINT]
 
 
-def test_a_failing_pass_does_not_stop_the_loop(settings, monkeypatch):
+def test_a_failing_loop_does_not_stop_the_daemon(settings, monkeypatch):
     collector = Collector(mongomock.MongoClient()["d"], settings)
     daemon = Daemon(collector, "normal")
     calls = []
 
-    def flaky(mode, should_stop):
+    def flaky(mode, should_stop, wait):
         calls.append(mode)
         if len(calls) == 1:
             raise RuntimeError("database went away")
         daemon.stopping.set()
-        return type("R", (), {"tasks": 0})()
 
-    monkeypatch.setattr(collector, "run_pass", flaky)
+    monkeypatch.setattr(collector, "serve", flaky)
     assert daemon.run() == 0
     assert calls == ["normal", "normal"]
 

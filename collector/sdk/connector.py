@@ -7,6 +7,7 @@ declares what it shares with others instead of writing it: `authentication`, `ra
 
 from __future__ import annotations
 
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+import orjson
 import requests
 
 from ..settings import Settings
@@ -195,7 +197,7 @@ class Connector(ABC):
     def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
         self.check(job, response)
         try:
-            return response.json(), response
+            return loads(response.content), response
         except (ValueError, RecursionError):
             raise BadResponse(
                 f"{response.status_code} body is not JSON: GET {where(response.url)}", response.status_code
@@ -242,6 +244,15 @@ class Connector(ABC):
                 if isinstance(body.get(key), str):
                     return body[key][:200]
         return response.reason or "error"
+
+
+def loads(content: bytes) -> Any:
+    """JSON from bytes: orjson (about twice as fast on a 600 KB page), and the standard library for what orjson
+    refuses but JSON allows (an escaped lone surrogate: that item is then refused alone, not the page)."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
 
 
 def entry_error(exc: BaseException) -> str:

@@ -285,10 +285,10 @@ def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
 
 
 class Http:
-    def __init__(self, settings: Settings, session: requests.Session | None = None):
+    def __init__(self, settings: Settings, session: requests.Session | None = None, pool_size: int = 32):
         self.timeout = settings.http_timeout
         self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
-        self.session = session or make_session(settings.user_agent)
+        self.session = session or make_session(settings.user_agent, pool_size)
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
 

@@ -135,8 +135,13 @@ def check_state(state: Mapping[str, Any]) -> None:
         raise BadResponse(f"state cannot be stored: {problem}")
 
 
+FLAT = (type(None), bool, datetime)
+
+
 def storable(doc: dict, max_bytes: int) -> str | None:
     """Why MongoDB would refuse `doc` (None if it would not): field names, nesting, numbers, strings, size."""
+    if _plainly_storable(doc, max_bytes):
+        return None
     problem = _walk(doc, 0)
     if problem is not None:
         return problem
@@ -149,6 +154,31 @@ def storable(doc: dict, max_bytes: int) -> str | None:
     if size > max_bytes:
         return f"{size} bytes, more than the {max_bytes}-byte limit"
     return None
+
+
+def _plainly_storable(doc: dict, max_bytes: int) -> bool:
+    """The fast path for the usual item: plain field names, values that are None, booleans, dates, small
+    integers, short ASCII strings or lists of them, well under the size limit. Anything else is encoded."""
+    budget = max_bytes // 2
+    for key, value in doc.items():
+        if not (isinstance(key, str) and key.isidentifier()):
+            return False
+        if isinstance(value, str):
+            if not value.isascii():
+                return False
+            budget -= len(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                return False
+        elif isinstance(value, list):
+            if not all(isinstance(v, str) and v.isascii() for v in value):
+                return False
+            budget -= sum(len(v) for v in value)
+        elif not isinstance(value, FLAT):
+            return False
+        if budget < 0:
+            return False
+    return True
 
 
 def _walk(value: Any, depth: int) -> str | None:

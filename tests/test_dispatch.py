@@ -1,0 +1,136 @@
+"""Continuous dispatch: slots are refilled before finished runs are saved, one slow network never holds the
+others, states are saved in one fenced batch, and a stop still finishes what is in flight."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import mongomock
+
+from collector.engine import Collector
+from collector.registry import Registry
+from collector.sdk import Connector, Result
+from collector.store import Store
+
+from helpers import T0, add_network, network
+
+
+class Gate(Connector):
+    """Networks whose user starts with 'slow' wait for the gate; the others return at once."""
+
+    name = "gate"
+    gate = threading.Event()
+    started: list[str] = []
+    finished: list[str] = []
+
+    def initial(self, job):
+        type(self).started.append(job.network["user"])
+        if job.network["user"].startswith("slow"):
+            assert type(self).gate.wait(30)
+        type(self).finished.append(job.network["user"])
+        return Result([{"itemId": job.network["user"], "source": "https://x.test/"}], done=True)
+
+    def normal(self, job):
+        return self.initial(job)
+
+
+def gate_collector(db, settings, concurrency=4):
+    Gate.gate.clear()
+    Gate.started, Gate.finished = [], []
+    return Collector(
+        db, settings.with_(loop_idle_pause=0.05), registry=Registry({"gate": Gate}), concurrency=concurrency
+    )
+
+
+def test_a_slow_network_does_not_hold_back_the_next_claims(db, settings):
+    add_network(db, service="gate", user="slow@x.test", scheduledTo=T0 - timedelta(hours=1))  # claimed first
+    for k in range(12):  # more than one claim batch (concurrency 4): later batches come while the slow one runs
+        add_network(db, service="gate", user=f"fast{k}@x.test", scheduledTo=T0)
+    collector = gate_collector(db, settings)
+    stop = threading.Event()
+    # the test thread never touches the database while the collector runs (mongomock is not thread-safe)
+    thread = threading.Thread(target=collector.serve, args=("initial", stop.is_set, stop.wait))
+    thread.start()
+    try:
+        for _ in range(600):
+            if len(Gate.finished) == 12:
+                break
+            time.sleep(0.05)
+        assert len(Gate.finished) == 12 and "slow@x.test" not in Gate.finished  # every fast one ran meanwhile
+    finally:
+        Gate.gate.set()
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert Gate.finished[-1] == "slow@x.test" and db.networks.count_documents({"mode": "normal"}) == 13
+
+
+def test_free_slots_are_refilled_before_finished_runs_are_saved(db, settings, monkeypatch):
+    for k in range(6):
+        add_network(db, service="gate", user=f"fast{k}@x.test")
+    collector = gate_collector(db, settings, concurrency=2)
+    events: list[str] = []
+    submit, save_states = collector.pool.submit, collector.store.save_states
+    monkeypatch.setattr(collector.pool, "submit", lambda *a, **k: events.append("start") or submit(*a, **k))
+    monkeypatch.setattr(collector.store, "save_states", lambda w: events.append(f"save{len(w)}") or save_states(w))
+    collector.run_pass("initial", now=T0)
+    first_save = next(i for i, e in enumerate(events) if e.startswith("save"))
+    assert events[:2] == ["start", "start"] and "start" in events[2:first_save]  # refilled, then saved
+    assert events.count("start") == 6 and db.networks.count_documents({"mode": "normal"}) == 6
+
+
+def test_a_stop_finishes_the_runs_in_flight_and_gives_back_the_rest(db, settings):
+    add_network(db, service="gate", user="slow@x.test")
+    for k in range(3):
+        add_network(db, service="gate", user=f"fast{k}@x.test", scheduledTo=T0 + timedelta(days=999))
+    collector = gate_collector(db, settings, concurrency=1)
+    stop = threading.Event()
+    thread = threading.Thread(target=collector.serve, args=("initial", stop.is_set, stop.wait))
+    thread.start()
+    for _ in range(200):
+        if Gate.started:
+            break
+        time.sleep(0.05)
+    stop.set()  # first stage: no new run starts; the one in flight finishes and is saved
+    Gate.gate.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert Gate.finished == ["slow@x.test"]
+    assert db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0
+
+
+class BulkCollection:
+    """A pymongo-like collection over mongomock's, with bulk_write as pymongo has it (mongomock 4.3's
+    bulk_write of UpdateOne fails under pymongo >= 4.11)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def bulk_write(self, ops, ordered=True):
+        matched = sum(self.inner.update_one(op._filter, op._doc).matched_count for op in ops)
+        return type("Result", (), {"matched_count": matched})()
+
+
+def test_states_are_saved_in_one_batch_and_a_stale_epoch_is_refused_alone(db):
+    store = Store(db)
+    store.mongomock = False  # take the bulk_write path, as with a real MongoDB
+    store.networks = BulkCollection(db.networks)
+    docs = [add_network(db, user=f"u{k}@x.test", leaseEpoch=3) for k in range(3)]
+    db.networks.update_one({"_id": docs[1]["_id"]}, {"$set": {"leaseEpoch": 4}})  # reclaimed by another
+    results = store.save_states([(d["_id"], {"page": 9}, (), 3) for d in docs])
+    assert results == [True, False, True]
+    assert [network(db, d).get("page") for d in docs] == [9, None, 9]
+
+
+def test_the_mongomock_path_saves_states_one_by_one_with_the_same_answers():
+    db = mongomock.MongoClient(tz_aware=True)["d"]
+    store = Store(db)
+    assert store.mongomock
+    docs = [add_network(db, user=f"u{k}@x.test", leaseEpoch=1) for k in range(2)]
+    db.networks.update_one({"_id": docs[0]["_id"]}, {"$set": {"leaseEpoch": 2}})
+    assert store.save_states([(d["_id"], {"page": 2}, (), 1) for d in docs]) == [False, True]
