@@ -63,10 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 BENCH_FLAGS = (
-    ("networks", int, "networks in the throughput workload"),
+    ("networks", int, "networks in the history walk"),
     ("pages", int, "pages of 100 stars per network"),
-    ("latency", float, "fake API latency per request, seconds"),
-    ("concurrency", int, "concurrency compared with --concurrency 1"),
+    ("series-networks", int, "networks walked in series (concurrency 1) for the series time per task"),
+    ("latencies", str, "fake API latencies to measure, ms, comma-separated (the last is the headline)"),
+    ("concurrency", int, "networks run at once"),
+    ("compare-concurrency", int, "a second concurrency, for comparison"),
+    ("latency-sigma", float, "> 0: lognormal latency with this sigma and a 1%% tail ten times slower"),
+    ("poll-networks", int, "networks in the steady-state polls"),
+    ("polls", int, "polls in the steady-state workload"),
+    ("poll-latency", float, "latency of the steady-state polls, seconds"),
+    ("change-share", float, "share of polls that find a changed page (the rest are 304)"),
+    ("cycle-networks", int, "normal-mode networks of the one-cycle measure (cycle_s_3000)"),
+    ("cycle-latency", float, "latency of the one-cycle measure, seconds"),
     ("quota-networks", int, "networks in the quota-bound run"),
     ("quota", int, "requests per token per quota window in the quota-bound run"),
     ("quota-window", int, "quota window, seconds"),
@@ -74,6 +83,7 @@ BENCH_FLAGS = (
     ("quota-pages", int, "pages per network in the quota-bound run (work must exceed quota)"),
     ("soak-runs", int, "network runs in the memory soak"),
     ("soak-networks", int, "networks in the memory soak"),
+    ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 
 

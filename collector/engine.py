@@ -24,7 +24,7 @@ from pymongo.database import Database
 
 from . import schedule
 from .observers import Observer, Observers, PassLog, RunLog, Saved
-from .quota import QuotaMemory
+from .quota import Facts, QuotaMemory
 from .registry import Registry
 from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
 from .schedule import MODES, Update
@@ -144,6 +144,7 @@ class Collector:
         self.quotas.prune(start)
         networks = self.store.claim(mode, start, self.settings.pass_limit, self.instance_id, start + self.lease)
         self.observers.notify("on_claim", str(mode), len(networks))
+        self.adopt_quotas(networks, start)
         for network in networks:
             SECRETS.add(secrets_of(network))
         try:
@@ -177,6 +178,7 @@ class Collector:
         """Lease up to `limit` due networks of `mode` and look up their users."""
         networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease)
         self.observers.notify("on_claim", str(mode), len(networks))
+        self.adopt_quotas(networks, now)
         for network in networks:
             SECRETS.add(secrets_of(network))
         try:
@@ -216,6 +218,38 @@ class Collector:
             else:
                 saving.accepted = outcome
             self.saved(saving)
+        self.share_quotas()
+
+    def share_quotas(self) -> None:
+        """Write the blocking quota facts learnt since the last save (a failure keeps them for the next)."""
+        facts = self.quotas.unshared()
+        if not facts:
+            return
+        try:
+            self.store.save_quotas(facts)
+        except Exception as exc:
+            self.quotas.share_again(facts)
+            log.warning("sharing %d quota facts failed (%s); kept for the next save", len(facts), type(exc).__name__)
+
+    def adopt_quotas(self, networks: list[dict], now: datetime) -> None:
+        """Read, in one query, the quota blocks other collectors shared for the tokens of these networks."""
+        keys = {}
+        for network in networks:
+            token = network.get("accessToken")
+            try:
+                cls = self.registry.get(network.get("service"))
+            except Exception:  # an unknown or broken service is reported when the network is prepared
+                continue
+            if isinstance(token, str):
+                keys[QuotaMemory.key(cls.quota_group or cls.name, token)] = True
+        if not keys:
+            return
+        try:
+            shared = self.store.load_quotas(keys, now)
+        except Exception as exc:
+            log.warning("reading shared quota facts failed (%s); going on with this collector's own", type(exc).__name__)
+            return
+        self.quotas.adopt({k: Facts(remaining, limit, until) for k, (remaining, limit, until) in shared.items()})
 
     @staticmethod
     def _guard(call: Callable, *args: Any) -> Any:

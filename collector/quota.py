@@ -1,7 +1,9 @@
 """Quota memory: per access token, the last rate-limit facts a service gave, so that a network whose token is
 known to be out of quota is moved to the reset time without spending an API call.
 
-Keys are hashes of (service, token): the tokens themselves are never kept here.
+Keys are hashes of (quota scope, token): the tokens themselves are never kept here. Facts that block a token
+are shared through MongoDB's `quotas` collection (written after each save, read once per claim batch), so every
+collector of every mode, and one that restarts, skips a spent token until its reset.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Facts:
 class QuotaMemory:
     def __init__(self) -> None:
         self._facts: dict[str, Facts] = {}
+        self._unshared: dict[str, Facts] = {}  # blocking facts learnt here, not yet written to the database
 
     @staticmethod
     def key(scope: str, token: str) -> str:
@@ -42,9 +45,28 @@ class QuotaMemory:
             return
         if wait_until is None and quota is not None and quota.exhausted():
             wait_until = quota.reset
-        self._facts[self.key(scope, token)] = Facts(
-            quota.remaining if quota else None, quota.limit if quota else None, wait_until
-        )
+        key = self.key(scope, token)
+        self._facts[key] = Facts(quota.remaining if quota else None, quota.limit if quota else None, wait_until)
+        if wait_until is not None:
+            self._unshared[key] = self._facts[key]
+
+    def unshared(self) -> dict[str, Facts]:
+        """Blocking facts to write to the database (and forget as unshared)."""
+        facts, self._unshared = self._unshared, {}
+        return facts
+
+    def share_again(self, facts: dict[str, Facts]) -> None:
+        """Writing them failed: keep them for the next save."""
+        self._unshared = {**facts, **self._unshared}
+
+    def adopt(self, facts: dict[str, Facts]) -> None:
+        """Facts other collectors learnt (read from the database); a later block wins."""
+        for key, fact in facts.items():
+            mine = self._facts.get(key)
+            if mine is None or (mine.blocked_until or fact.blocked_until) and (
+                mine.blocked_until is None or (fact.blocked_until and fact.blocked_until > mine.blocked_until)
+            ):
+                self._facts[key] = fact
 
     def prune(self, now: datetime) -> None:
         """Forget facts that no longer block anything, so the memory stays as small as the set of tokens."""

@@ -109,7 +109,6 @@ def _text(text: str) -> str:
 # (environment name, Settings field, parser)
 SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("MONGODB_URI", "mongodb_uri", _mongodb_uri),
-    ("LOOP_BUSY_PAUSE", "loop_busy_pause", _number),
     ("LOOP_IDLE_PAUSE", "loop_idle_pause", _number),
     ("PASS_LIMIT", "pass_limit", _positive_int),
     ("NORMAL_INTERVAL", "normal_interval", _number),
@@ -137,7 +136,6 @@ SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
 class Settings:
     env: str
     mongodb_uri: str
-    loop_busy_pause: float
     loop_idle_pause: float
     pass_limit: int
     normal_interval: float

@@ -109,11 +109,33 @@ class Store:
         self.networks = db["networks"]
         self.items = db["items"]
         self.users = db["users"]
+        self.quotas = db["quotas"]
+
+    def save_quotas(self, facts: dict[str, Any]) -> None:
+        """Share blocking quota facts (by token hash): one upsert each, expiring with the block (TTL index)."""
+        for key, fact in facts.items():
+            if fact.blocked_until is None:
+                continue
+            self.quotas.update_one(
+                {"_id": key},
+                {"$set": {"blockedUntil": fact.blocked_until, "remaining": fact.remaining, "limit": fact.limit,
+                          "expiresAt": fact.blocked_until}},
+                upsert=True,
+            )
+
+    def load_quotas(self, keys: Iterable[str], now: datetime) -> dict[str, tuple[Any, Any, datetime]]:
+        """The blocks other collectors shared for these token hashes that still hold at `now`."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        found = self.quotas.find({"_id": {"$in": wanted}, "blockedUntil": {"$gt": now}})
+        return {d["_id"]: (d.get("remaining"), d.get("limit"), d["blockedUntil"]) for d in found}
 
     def ensure_indexes(self) -> None:
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
         self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
         self._index(self.items, ITEM_KEY, unique=True)
+        self._index(self.quotas, [("expiresAt", ASCENDING)], expireAfterSeconds=0)  # blocks vanish after them
 
     @staticmethod
     def _index(collection, keys, **options) -> None:

@@ -2,9 +2,9 @@
 
 GitHub keeps its own walk (the SDK's paged walk does not fit two of its features):
 initial: one page per run (state `page`), until a page has no rel="next" link.
-normal:  pages from the newest until a star older than the marker `sinceLikedAt` (at most MAX_NORMAL_PAGES).
-         The first page is asked for with If-None-Match and the stored `etag`: a 304 means nothing new and
-         costs no quota.
+normal:  a poll of the newest POLL_PAGE stars with If-None-Match and the stored `etag` (a 304 means nothing new
+         and costs no quota); only when all of them are new, full pages from the newest until a star older
+         than the marker `sinceLikedAt` (at most MAX_NORMAL_PAGES).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing_extensions import override
 from collector.sdk import Connector, Item, Job, Result, parse_iso
 
 PER_PAGE = 100
+POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
 MAX_NORMAL_PAGES = 10
 API_VERSION = "2022-11-28"
 
@@ -40,12 +41,14 @@ class GitHubConnector(GitHubAPI):
     name = "github"
     headers = {**GitHubAPI.headers, "Accept": "application/vnd.github.star+json"}
 
-    def fetch(self, job: Job, page: int, etag: str | None = None) -> tuple[list[Item] | None, requests.Response]:
+    def fetch(
+        self, job: Job, page: int, etag: str | None = None, per_page: int = PER_PAGE
+    ) -> tuple[list[Item] | None, requests.Response]:
         """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
         response = self.get(
             job,
             f"{self.settings.github_api_url}/user/starred",
-            params={"per_page": PER_PAGE, "page": page},
+            params={"per_page": per_page, "page": page},
             headers={"If-None-Match": etag} if etag else None,
         )
         if etag and response.status_code == 304:
@@ -67,26 +70,41 @@ class GitHubConnector(GitHubAPI):
 
     @override
     def normal(self, job: Job) -> Result:
+        """A poll: the newest POLL_PAGE stars, with the stored ETag (a 304 costs no quota). Only when all of
+        them are new does it walk full pages from the newest until a star older than the marker."""
         marker = job.state_datetime("sinceLikedAt")
         etag = job.network.get("etag") if marker is not None else None
-        collected: list[Item] = []
-        state: dict[str, Any] = {}
-        for page in range(1, MAX_NORMAL_PAGES + 1):
-            items, response = self.fetch(job, page, etag=etag if page == 1 else None)
-            quota = self.quota(response)
-            if items is None:  # 304: nothing new since the stored ETag
+        items, response = self.fetch(job, 1, etag=etag, per_page=POLL_PAGE)
+        quota = self.quota(response)
+        if items is None:  # 304: nothing new since the stored ETag
+            return Result([], quota=quota)
+        state: dict[str, Any] = etag_state(response)
+        collected = [item for item in items if marker is None or liked_since(item, marker)]
+        if marker is not None and len(collected) == len(items) and "next" in response.links:
+            if quota and quota.exhausted():  # more new stars wait: keep marker and ETag, poll again later
                 return Result([], quota=quota)
-            if page == 1:
-                state.update(etag_state(response))
-            fresh = [item for item in items if marker is None or liked_since(item, marker)]
-            collected.extend(fresh)
-            if marker is None or len(fresh) < len(items) or "next" not in response.links:
-                break  # reached stars seen before, or the end
-            if quota and quota.exhausted():  # more new stars wait on later pages: keep marker and ETag, walk again
+            collected, quota, complete = self.walk_new(job, marker)
+            if not complete:
                 return Result(collected, quota=quota)
         if collected:
             state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
         return Result(collected, state, quota=quota)
+
+    def walk_new(self, job: Job, marker: datetime) -> tuple[list[Item], Any, bool]:
+        """Full pages from the newest until a star older than `marker`; False when stopped before reaching it
+        (quota spent, or MAX_NORMAL_PAGES), so that the marker is not moved past stars not yet collected."""
+        collected: list[Item] = []
+        quota = None
+        for page in range(1, MAX_NORMAL_PAGES + 1):
+            items, response = self.fetch(job, page)
+            quota = self.quota(response)
+            fresh = [item for item in items or [] if liked_since(item, marker)]
+            collected.extend(fresh)
+            if len(fresh) < len(items or []) or "next" not in response.links:
+                return collected, quota, True
+            if quota and quota.exhausted():
+                break
+        return collected, quota, False
 
     @staticmethod
     def map(entry: Any) -> Item:

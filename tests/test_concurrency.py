@@ -223,3 +223,24 @@ def test_github_and_gist_share_one_quota_per_token(db, settings, http_mock):
     report = run_once(db, "initial", settings, now=T0, concurrency=1)
     assert len(http_mock.calls) == 1 and report.requests_skipped == 1
     assert network(db, gist)["scheduledTo"] == reset
+
+
+def test_a_token_spent_in_one_collector_is_skipped_by_another_without_a_request(db, settings, http_mock):
+    from collector.engine import Collector
+    from collector.sdk import utcnow
+
+    now = utcnow()  # real time: the quotas collection's TTL index (mongomock applies it) expires past blocks
+    reset = now.replace(microsecond=0) + timedelta(minutes=30)
+    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
+                  headers=starred_headers(remaining=0, reset=reset))
+    add_network(db)
+    first = Collector(db, settings, instance_id="collector-a")
+    assert first.run_pass("initial", now=now).by_status == {"rateLimit": 1}
+    assert len(http_mock.calls) == 1
+    assert db.quotas.count_documents({}) == 1 and "ghp_" not in str(db.quotas.find_one())  # a hash, no token
+    # another collector (another process, or this one restarted: a fresh memory) gets a network of the same token
+    add_network(db, user="bo@example.com", service="gist")  # gists share GitHub's quota
+    second = Collector(db, settings, instance_id="collector-b")
+    report = second.run_pass("initial", now=now + timedelta(minutes=1))
+    assert report.requests_skipped == 1 and len(http_mock.calls) == 1
+    assert db.networks.find_one({"service": "gist"})["scheduledTo"] == reset

@@ -1,29 +1,39 @@
-"""`collector bench`: throughput, quota use and memory of the real collector against the fake GitHub API.
+"""`collector bench`: the real collector (continuous dispatch, as the daemon runs it) against the fake GitHub API
+in its own process, serving entries of GitHub's real shape and size (~5.6 KB, gzip when asked), on mongomock or
+on a real MongoDB (`--mongodb-uri`). Prints one line of JSON.
 
-Three workloads, each on a fresh in-memory database (mongomock) with the fake API in a separate process:
-  throughput  N networks x P pages at the given latency, run to normal mode with --concurrency 1 and with the
-              chosen concurrency: wall times, speedup, CPU per task.
-  quota       networks with more history than their quota allows, for K quota windows: how much of the quota
-              the collector used, and how many requests the fake rejected for quota.
-  soak        many normal-mode runs (ETag/304 polls): resident memory before and after.
-Prints one line of JSON.
+Workloads:
+  history   N networks x P pages walked to normal mode at each latency, with --concurrency and the comparison
+            concurrency; a sample of the same walk in series gives the series time per task.
+  polls     steady-state normal-mode polls (a share of them find a changed page, the rest are 304s).
+  cycle     one cycle of `cycle_networks` normal-mode networks at `cycle_latency`, the daemon's default settings
+            except the concurrency: how long until every network was polled once.
+  quota     networks with more history than their quota allows, for K windows: quota used, requests refused.
+  soak      many normal-mode polls: resident memory before and after.
+Database time (the scheduler thread's CPU inside the store) is measured apart from the engine's CPU.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
+import threading
 import time
-
-import mongomock
+from datetime import timedelta
+from typing import Any, Callable
 
 from ..engine import Collector
+from ..observers import Observer, Saved
+from ..run import RunResult
 from ..settings import Settings, load_settings
-from .fakeapi import FakeGitHub, FakeProcess, fetch_stats
+from .fakeapi import GENERATED_NEWEST, FakeGitHub, FakeProcess, fetch_stats, generated_star
 from .options import Options
 
 PER_PAGE = 100
+STORE_CALLS = ("claim", "users_by_email", "insert_items", "save_states", "save_state", "save_tokens", "renew",
+               "release", "save_quotas", "load_quotas")
 
 
 def rss_mb() -> float:
@@ -34,168 +44,259 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def bench_settings(url: str, concurrency: int) -> Settings:
-    return load_settings().with_(
-        github_api_url=url,
-        initial_interval=0,
-        initial_intervals={},
-        normal_interval=0,
-        concurrency=concurrency,
-        service_concurrency=concurrency,
-        pass_limit=100_000,
-        loop_idle_pause=0.02,
-        loop_busy_pause=0,
-        rate_limit_min_wait=0.2,
-    )
+class Databases:
+    """Fresh databases: mongomock, or scratch databases on a real MongoDB that are dropped afterwards."""
+
+    def __init__(self, uri: str):
+        self.uri, self.created, self.client = uri, [], None
+        if uri:
+            from pymongo import MongoClient
+
+            self.client = MongoClient(uri, tz_aware=True)
+
+    def new(self) -> Any:
+        if self.client is None:
+            import mongomock
+
+            return mongomock.MongoClient(tz_aware=True)["likeastore_bench"]
+        name = f"collector_bench_{os.getpid()}_{len(self.created)}"
+        self.created.append(name)
+        return self.client[name]
+
+    def close(self) -> None:
+        if self.client is not None:
+            for name in self.created:
+                self.client.drop_database(name)
+            self.client.close()
 
 
-def seed(db, fake: FakeGitHub, networks: int, stars: int, quota: int | None = None) -> None:
+def without_unique_index(db: Any) -> None:
+    """mongomock enforces a secondary unique index by scanning (quadratic inserts); on a fresh database the item
+    `_id` (a hash of user, type and itemId) keeps items unique on its own, so the bench drops that index there."""
+    if type(db).__module__.startswith("mongomock"):
+        for name, info in db.items.index_information().items():
+            if info.get("unique") and name != "_id_":
+                db.items.drop_index(name)
+
+
+class Meter(Observer):
+    """Counts runs (and runs that reached normal mode) and stops the loop at a target."""
+
+    def __init__(self, target: int, counts: Callable[[RunResult], bool] = lambda result: True):
+        self.target, self.counts, self.runs, self.done = target, counts, 0, threading.Event()
+        self.pages = 0
+
+    def on_run(self, result: RunResult, saved: Saved) -> None:
+        self.pages += bool(result.items)
+        if self.counts(result):
+            self.runs += 1
+            if self.runs >= self.target:
+                self.done.set()
+
+
+def time_store(collector: Collector) -> dict[str, float]:
+    """Wrap the store's calls to add up the scheduler thread's CPU spent in them."""
+    spent = {"db": 0.0}
+    for name in STORE_CALLS:
+        original = getattr(collector.store, name)
+
+        def timed(*args: Any, _original: Callable = original, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent["db"] += time.thread_time() - started
+
+        setattr(collector.store, name, timed)
+    return spent
+
+
+def bench_settings(url: str, concurrency: int, **changes: Any) -> Settings:
+    base = dict(github_api_url=url, initial_interval=0, initial_intervals={}, concurrency=concurrency,
+                service_concurrency=concurrency, pass_limit=100_000, loop_idle_pause=0.05, rate_limit_min_wait=0.2)
+    return load_settings().with_(**{**base, **changes})
+
+
+def serve_until(collector: Collector, mode: str, meter: Meter, limit_s: float = 3600) -> dict[str, float]:
+    """Run the continuous loop until the meter's target; wall time, process CPU and database CPU."""
+    spent = time_store(collector)
+    cpu, wall = time.process_time(), time.perf_counter()
+    deadline = time.monotonic() + limit_s
+    collector.serve(mode, should_stop=lambda: meter.done.is_set() or time.monotonic() > deadline,
+                    wait=meter.done.wait)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if not meter.done.is_set():
+        raise RuntimeError(f"{mode} workload did not finish within {limit_s:.0f}s")
+    return {"wall_s": wall, "cpu_s": cpu, "db_s": spent["db"]}
+
+
+def seed_history(db: Any, fake: FakeGitHub, networks: int, stars: int, quota: int | None = None) -> None:
     db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
-    db.networks.insert_many(
-        [
-            {"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}"}
-            for i in range(networks)
-        ]
-    )
+    db.networks.insert_many([{"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}"}
+                             for i in range(networks)])
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=stars, seed=i, quota=quota)
 
 
-def without_unique_index(db) -> None:
-    """mongomock enforces a secondary unique index by scanning (quadratic inserts); on a fresh database the item
-    `_id` (a hash of user, type and itemId) keeps items unique on its own, so the bench drops that index."""
-    for name, info in db.items.index_information().items():
-        if info.get("unique") and name != "_id_":
-            db.items.drop_index(name)
+def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
+    """Networks already in normal mode, due now, whose stored ETag matches the fake's newest 10 stars."""
+    db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
+    newest = GENERATED_NEWEST.replace(microsecond=0)
+    db.networks.insert_many([
+        {"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}", "mode": "normal",
+         "sinceLikedAt": newest, "etag": 'W/"0-1-10"', "scheduledTo": now - timedelta(seconds=1)}
+        for i in range(networks)])
+    for i in range(networks):
+        fake.add_user(f"bench-token-{i}", generated=30, seed=i)
+    assert generated_star(0, 0)["starred_at"].startswith(str(newest.year))
 
 
-def new_db():
-    return mongomock.MongoClient(tz_aware=True)["likeastore_bench"]
-
-
-def until_normal(collector: Collector, db, networks: int) -> tuple[int, float]:
-    """Initial passes until every network is in normal mode; returns the network runs and the seconds spent
-    saving to the database."""
-    runs, db_seconds = 0, 0.0
-    deadline = time.monotonic() + 3600
-    while db.networks.count_documents({"mode": "normal"}) < networks:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the workload did not reach normal mode within an hour")
-        report = collector.run_pass("initial")
-        runs += report.tasks
-        db_seconds += report.db_seconds
-        if report.tasks == 0:
-            time.sleep(0.02)
-    return runs, db_seconds
-
-
-def throughput(opts: Options, concurrency: int) -> dict:
-    fake = FakeGitHub(latency=opts.latency)
-    db = new_db()
-    seed(db, fake, opts.networks, opts.pages * PER_PAGE)
+def history(opts: Options, dbs: Databases, latency: float, concurrency: int, networks: int) -> dict:
+    fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma)
+    db = dbs.new()
+    seed_history(db, fake, networks, opts.pages * PER_PAGE)
     with FakeProcess(fake) as url:
-        collector = Collector(db, bench_settings(url, concurrency))
+        meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
+        collector = Collector(db, bench_settings(url, concurrency), observers=[meter])
         without_unique_index(db)
-        cpu, wall = time.process_time(), time.perf_counter()
-        runs, db_seconds = until_normal(collector, db, opts.networks)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        measured = serve_until(collector, "initial", meter)
         collector.close()
         stats = fetch_stats(url)
     items = db.items.count_documents({})
-    expected = opts.networks * opts.pages * PER_PAGE
-    if items != expected:
-        raise RuntimeError(f"throughput run stored {items} items, expected {expected}")
-    return {
-        "wall_s": wall,
-        "cpu_ms_per_task": cpu / runs * 1000,
-        "db_ms_per_task": db_seconds / runs * 1000,
-        "tasks": runs,
-        "requests": stats["requests"],
-        "over_quota": stats["over_quota"],
-    }
+    if items != networks * opts.pages * PER_PAGE:
+        raise RuntimeError(f"history stored {items} items, expected {networks * opts.pages * PER_PAGE}")
+    tasks = stats["requests"]
+    return {**measured, "tasks": tasks, "pages": meter.pages, "over_quota": stats["over_quota"],
+            "server_ms": stats["busy_s"] / max(tasks, 1) * 1000}
 
 
-def quota_bound(opts: Options) -> dict:
-    fake = FakeGitHub(latency=opts.latency, quota=opts.quota, window=opts.quota_window)
-    db = new_db()
-    seed(db, fake, opts.quota_networks, opts.quota_pages * PER_PAGE)
+def polls(opts: Options, dbs: Databases, change_share: float, count: int, latency: float, concurrency: int,
+          networks: int, interval: float = 0.0) -> dict:
+    from ..sdk import utcnow
+
+    fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma, change_share=change_share, seed=7)
+    db = dbs.new()
+    seed_normal(db, fake, networks, utcnow())
     with FakeProcess(fake) as url:
-        collector = Collector(db, bench_settings(url, opts.concurrency))
+        meter = Meter(count)
+        settings = bench_settings(url, concurrency, normal_interval=interval)
+        if interval:  # the daemon's defaults except the concurrency
+            defaults = load_settings()
+            settings = settings.with_(loop_idle_pause=defaults.loop_idle_pause, pass_limit=defaults.pass_limit)
+        collector = Collector(db, settings, observers=[meter])
+        without_unique_index(db)
+        measured = serve_until(collector, "normal", meter)
+        collector.close()
+        stats = fetch_stats(url)
+    return {**measured, "polls": meter.runs, "not_modified": stats["not_modified"], "over_quota": stats["over_quota"]}
+
+
+def quota_bound(opts: Options, dbs: Databases) -> dict:
+    fake = FakeGitHub(latency=0.05, quota=opts.quota, window=opts.quota_window)
+    db = dbs.new()
+    seed_history(db, fake, opts.quota_networks, opts.quota_pages * PER_PAGE)
+    with FakeProcess(fake) as url:
+        collector = Collector(db, bench_settings(url, opts.concurrency), observers=[])
         without_unique_index(db)
         window = opts.quota_window
         first = (int(time.time()) // window + 1) * window  # start on a window boundary
         time.sleep(max(first - time.time(), 0) + 0.005)
         deadline = first + window * opts.quota_windows
-        while time.time() < deadline:
-            if collector.run_pass("initial").tasks == 0:
-                time.sleep(0.02)
+        collector.serve("initial", should_stop=lambda: time.time() >= deadline, wait=time.sleep)
         collector.close()
         stats = fetch_stats(url)
     used = sum(stats["accepted_by_window"].get(str(first + k * window), 0) for k in range(opts.quota_windows))
     allowed = opts.quota_networks * opts.quota * opts.quota_windows
-    done = db.networks.count_documents({"mode": "normal"})
-    if done:
+    if db.networks.count_documents({"mode": "normal"}):
         raise RuntimeError("quota run finished its work: raise --quota-pages so that work exceeds quota")
     return {"used": used, "allowed": allowed, "over_quota": stats["over_quota"]}
 
 
-def soak(opts: Options) -> dict:
+def soak(opts: Options, dbs: Databases) -> dict:
+    from ..sdk import utcnow
+
     fake = FakeGitHub()
-    db = new_db()
-    seed(db, fake, opts.soak_networks, PER_PAGE // 2)
+    db = dbs.new()
+    seed_normal(db, fake, opts.soak_networks, utcnow())
     with FakeProcess(fake) as url:
-        collector = Collector(db, bench_settings(url, opts.concurrency))
+        warm = Meter(opts.soak_runs // 10)
+        meter = Meter(opts.soak_runs)
+        collector = Collector(db, bench_settings(url, opts.concurrency, normal_interval=0), observers=[warm, meter])
         without_unique_index(db)
-        until_normal(collector, db, opts.soak_networks)
-        runs, start_mb = 0, None
-        while runs < opts.soak_runs:
-            runs += collector.run_pass("normal").tasks
-            if start_mb is None and runs >= opts.soak_runs // 10:  # after warm-up
+        start_mb: list[float] = []
+
+        def stop() -> bool:
+            if warm.done.is_set() and not start_mb:
                 gc.collect()
-                start_mb = rss_mb()
+                start_mb.append(rss_mb())
+            return meter.done.is_set()
+
+        collector.serve("normal", should_stop=stop, wait=meter.done.wait)
         gc.collect()
         end_mb = rss_mb()
         collector.close()
         stats = fetch_stats(url)
-    return {
-        "runs": runs,
-        "rss_mb_start": start_mb,
-        "rss_mb_end": end_mb,
-        "not_modified": stats["not_modified"],
-        "over_quota": stats["over_quota"],
-    }
+    return {"runs": meter.runs, "rss_mb_start": start_mb[0], "rss_mb_end": end_mb, "over_quota": stats["over_quota"]}
 
 
-def run(opts: Options, out=sys.stdout) -> int:
-    series = throughput(opts, 1)
-    concurrent = throughput(opts, opts.concurrency)
-    quota = quota_bound(opts)
-    memory = soak(opts)
-    result = {
-        "networks": opts.networks,
-        "pages": opts.pages,
-        "latency_ms": round(opts.latency * 1000, 1),
-        "concurrency": opts.concurrency,
-        "requests": concurrent["requests"],
-        "wall_s_series": round(series["wall_s"], 2),
-        "wall_s_concurrent": round(concurrent["wall_s"], 2),
-        "speedup": round(series["wall_s"] / concurrent["wall_s"], 2),
-        "tasks_per_s": round(concurrent["tasks"] / concurrent["wall_s"], 1),
-        "cpu_ms_per_task_series": round(series["cpu_ms_per_task"], 2),
-        "cpu_ms_per_task_concurrent": round(concurrent["cpu_ms_per_task"], 2),
-        "db_ms_per_task": round(series["db_ms_per_task"], 2),
-        "speedup_bound": round((opts.latency * 1000 + series["cpu_ms_per_task"]) / series["cpu_ms_per_task"], 2),
-        "requests_over_quota": series["over_quota"]
-        + concurrent["over_quota"]
-        + quota["over_quota"]
-        + memory["over_quota"],
-        "quota_utilization": round(quota["used"] / quota["allowed"], 3),
-        "quota_requests_used": quota["used"],
-        "quota_requests_allowed": quota["allowed"],
-        "soak_runs": memory["runs"],
-        "soak_not_modified": memory["not_modified"],
-        "rss_mb_start": round(memory["rss_mb_start"], 1),
-        "rss_mb_end": round(memory["rss_mb_end"], 1),
-    }
+def run(opts: Options, out: Any = sys.stdout) -> int:
+    dbs = Databases(opts.mongodb_uri)
+    try:
+        result = measure(opts, dbs)
+    finally:
+        dbs.close()
     print(json.dumps(result), file=out)
     return 0
+
+
+def measure(opts: Options, dbs: Databases) -> dict:
+    latencies = [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
+    points, over_quota = [], 0
+    for latency in latencies:
+        series = history(opts, dbs, latency, 1, opts.series_networks)
+        per_task = series["wall_s"] / series["tasks"]
+        for concurrency in dict.fromkeys([opts.compare_concurrency, opts.concurrency]):
+            run_ = history(opts, dbs, latency, concurrency, opts.networks)
+            over_quota += run_["over_quota"] + series["over_quota"]
+            cpu_per_task = run_["cpu_s"] / run_["tasks"]
+            bound = min(concurrency * per_task / (latency + run_["server_ms"] / 1000), per_task / cpu_per_task)
+            speedup = per_task * run_["tasks"] / run_["wall_s"]
+            points.append({
+                "latency_ms": round(latency * 1000), "concurrency": concurrency, "tasks": run_["tasks"],
+                "wall_s_series": round(per_task * run_["tasks"], 2), "wall_s_concurrent": round(run_["wall_s"], 2),
+                "speedup": round(speedup, 2), "speedup_bound": round(bound, 2),
+                "efficiency": round(speedup / bound, 3),
+                "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
+                "db_ms_per_task": round(run_["db_s"] / run_["tasks"] * 1000, 2),
+                "engine_cpu_ms_per_page": round((run_["cpu_s"] - run_["db_s"]) / max(run_["pages"], 1) * 1000, 2),
+            })
+    head = points[-1]
+    quiet = polls(opts, dbs, 0.0, opts.polls // 2, 0.0, opts.concurrency, opts.poll_networks)
+    steady = polls(opts, dbs, opts.change_share, opts.polls, opts.poll_latency, opts.concurrency,
+                   opts.poll_networks)
+    cycle = polls(opts, dbs, 0.0, opts.cycle_networks, opts.cycle_latency, opts.concurrency, opts.cycle_networks,
+                  interval=load_settings().normal_interval)
+    quota = quota_bound(opts, dbs)
+    memory = soak(opts, dbs)
+    over_quota += quiet["over_quota"] + steady["over_quota"] + cycle["over_quota"] + quota["over_quota"]
+    over_quota += memory["over_quota"]
+    steady_cpu_ms = steady["cpu_s"] / steady["polls"] * 1000
+    return {
+        "networks": opts.networks, "pages": opts.pages, "database": "mongodb" if opts.mongodb_uri else "mongomock",
+        "latency_ms": head["latency_ms"], "latency_sigma": opts.latency_sigma, "concurrency": head["concurrency"],
+        **{k: head[k] for k in ("wall_s_series", "wall_s_concurrent", "speedup", "speedup_bound", "efficiency",
+                                "cpu_ms_per_task", "db_ms_per_task", "engine_cpu_ms_per_page")},
+        "engine_cpu_ms_per_poll": round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3),
+        "polls_per_s": round(steady["polls"] / steady["wall_s"], 1),
+        "polls_per_s_bound": round(min(opts.concurrency / opts.poll_latency, 1000 / steady_cpu_ms), 1),
+        "poll_cpu_ms_per_task": round(steady_cpu_ms, 3),
+        "poll_db_ms_per_task": round(steady["db_s"] / steady["polls"] * 1000, 3),
+        "polls_changed_share": opts.change_share,
+        "cycle_s_3000": round(cycle["wall_s"], 2), "cycle_networks": opts.cycle_networks,
+        "requests_over_quota": over_quota,
+        "quota_utilization": round(quota["used"] / quota["allowed"], 3),
+        "quota_requests_used": quota["used"], "quota_requests_allowed": quota["allowed"],
+        "soak_runs": memory["runs"],
+        "rss_mb_start": round(memory["rss_mb_start"], 1), "rss_mb_end": round(memory["rss_mb_end"], 1),
+        "points": points,
+    }

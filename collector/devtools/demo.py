@@ -50,7 +50,6 @@ def demo_settings(api_url: str) -> Settings:
         normal_interval=0,
         rate_limit_interval=1,
         rate_limit_min_wait=0.2,
-        loop_busy_pause=0,
     )
 
 

@@ -11,6 +11,7 @@ fake does not compete with the collector for the interpreter.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import multiprocessing
@@ -84,6 +85,9 @@ class FakeGitHub:
     quota: int = 5000
     window: int = 3600
     latency: float = 0.0
+    latency_sigma: float = 0.0  # > 0: latency drawn lognormal around `latency`, and 1% of requests 10x slower
+    change_share: float = 0.0  # share of conditional polls that find a new star (a changed page, not a 304)
+    seed: int = 0
     over_status: int = 403
     accounts: dict[str, Account] = field(default_factory=dict)
     requests: int = 0
@@ -91,7 +95,9 @@ class FakeGitHub:
     over_quota: int = 0
     not_modified: int = 0
     accepted_by_window: dict[int, int] = field(default_factory=dict)
+    busy_s: float = 0.0  # time spent answering, latency excluded (the server time of the bench's bound)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    rng: random.Random = field(default_factory=random.Random)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -101,6 +107,15 @@ class FakeGitHub:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.lock = threading.Lock()
+        self.rng = random.Random(self.seed)
+
+    def delay(self) -> float:
+        """This request's latency: fixed, or lognormal with a 1% tail ten times slower."""
+        if not self.latency_sigma:
+            return self.latency
+        with self.lock:
+            value = self.latency * self.rng.lognormvariate(0.0, self.latency_sigma)
+            return value * 10 if self.rng.random() < 0.01 else value
 
     def add_user(
         self, token: str, stars: list[dict] | None = None, quota: int | None = None, generated: int = 0, seed: int = 0
@@ -128,6 +143,7 @@ class FakeGitHub:
                 "not_modified": self.not_modified,
                 "stars": sum(len(a) for a in self.accounts.values()),
                 "accepted_by_window": {str(k): v for k, v in self.accepted_by_window.items()},
+                "busy_s": self.busy_s,
             }
 
     def handle(
@@ -150,6 +166,10 @@ class FakeGitHub:
             limit = account.quota or self.quota
             per_page = min(max(_int(query, "per_page", 30), 1), 100)
             page = max(_int(query, "page", 1), 1)
+            if if_none_match and page == 1 and self.change_share and self.rng.random() < self.change_share:
+                account.stars.insert(0, make_star(1_000_003 + self.requests, GENERATED_NEWEST + timedelta(
+                    seconds=self.requests)))  # the user starred something since the last poll
+                account.version += 1
             etag = f'W/"{account.version}-{page}-{per_page}"'
             if if_none_match == etag:  # conditional requests answered 304 do not count against the quota
                 self.not_modified += 1
@@ -207,22 +227,31 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {}, fake.stats())
         if parts.path != "/user/starred":
             return self._send(404, {}, {"message": "Not Found"})
-        if fake.latency:
-            time.sleep(fake.latency)
+        delay = fake.delay()
+        if delay:
+            time.sleep(delay)
+        started = time.perf_counter()
         auth = self.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
         status, headers, body = fake.handle(
             token, parse_qs(parts.query), self.server.base_url, time.time(), self.headers.get("If-None-Match")
         )
-        self._send(status, headers, body)
+        self._send(status, headers, body, gzip_ok="gzip" in self.headers.get("Accept-Encoding", ""))
+        with fake.lock:
+            fake.busy_s += time.perf_counter() - started
 
-    def _send(self, status: int, headers: dict[str, str], body: object) -> None:
+    def _send(self, status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> None:
         payload = b"" if body is None else json.dumps(body).encode()
+        encoding = []
+        if gzip_ok and len(payload) > 1024:  # as GitHub does when asked
+            payload = gzip.compress(payload, compresslevel=1)
+            encoding = ["Content-Encoding: gzip"]
         lines = [
             f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
             f"Date: {formatdate(usegmt=True)}",
             "Content-Type: application/json; charset=utf-8",
             f"Content-Length: {len(payload)}",
+            *encoding,
         ]
         lines += [f"{k}: {v}" for k, v in headers.items() if v]
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)

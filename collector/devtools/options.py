@@ -8,10 +8,19 @@ from dataclasses import dataclass
 
 @dataclass
 class Options:
-    networks: int = 100
+    networks: int = 128  # history walk: networks of `pages` full pages each
     pages: int = 3
-    latency: float = 0.05
-    concurrency: int = 16
+    series_networks: int = 4  # the same walk in series (--concurrency 1), on this many networks
+    latencies: str = "200,600"  # ms, comma-separated; the last one is the headline point
+    concurrency: int = 64
+    compare_concurrency: int = 16
+    latency_sigma: float = 0.0  # > 0: lognormal latency with a 1% tail ten times slower
+    poll_networks: int = 512  # steady-state polls (normal mode)
+    polls: int = 3072
+    poll_latency: float = 0.2
+    change_share: float = 0.05  # share of polls that find a changed page (the rest: 304)
+    cycle_networks: int = 3000  # one cycle of normal-mode networks at cycle_latency, daemon defaults
+    cycle_latency: float = 0.6
     quota_networks: int = 5
     quota: int = 20
     quota_window: int = 4
@@ -19,3 +28,4 @@ class Options:
     quota_pages: int = 100
     soak_runs: int = 5000
     soak_networks: int = 200
+    mongodb_uri: str = ""  # a real MongoDB (a scratch database is created and dropped); empty: mongomock
