@@ -247,7 +247,9 @@ class Collector:
         try:
             shared = self.store.load_quotas(keys, now)
         except Exception as exc:
-            log.warning("reading shared quota facts failed (%s); going on with this collector's own", type(exc).__name__)
+            log.warning(
+                "reading shared quota facts failed (%s); going on with this collector's own", type(exc).__name__
+            )
             return
         self.quotas.adopt({k: Facts(remaining, limit, until) for k, (remaining, limit, until) in shared.items()})
 

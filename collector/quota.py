@@ -63,8 +63,10 @@ class QuotaMemory:
         """Facts other collectors learnt (read from the database); a later block wins."""
         for key, fact in facts.items():
             mine = self._facts.get(key)
-            if mine is None or (mine.blocked_until or fact.blocked_until) and (
-                mine.blocked_until is None or (fact.blocked_until and fact.blocked_until > mine.blocked_until)
+            if (
+                mine is None
+                or (mine.blocked_until or fact.blocked_until)
+                and (mine.blocked_until is None or (fact.blocked_until and fact.blocked_until > mine.blocked_until))
             ):
                 self._facts[key] = fact
 

@@ -118,8 +118,14 @@ class Store:
                 continue
             self.quotas.update_one(
                 {"_id": key},
-                {"$set": {"blockedUntil": fact.blocked_until, "remaining": fact.remaining, "limit": fact.limit,
-                          "expiresAt": fact.blocked_until}},
+                {
+                    "$set": {
+                        "blockedUntil": fact.blocked_until,
+                        "remaining": fact.remaining,
+                        "limit": fact.limit,
+                        "expiresAt": fact.blocked_until,
+                    }
+                },
                 upsert=True,
             )
 

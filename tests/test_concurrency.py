@@ -231,8 +231,12 @@ def test_a_token_spent_in_one_collector_is_skipped_by_another_without_a_request(
 
     now = utcnow()  # real time: the quotas collection's TTL index (mongomock applies it) expires past blocks
     reset = now.replace(microsecond=0) + timedelta(minutes=30)
-    http_mock.get(STARRED, status=403, json={"message": "API rate limit exceeded"},
-                  headers=starred_headers(remaining=0, reset=reset))
+    http_mock.get(
+        STARRED,
+        status=403,
+        json={"message": "API rate limit exceeded"},
+        headers=starred_headers(remaining=0, reset=reset),
+    )
     add_network(db)
     first = Collector(db, settings, instance_id="collector-a")
     assert first.run_pass("initial", now=now).by_status == {"rateLimit": 1}

@@ -21,8 +21,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from ..engine import Collector
 from ..observers import Observer, Saved
@@ -32,8 +33,18 @@ from .fakeapi import GENERATED_NEWEST, FakeGitHub, FakeProcess, fetch_stats, gen
 from .options import Options
 
 PER_PAGE = 100
-STORE_CALLS = ("claim", "users_by_email", "insert_items", "save_states", "save_state", "save_tokens", "renew",
-               "release", "save_quotas", "load_quotas")
+STORE_CALLS = (
+    "claim",
+    "users_by_email",
+    "insert_items",
+    "save_states",
+    "save_state",
+    "save_tokens",
+    "renew",
+    "release",
+    "save_quotas",
+    "load_quotas",
+)
 
 
 def rss_mb() -> float:
@@ -112,8 +123,16 @@ def time_store(collector: Collector) -> dict[str, float]:
 
 
 def bench_settings(url: str, concurrency: int, **changes: Any) -> Settings:
-    base = dict(github_api_url=url, initial_interval=0, initial_intervals={}, concurrency=concurrency,
-                service_concurrency=concurrency, pass_limit=100_000, loop_idle_pause=0.05, rate_limit_min_wait=0.2)
+    base = dict(
+        github_api_url=url,
+        initial_interval=0,
+        initial_intervals={},
+        concurrency=concurrency,
+        service_concurrency=concurrency,
+        pass_limit=100_000,
+        loop_idle_pause=0.05,
+        rate_limit_min_wait=0.2,
+    )
     return load_settings().with_(**{**base, **changes})
 
 
@@ -122,8 +141,7 @@ def serve_until(collector: Collector, mode: str, meter: Meter, limit_s: float = 
     spent = time_store(collector)
     cpu, wall = time.process_time(), time.perf_counter()
     deadline = time.monotonic() + limit_s
-    collector.serve(mode, should_stop=lambda: meter.done.is_set() or time.monotonic() > deadline,
-                    wait=meter.done.wait)
+    collector.serve(mode, should_stop=lambda: meter.done.is_set() or time.monotonic() > deadline, wait=meter.done.wait)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if not meter.done.is_set():
         raise RuntimeError(f"{mode} workload did not finish within {limit_s:.0f}s")
@@ -132,8 +150,12 @@ def serve_until(collector: Collector, mode: str, meter: Meter, limit_s: float = 
 
 def seed_history(db: Any, fake: FakeGitHub, networks: int, stars: int, quota: int | None = None) -> None:
     db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
-    db.networks.insert_many([{"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}"}
-                             for i in range(networks)])
+    db.networks.insert_many(
+        [
+            {"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}"}
+            for i in range(networks)
+        ]
+    )
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=stars, seed=i, quota=quota)
 
@@ -142,10 +164,20 @@ def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
     """Networks already in normal mode, due now, whose stored ETag matches the fake's newest 10 stars."""
     db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
     newest = GENERATED_NEWEST.replace(microsecond=0)
-    db.networks.insert_many([
-        {"user": f"user{i}@bench.test", "service": "github", "accessToken": f"bench-token-{i}", "mode": "normal",
-         "sinceLikedAt": newest, "etag": 'W/"0-1-10"', "scheduledTo": now - timedelta(seconds=1)}
-        for i in range(networks)])
+    db.networks.insert_many(
+        [
+            {
+                "user": f"user{i}@bench.test",
+                "service": "github",
+                "accessToken": f"bench-token-{i}",
+                "mode": "normal",
+                "sinceLikedAt": newest,
+                "etag": 'W/"0-1-10"',
+                "scheduledTo": now - timedelta(seconds=1),
+            }
+            for i in range(networks)
+        ]
+    )
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=30, seed=i)
     assert generated_star(0, 0)["starred_at"].startswith(str(newest.year))
@@ -166,12 +198,25 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
     if items != networks * opts.pages * PER_PAGE:
         raise RuntimeError(f"history stored {items} items, expected {networks * opts.pages * PER_PAGE}")
     tasks = stats["requests"]
-    return {**measured, "tasks": tasks, "pages": meter.pages, "over_quota": stats["over_quota"],
-            "server_ms": stats["busy_s"] / max(tasks, 1) * 1000}
+    return {
+        **measured,
+        "tasks": tasks,
+        "pages": meter.pages,
+        "over_quota": stats["over_quota"],
+        "server_ms": stats["busy_s"] / max(tasks, 1) * 1000,
+    }
 
 
-def polls(opts: Options, dbs: Databases, change_share: float, count: int, latency: float, concurrency: int,
-          networks: int, interval: float = 0.0) -> dict:
+def polls(
+    opts: Options,
+    dbs: Databases,
+    change_share: float,
+    count: int,
+    latency: float,
+    concurrency: int,
+    networks: int,
+    interval: float = 0.0,
+) -> dict:
     from ..sdk import utcnow
 
     fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma, change_share=change_share, seed=7)
@@ -261,42 +306,73 @@ def measure(opts: Options, dbs: Databases) -> dict:
             cpu_per_task = run_["cpu_s"] / run_["tasks"]
             bound = min(concurrency * per_task / (latency + run_["server_ms"] / 1000), per_task / cpu_per_task)
             speedup = per_task * run_["tasks"] / run_["wall_s"]
-            points.append({
-                "latency_ms": round(latency * 1000), "concurrency": concurrency, "tasks": run_["tasks"],
-                "wall_s_series": round(per_task * run_["tasks"], 2), "wall_s_concurrent": round(run_["wall_s"], 2),
-                "speedup": round(speedup, 2), "speedup_bound": round(bound, 2),
-                "efficiency": round(speedup / bound, 3),
-                "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
-                "db_ms_per_task": round(run_["db_s"] / run_["tasks"] * 1000, 2),
-                "engine_cpu_ms_per_page": round((run_["cpu_s"] - run_["db_s"]) / max(run_["pages"], 1) * 1000, 2),
-            })
+            points.append(
+                {
+                    "latency_ms": round(latency * 1000),
+                    "concurrency": concurrency,
+                    "tasks": run_["tasks"],
+                    "wall_s_series": round(per_task * run_["tasks"], 2),
+                    "wall_s_concurrent": round(run_["wall_s"], 2),
+                    "speedup": round(speedup, 2),
+                    "speedup_bound": round(bound, 2),
+                    "efficiency": round(speedup / bound, 3),
+                    "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
+                    "db_ms_per_task": round(run_["db_s"] / run_["tasks"] * 1000, 2),
+                    "engine_cpu_ms_per_page": round((run_["cpu_s"] - run_["db_s"]) / max(run_["pages"], 1) * 1000, 2),
+                }
+            )
     head = points[-1]
     quiet = polls(opts, dbs, 0.0, opts.polls // 2, 0.0, opts.concurrency, opts.poll_networks)
-    steady = polls(opts, dbs, opts.change_share, opts.polls, opts.poll_latency, opts.concurrency,
-                   opts.poll_networks)
-    cycle = polls(opts, dbs, 0.0, opts.cycle_networks, opts.cycle_latency, opts.concurrency, opts.cycle_networks,
-                  interval=load_settings().normal_interval)
+    steady = polls(opts, dbs, opts.change_share, opts.polls, opts.poll_latency, opts.concurrency, opts.poll_networks)
+    cycle = polls(
+        opts,
+        dbs,
+        0.0,
+        opts.cycle_networks,
+        opts.cycle_latency,
+        opts.concurrency,
+        opts.cycle_networks,
+        interval=load_settings().normal_interval,
+    )
     quota = quota_bound(opts, dbs)
     memory = soak(opts, dbs)
     over_quota += quiet["over_quota"] + steady["over_quota"] + cycle["over_quota"] + quota["over_quota"]
     over_quota += memory["over_quota"]
     steady_cpu_ms = steady["cpu_s"] / steady["polls"] * 1000
     return {
-        "networks": opts.networks, "pages": opts.pages, "database": "mongodb" if opts.mongodb_uri else "mongomock",
-        "latency_ms": head["latency_ms"], "latency_sigma": opts.latency_sigma, "concurrency": head["concurrency"],
-        **{k: head[k] for k in ("wall_s_series", "wall_s_concurrent", "speedup", "speedup_bound", "efficiency",
-                                "cpu_ms_per_task", "db_ms_per_task", "engine_cpu_ms_per_page")},
+        "networks": opts.networks,
+        "pages": opts.pages,
+        "database": "mongodb" if opts.mongodb_uri else "mongomock",
+        "latency_ms": head["latency_ms"],
+        "latency_sigma": opts.latency_sigma,
+        "concurrency": head["concurrency"],
+        **{
+            k: head[k]
+            for k in (
+                "wall_s_series",
+                "wall_s_concurrent",
+                "speedup",
+                "speedup_bound",
+                "efficiency",
+                "cpu_ms_per_task",
+                "db_ms_per_task",
+                "engine_cpu_ms_per_page",
+            )
+        },
         "engine_cpu_ms_per_poll": round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3),
         "polls_per_s": round(steady["polls"] / steady["wall_s"], 1),
         "polls_per_s_bound": round(min(opts.concurrency / opts.poll_latency, 1000 / steady_cpu_ms), 1),
         "poll_cpu_ms_per_task": round(steady_cpu_ms, 3),
         "poll_db_ms_per_task": round(steady["db_s"] / steady["polls"] * 1000, 3),
         "polls_changed_share": opts.change_share,
-        "cycle_s_3000": round(cycle["wall_s"], 2), "cycle_networks": opts.cycle_networks,
+        "cycle_s_3000": round(cycle["wall_s"], 2),
+        "cycle_networks": opts.cycle_networks,
         "requests_over_quota": over_quota,
         "quota_utilization": round(quota["used"] / quota["allowed"], 3),
-        "quota_requests_used": quota["used"], "quota_requests_allowed": quota["allowed"],
+        "quota_requests_used": quota["used"],
+        "quota_requests_allowed": quota["allowed"],
         "soak_runs": memory["runs"],
-        "rss_mb_start": round(memory["rss_mb_start"], 1), "rss_mb_end": round(memory["rss_mb_end"], 1),
+        "rss_mb_start": round(memory["rss_mb_start"], 1),
+        "rss_mb_end": round(memory["rss_mb_end"], 1),
         "points": points,
     }

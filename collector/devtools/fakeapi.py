@@ -167,8 +167,9 @@ class FakeGitHub:
             per_page = min(max(_int(query, "per_page", 30), 1), 100)
             page = max(_int(query, "page", 1), 1)
             if if_none_match and page == 1 and self.change_share and self.rng.random() < self.change_share:
-                account.stars.insert(0, make_star(1_000_003 + self.requests, GENERATED_NEWEST + timedelta(
-                    seconds=self.requests)))  # the user starred something since the last poll
+                account.stars.insert(
+                    0, make_star(1_000_003 + self.requests, GENERATED_NEWEST + timedelta(seconds=self.requests))
+                )  # the user starred something since the last poll
                 account.version += 1
             etag = f'W/"{account.version}-{page}-{per_page}"'
             if if_none_match == etag:  # conditional requests answered 304 do not count against the quota

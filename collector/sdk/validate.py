@@ -135,7 +135,26 @@ def check_state(state: Mapping[str, Any]) -> None:
         raise BadResponse(f"state cannot be stored: {problem}")
 
 
-FLAT = (type(None), bool, datetime)
+ITEM_FIELDS = frozenset(
+    {
+        "itemId",
+        "type",
+        "source",
+        "title",
+        "description",
+        "authorName",
+        "authorUrl",
+        "avatarUrl",
+        "thumbnailUrl",
+        "thumbnail",
+        "created",
+        "likedAt",
+        "name",
+        "repo",
+        "gist",
+        "tags",
+    }
+)
 
 
 def storable(doc: dict, max_bytes: int) -> str | None:
@@ -157,27 +176,35 @@ def storable(doc: dict, max_bytes: int) -> str | None:
 
 
 def _plainly_storable(doc: dict, max_bytes: int) -> bool:
-    """The fast path for the usual item: plain field names, values that are None, booleans, dates, small
-    integers, short ASCII strings or lists of them, well under the size limit. Anything else is encoded."""
-    budget = max_bytes // 2
+    """The fast path for the usual item (about 4 µs, against 10 for encoding it): the fields an item has, with
+    values that are None, booleans, dates, 8-byte integers, strings without lone surrogates, or lists of such
+    strings, well under the size limit. Anything else is encoded to find out."""
+    size = 0
     for key, value in doc.items():
-        if not (isinstance(key, str) and key.isidentifier()):
+        if key not in ITEM_FIELDS:
             return False
-        if isinstance(value, str):
-            if not value.isascii():
+        kind = type(value)
+        if kind is str:
+            size += len(value)
+            if not value.isascii() and not _utf8(value):
                 return False
-            budget -= len(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
+        elif kind is int:
             if not -(2**63) <= value < 2**63:
                 return False
-        elif isinstance(value, list):
-            if not all(isinstance(v, str) and v.isascii() for v in value):
+        elif kind is list:
+            if not all(type(v) is str and (v.isascii() or _utf8(v)) for v in value):
                 return False
-            budget -= sum(len(v) for v in value)
-        elif not isinstance(value, FLAT):
+            size += sum(len(v) for v in value)
+        elif value is not None and kind is not bool and kind is not datetime:
             return False
-        if budget < 0:
-            return False
+    return size < max_bytes // 4
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: BSON cannot hold it
+        return False
     return True
 
 
