@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
 
 from pymongo import MongoClient
@@ -17,6 +18,14 @@ from .settings import Settings, SettingsError, load_settings
 EXIT_CONFIG = 2
 
 
+def mode_arg(text: str) -> tuple[str, str]:
+    """`initial`, `normal`, or one of them with a `-N` suffix (several collectors of one mode on one host)."""
+    mode, _, suffix = text.partition("-")
+    if mode not in ("initial", "normal") or (_ and not suffix.isalnum()):
+        raise argparse.ArgumentTypeError(f"invalid mode {text!r}: give initial or normal, optionally with -N")
+    return mode, suffix
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="collector",
@@ -26,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
-        "--mode", choices=("initial", "normal"), help="serve this mode: 'initial' also serves rateLimit networks"
+        "--mode",
+        type=mode_arg,
+        metavar="{initial,normal}[-N]",
+        help="serve this mode ('initial' also serves rateLimit networks); a suffix names one of several "
+        "collectors of the mode on this host (normal-2: instance id HOST-normal-2), as systemd's collector@normal-2",
     )
     parser.add_argument("--once", action="store_true", help="run one pass, then exit")
     parser.add_argument(
@@ -130,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be 1 or more")
     setup_logging(settings.log_level)
-    return serve(settings, args.mode, args.once, args.concurrency, args.instance_id)
+    mode, suffix = args.mode
+    instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
+    return serve(settings, mode, args.once, args.concurrency, instance_id)
 
 
 def list_connectors() -> int:

@@ -470,7 +470,9 @@ class Pass:
         if free < self.low_water():
             return
         try:
-            networks, users = self.c.claim_batch(self.mode, free + self.c.concurrency // 4, self.clock())
+            # the free slots plus one concurrency's worth more: claims (three round trips) stay few and workers
+            # find work waiting when they finish; pending networks keep their leases, renewed with the others
+            networks, users = self.c.claim_batch(self.mode, free + self.c.concurrency, self.clock())
         except Exception as exc:  # the database is away: try again soon, the held runs go on
             self.claim_failures += 1
             self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)

@@ -61,10 +61,8 @@ class GitHubConnector(GitHubAPI):
         page = job.state_int("page", 1, minimum=1)
         items, response = self.fetch(job, page)
         state: dict[str, Any] = {"page": page + 1}
-        if page == 1:
-            state.update(etag_state(response))
-            if items:
-                state["sinceLikedAt"] = newest(items)
+        if page == 1 and items:  # (no ETag kept: polls ask for another URL, the newest POLL_PAGE stars)
+            state["sinceLikedAt"] = newest(items)
         done = not items or "next" not in response.links
         return Result(items or [], state, done=done, quota=self.quota(response))
 

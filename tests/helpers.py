@@ -50,7 +50,9 @@ class GitHubStub:
         status, headers, body = self.fake.handle(
             token, query, API, self.clock.timestamp(), request.headers.get("If-None-Match")
         )
-        return status, headers, "" if body is None else json.dumps(body)
+        if body is None:
+            return status, headers, ""
+        return status, headers, body.decode() if isinstance(body, bytes) else json.dumps(body)
 
 
 def starred_headers(remaining=4999, reset=T0 + timedelta(hours=1), link=None) -> dict:

@@ -110,7 +110,7 @@ def test_concurrency_given_before_bench_is_not_overwritten(monkeypatch, tmp_path
     cli.main(["--concurrency", "1", "bench", "--networks", "3"])
     cli.main(["bench", "--concurrency", "8"])
     cli.main(["bench"])
-    assert [(o.concurrency, o.networks) for o in runs] == [(1, 3), (8, 100), (16, 100)]
+    assert [(o.concurrency, o.networks) for o in runs] == [(1, 3), (8, 128), (64, 128)]
 
 
 def test_an_edit_to_config_in_a_checkout_takes_effect(tmp_path, monkeypatch):

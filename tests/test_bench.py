@@ -1,4 +1,5 @@
-"""`collector bench` on a tiny workload: it runs every part and reports consistent numbers (no timing asserts)."""
+"""`collector bench` on a tiny workload: it runs every part and reports every figure, consistently (no timing
+asserts: speed is what the command reports, not what tests check)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,41 @@ import json
 
 from collector.devtools import bench
 
+FIELDS = (
+    "networks",
+    "latency_ms",
+    "concurrency",
+    "wall_s_series",
+    "wall_s_concurrent",
+    "speedup",
+    "speedup_bound",
+    "efficiency",
+    "cpu_ms_per_task",
+    "db_ms_per_task",
+    "engine_cpu_ms_per_page",
+    "engine_cpu_ms_per_poll",
+    "polls_per_s",
+    "cycle_s_3000",
+    "requests_over_quota",
+    "quota_utilization",
+    "rss_mb_start",
+    "rss_mb_end",
+)
+
 
 def test_bench_reports_every_figure_on_a_tiny_workload():
     opts = bench.Options(
         networks=4,
         pages=2,
-        latency=0.0,
+        series_networks=1,
+        latencies="0",
         concurrency=4,
+        compare_concurrency=2,
+        poll_networks=8,
+        polls=40,
+        poll_latency=0.0,
+        cycle_networks=12,
+        cycle_latency=0.0,
         quota_networks=2,
         quota=5,
         quota_window=1,
@@ -25,19 +54,22 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     out = io.StringIO()
     assert bench.run(opts, out=out) == 0
     result = json.loads(out.getvalue())
-    assert result["networks"] == 4 and result["requests"] == 8  # 4 networks x 2 pages, each asked once
+    assert set(FIELDS) <= set(result)
+    assert result["networks"] == 4 and result["database"] == "mongomock"
+    assert [(p["concurrency"], p["tasks"]) for p in result["points"]] == [(2, 8), (4, 8)]  # 4 networks x 2 pages
     assert result["requests_over_quota"] == 0
-    assert result["quota_requests_allowed"] == 10
-    assert 0 < result["quota_requests_used"] <= 10
-    assert result["soak_runs"] >= 60 and result["soak_not_modified"] >= 60  # normal polls answered 304
+    assert result["quota_requests_allowed"] == 10 and 0 < result["quota_requests_used"] <= 10
+    assert result["soak_runs"] >= 60 and result["cycle_networks"] == 12
+    assert abs(result["efficiency"] - result["speedup"] / result["speedup_bound"]) < 0.01  # rounding apart
     for key in (
-        "wall_s_series",
         "wall_s_concurrent",
         "speedup",
-        "tasks_per_s",
-        "cpu_ms_per_task_series",
-        "db_ms_per_task",
-        "rss_mb_start",
+        "speedup_bound",
+        "cpu_ms_per_task",
+        "engine_cpu_ms_per_page",
+        "engine_cpu_ms_per_poll",
+        "polls_per_s",
+        "cycle_s_3000",
         "rss_mb_end",
     ):
         assert result[key] > 0

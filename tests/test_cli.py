@@ -151,3 +151,26 @@ def test_concurrency_must_be_positive(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--mode", "normal", "--concurrency", "0"])
     assert exit_.value.code == 2 and "--concurrency" in capsys.readouterr().err
+
+
+def test_a_numbered_mode_runs_that_mode_under_its_own_instance_id(shared_client, monkeypatch):
+    import socket
+
+    from collector import engine
+
+    seen = {}
+
+    class Spy(engine.Collector):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            super().__init__(*args, **kwargs)
+
+        def run_pass(self, mode, **kwargs):
+            seen["mode"] = mode
+            return super().run_pass(mode, **kwargs)
+
+    monkeypatch.setattr(engine, "Collector", Spy)
+    assert cli.main(["--mode", "normal-2", "--once"]) == 0
+    assert seen["mode"] == "normal" and seen["instance_id"] == f"{socket.gethostname()}-normal-2"
+    with pytest.raises(SystemExit):
+        cli.main(["--mode", "normal-"])

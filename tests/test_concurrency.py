@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, timedelta
 
@@ -151,13 +152,16 @@ def test_normal_poll_sends_the_stored_etag_and_a_304_is_a_free_success(db, setti
     stub = GitHubStub(http_mock, stars=make_stars(30, seed=14))
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
+    first = T0 + timedelta(seconds=settings.normal_interval)
+    run_once(db, "normal", settings, now=first)  # the first poll (10 newest) answers 200 and gives its ETag
     etag = network(db, doc)["etag"]
-    assert etag
-    later = T0 + timedelta(seconds=settings.normal_interval)
+    assert etag and stub.requests[-1].url.endswith("per_page=10&page=1")
+    later = first + timedelta(seconds=settings.normal_interval)
     db.networks.update_one({"_id": doc["_id"]}, {"$set": {"errors": 2}})
+    accepted = stub.fake.accepted
     report = run_once(db, "normal", settings, now=later)
     assert stub.requests[-1].headers["If-None-Match"] == etag
-    assert stub.fake.not_modified == 1 and stub.fake.accepted == 1  # the 304 cost no quota
+    assert stub.fake.not_modified == 1 and stub.fake.accepted == accepted  # the 304 cost no quota
     state = network(db, doc)
     assert report.by_status == {"ok": 1} and report.new_items == 0
     assert state["errors"] == 0 and state["lastSuccess"] == later and state["mode"] == "normal"
@@ -172,10 +176,11 @@ def test_a_changed_list_answers_200_and_the_new_etag_is_stored(db, settings, htt
     stub = GitHubStub(http_mock, stars=make_stars(30, seed=15))
     doc = add_network(db)
     run_once(db, "initial", settings, now=T0)
+    run_once(db, "normal", settings, now=T0 + timedelta(minutes=30))  # the first poll stores its ETag
     old = network(db, doc)["etag"]
     stub.fake.star(TOKEN, make_star(777_777, datetime(2026, 5, 1, tzinfo=UTC)))
     report = run_once(db, "normal", settings, now=T0 + timedelta(hours=1))
-    assert report.new_items == 1
+    assert report.new_items == 1 and stub.requests[-1].headers["If-None-Match"] == old
     assert network(db, doc)["etag"] not in (None, old)
 
 
@@ -205,7 +210,7 @@ def test_fake_api_generates_any_number_of_distinct_stars():
     ids = set()
     for page in (1, 2, 250):
         status, headers, body = fake.handle("t", {"per_page": ["100"], "page": [str(page)]}, API, 0.0)
-        ids |= {entry["repo"]["id"] for entry in body}
+        ids |= {entry["repo"]["id"] for entry in json.loads(body)}
     assert len(ids) == 300
     assert 'rel="next"' not in headers["Link"]
 

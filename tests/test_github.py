@@ -110,7 +110,12 @@ def test_normal_mode_follows_pages_while_every_star_is_new(db, settings, http_mo
         stub.fake.star(TOKEN, make_star(800_000 + k, datetime(2026, 3, 1, tzinfo=UTC) + timedelta(minutes=k)))
     report = run_once(db, "normal", settings, now=T0)
     assert report.new_items == 131  # 130 new + the marker star itself (equal time), stored once
-    assert len(stub.requests) == 2
+    # a poll of the newest 10 (all new), then full pages from the newest until the marker: 2 pages of 100
+    assert [r.url.split("?")[1] for r in stub.requests] == [
+        "per_page=10&page=1",
+        "per_page=100&page=1",
+        "per_page=100&page=2",
+    ]
     assert network(db, doc)["sinceLikedAt"] == datetime(2026, 3, 1, 2, 9, tzinfo=UTC)
 
 

@@ -59,7 +59,9 @@ class Databases:
     """Fresh databases: mongomock, or scratch databases on a real MongoDB that are dropped afterwards."""
 
     def __init__(self, uri: str):
-        self.uri, self.created, self.client = uri, [], None
+        self.uri = uri
+        self.created: list[str] = []
+        self.client: Any = None
         if uri:
             from pymongo import MongoClient
 
@@ -123,16 +125,16 @@ def time_store(collector: Collector) -> dict[str, float]:
 
 
 def bench_settings(url: str, concurrency: int, **changes: Any) -> Settings:
-    base = dict(
-        github_api_url=url,
-        initial_interval=0,
-        initial_intervals={},
-        concurrency=concurrency,
-        service_concurrency=concurrency,
-        pass_limit=100_000,
-        loop_idle_pause=0.05,
-        rate_limit_min_wait=0.2,
-    )
+    base = {
+        "github_api_url": url,
+        "initial_interval": 0,
+        "initial_intervals": {},
+        "concurrency": concurrency,
+        "service_concurrency": concurrency,
+        "pass_limit": 100_000,
+        "loop_idle_pause": 0.05,
+        "rate_limit_min_wait": 0.2,
+    }
     return load_settings().with_(**{**base, **changes})
 
 
@@ -304,7 +306,8 @@ def measure(opts: Options, dbs: Databases) -> dict:
             run_ = history(opts, dbs, latency, concurrency, opts.networks)
             over_quota += run_["over_quota"] + series["over_quota"]
             cpu_per_task = run_["cpu_s"] / run_["tasks"]
-            bound = min(concurrency * per_task / (latency + run_["server_ms"] / 1000), per_task / cpu_per_task)
+            waited = latency + run_["server_ms"] / 1000  # what a task waits for, the server's own time included
+            bound = min(concurrency * per_task / waited if waited else float("inf"), per_task / cpu_per_task)
             speedup = per_task * run_["tasks"] / run_["wall_s"]
             points.append(
                 {
@@ -361,7 +364,9 @@ def measure(opts: Options, dbs: Databases) -> dict:
         },
         "engine_cpu_ms_per_poll": round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3),
         "polls_per_s": round(steady["polls"] / steady["wall_s"], 1),
-        "polls_per_s_bound": round(min(opts.concurrency / opts.poll_latency, 1000 / steady_cpu_ms), 1),
+        "polls_per_s_bound": round(
+            min(opts.concurrency / opts.poll_latency if opts.poll_latency else float("inf"), 1000 / steady_cpu_ms), 1
+        ),
         "poll_cpu_ms_per_task": round(steady_cpu_ms, 3),
         "poll_db_ms_per_task": round(steady["db_s"] / steady["polls"] * 1000, 3),
         "polls_changed_share": opts.change_share,
