@@ -51,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the whole collector against a local fake GitHub API and an in-memory database; prints a JSON summary",
     )
     commands.add_parser("connectors", help="list the registered connectors, built-in or third-party")
+    status = commands.add_parser(
+        "status", help="what the collectors are doing, read from MongoDB (due networks, schedule lag, instances)"
+    )
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 with one line when a mode has due networks but no live "
+        "collector, or when the schedule lag exceeds --max-lag",
+    )
+    status.add_argument("--max-lag", type=float, default=None, help="with --check: the most lag allowed, seconds")
     bench = commands.add_parser(
         "bench", help="measure throughput, quota use and memory against the fake API; prints one line of JSON"
     )
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo.run()
     if args.command == "connectors":
         return list_connectors()
+    if args.command == "status":
+        return show_status(settings, args.json, args.check, args.max_lag)
     if args.command == "bench":
         setup_logging("ERROR")
         from .devtools import bench
@@ -146,6 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     mode, suffix = args.mode
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
     return serve(settings, mode, args.once, args.concurrency, instance_id)
+
+
+def show_status(settings: Settings, as_json: bool, check: bool, max_lag: float | None) -> int:
+    from .sdk.timeutil import utcnow
+    from .settings import mask_text
+    from .status import gather, problems, render
+
+    try:
+        client = mongo_client(settings)
+        status = gather(client.get_default_database("likeastore"), utcnow(), settings.heartbeat_seconds)
+    except (PyMongoError, ValueError) as exc:
+        print(f"collector: cannot read MongoDB: {mask_text(str(exc), settings.mongodb_uri)[:300]}", file=sys.stderr)
+        return 2
+    if check:
+        found = problems(status, max_lag)
+        print(found[0] if found else "OK: every mode with due networks has a live collector, lag within bounds")
+        return 1 if found else 0
+    print(json.dumps(status, default=str, indent=2) if as_json else render(status))
+    return 0
 
 
 def list_connectors() -> int:

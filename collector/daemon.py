@@ -49,6 +49,20 @@ class Daemon:
         failed). A loop that fails as a whole (a bug, the database lost for good) is logged and started again
         after LOOP_IDLE_PAUSE."""
         log.info("collector %s started", self.mode)
+        heartbeat = None
+        if not once:
+            from . import __version__
+            from .heartbeat import Heartbeat
+
+            heartbeat = Heartbeat(
+                self.collector.store,
+                self.collector.instance_id,
+                self.mode,
+                self.collector.settings.heartbeat_seconds,
+                __version__,
+            )
+            self.collector.observers.add(heartbeat)
+            self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:
             try:
                 self.collector.run_pass(self.mode, should_stop=self.stopping.is_set)
@@ -65,5 +79,10 @@ class Daemon:
                 pause = self.collector.settings.loop_idle_pause
                 log.exception("dispatch loop failed; starting again in %gs", pause)
                 self.stopping.wait(pause)
+        if heartbeat is not None:
+            try:
+                heartbeat.close()  # a clean exit: no longer listed
+            except Exception as exc:
+                log.warning("removing the heartbeat failed (%s); it expires", type(exc).__name__)
         log.info("collector %s stopped", self.mode)
         return 0

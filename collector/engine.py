@@ -436,7 +436,7 @@ class Pass:
             if self.stop_seen is not None and not (self.pending or self.inflight or self.unsaved):
                 break
             if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
-                delay = max(self.next_claim - time.monotonic(), 0.0)
+                delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
                 if delay:
                     self.c.observers.notify("on_idle", mode)
                     idle_wait(delay)
@@ -460,6 +460,7 @@ class Pass:
         self.renew()
         self.expire()
         self.release()
+        self.c.observers.notify("on_tick", len(self.inflight))
 
     def claim(self) -> None:
         """Continuous mode: claim the next batch when free slots reach the low-water mark (and not before the
@@ -497,9 +498,9 @@ class Pass:
         self.pending.extend(networks)
 
     def wait_time(self) -> float:
-        """How long to wait for a run to finish: until the next renewal, save retry or claim is due."""
+        """How long to wait for a run to finish: until the next renewal, save retry, claim or tick is due."""
         now = time.monotonic()
-        until = self.renew_every - (now - self.last_renew)
+        until = min(self.renew_every - (now - self.last_renew), self.c.settings.heartbeat_seconds)
         if self.unsaved:
             until = min(until, self.retry_at - now)
         if self.claims_open and self.stop_seen is None and self.free_slots() >= self.low_water():

@@ -41,6 +41,9 @@ class Observer:
     def on_idle(self, mode: str) -> None:
         """The loop woke up and found nothing due."""
 
+    def on_tick(self, inflight: int) -> None:
+        """The loop went round (at least every HEARTBEAT_SECONDS, whatever it is doing)."""
+
 
 class Observers:
     def __init__(self, observers: Iterable[Observer] = ()):

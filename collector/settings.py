@@ -91,6 +91,13 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _log_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("text", "json"):
+        raise ValueError("must be text or json")
+    return value
+
+
 def _bool(text: str) -> bool:
     value = text.strip().lower()
     if value in ("1", "true", "yes", "on"):
@@ -128,6 +135,8 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("GITHUB_API_URL", "github_api_url", _http_url),
     ("ALLOW_PRIVATE_HOSTS", "allow_private_hosts", _bool),
     ("LOG_LEVEL", "log_level", _log_level),
+    ("LOG_FORMAT", "log_format", _log_format),
+    ("HEARTBEAT_SECONDS", "heartbeat_seconds", _positive_number),
 )
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
 
@@ -155,6 +164,8 @@ class Settings:
     github_api_url: str
     allow_private_hosts: bool
     log_level: str
+    log_format: str
+    heartbeat_seconds: float
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -110,6 +110,14 @@ class Store:
         self.items = db["items"]
         self.users = db["users"]
         self.quotas = db["quotas"]
+        self.collectors = db["collectors"]
+
+    def beat(self, instance_id: str, doc: dict) -> None:
+        """Upsert this collector's heartbeat document."""
+        self.collectors.update_one({"_id": instance_id}, {"$set": doc}, upsert=True)
+
+    def forget_instance(self, instance_id: str) -> None:
+        self.collectors.delete_one({"_id": instance_id})
 
     def save_quotas(self, facts: dict[str, Any]) -> None:
         """Share blocking quota facts (by token hash): one upsert each, expiring with the block (TTL index)."""
@@ -142,6 +150,7 @@ class Store:
         self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
         self._index(self.items, ITEM_KEY, unique=True)
         self._index(self.quotas, [("expiresAt", ASCENDING)], expireAfterSeconds=0)  # blocks vanish after them
+        self._index(self.collectors, [("heartbeatAt", ASCENDING)], expireAfterSeconds=86400)  # silent for a day
 
     @staticmethod
     def _index(collection, keys, **options) -> None:

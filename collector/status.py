@@ -1,0 +1,198 @@
+"""`collector status`: what the collectors are doing, read from MongoDB only (no API call), while they run.
+
+Per mode: networks, due now, the schedule lag (how overdue the oldest due network is; p50/p95 over the due ones),
+leases held (by instance) and expired, rateLimit, disabled, unauthorized, erroring by lastError.kind. Per service:
+networks, erroring, disabled. Items: total, added in the last hour and day. Instances: live and dead.
+Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` of due networks, through the
+`{mode, scheduledTo}` index on MongoDB.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from .store import due_query
+
+MODES = ("initial", "normal")
+
+
+def mode_of(network_mode: Any) -> str:
+    return "normal" if network_mode == "normal" else "initial"  # the initial collector serves all the others
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
+
+
+def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
+    groups = db.networks.aggregate(
+        [
+            {
+                "$group": {
+                    "_id": {"mode": {"$ifNull": ["$mode", "initial"]}, "service": "$service"},
+                    "networks": {"$sum": 1},
+                    "disabled": {"$sum": {"$cond": [{"$eq": ["$disabled", True]}, 1, 0]}},
+                    "unauthorized": {"$sum": {"$cond": [{"$eq": ["$unauthorized", True]}, 1, 0]}},
+                    "erroring": {"$sum": {"$cond": [{"$gt": ["$errors", 0]}, 1, 0]}},
+                }
+            },
+        ]
+    )
+    modes: dict[str, dict[str, Any]] = {
+        m: {
+            "networks": 0,
+            "rateLimit": 0,
+            "disabled": 0,
+            "unauthorized": 0,
+            "erroring": {},
+            "leased": {},
+            "expiredLeases": 0,
+        }
+        for m in MODES
+    }
+    services: dict[str, dict[str, int]] = {}
+    for group in groups:
+        mode = mode_of(group["_id"].get("mode"))
+        service = str(group["_id"].get("service"))
+        modes[mode]["networks"] += group["networks"]
+        if group["_id"].get("mode") == "rateLimit":
+            modes[mode]["rateLimit"] += group["networks"]
+        for name in ("disabled", "unauthorized"):
+            modes[mode][name] += group[name]
+        entry = services.setdefault(service, {"networks": 0, "erroring": 0, "disabled": 0})
+        for name in ("networks", "erroring", "disabled"):
+            entry[name] += group[name]
+    for group in db.networks.aggregate(
+        [
+            {"$match": {"errors": {"$gt": 0}}},
+            {
+                "$group": {
+                    "_id": {"mode": {"$ifNull": ["$mode", "initial"]}, "kind": "$lastError.kind"},
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+    ):
+        errors = modes[mode_of(group["_id"].get("mode"))]["erroring"]
+        kind = str(group["_id"].get("kind"))
+        errors[kind] = errors.get(kind, 0) + group["n"]
+    for group in db.networks.aggregate(
+        [
+            {"$match": {"leaseOwner": {"$exists": True}}},
+            {
+                "$group": {
+                    "_id": {
+                        "mode": {"$ifNull": ["$mode", "initial"]},
+                        "owner": "$leaseOwner",
+                        "live": {"$gt": ["$leaseUntil", now]},
+                    },
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+    ):
+        mode = mode_of(group["_id"].get("mode"))
+        if group["_id"].get("live"):
+            leased = modes[mode]["leased"]
+            leased[str(group["_id"]["owner"])] = leased.get(str(group["_id"]["owner"]), 0) + group["n"]
+        else:
+            modes[mode]["expiredLeases"] += group["n"]
+    for mode in MODES:
+        lags = [
+            (now - d["scheduledTo"]).total_seconds() if isinstance(d.get("scheduledTo"), datetime) else 0.0
+            for d in db.networks.find(due_query(mode, now), {"scheduledTo": 1})
+        ]
+        modes[mode].update(
+            {
+                "due": len(lags),
+                "lagSeconds": max(lags) if lags else 0.0,
+                "lagP50": percentile(lags, 0.5),
+                "lagP95": percentile(lags, 0.95),
+            }
+        )
+    items = {
+        "total": db.items.estimated_document_count(),
+        "lastHour": db.items.count_documents({"date": {"$gte": now - timedelta(hours=1)}}),
+        "lastDay": db.items.count_documents({"date": {"$gte": now - timedelta(days=1)}}),
+    }
+    instances = []
+    for doc in db.collectors.find():
+        beat = doc.get("heartbeatAt")
+        every = doc.get("heartbeatSeconds") or heartbeat_seconds
+        live = isinstance(beat, datetime) and (now - beat).total_seconds() <= 3 * every
+        instances.append(
+            {
+                "instance": doc["_id"],
+                "mode": doc.get("mode"),
+                "host": doc.get("host"),
+                "pid": doc.get("pid"),
+                "live": live,
+                "heartbeatAt": beat,
+                "inflight": doc.get("inflight"),
+                "lastMinute": doc.get("lastMinute"),
+                "sinceStart": doc.get("sinceStart"),
+            }
+        )
+    return {"at": now, "modes": modes, "services": services, "items": items, "instances": instances}
+
+
+def problems(status: dict[str, Any], max_lag: float | None) -> list[str]:
+    """Why `collector status --check` fails (empty: all is well)."""
+    found = []
+    for mode, info in status["modes"].items():
+        live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
+        if info["due"] and not live:
+            found.append(f"mode {mode}: {info['due']} networks due and no live collector")
+        if max_lag is not None and info["lagSeconds"] > max_lag:
+            found.append(f"mode {mode}: schedule lag {info['lagSeconds']:.0f}s exceeds {max_lag:.0f}s")
+    return found
+
+
+def render(status: dict[str, Any]) -> str:
+    lines = [
+        f"collector status at {status['at']:%Y-%m-%d %H:%M:%S} UTC",
+        "",
+        f"{'mode':<8} {'networks':>9} {'due':>7} {'lag':>7} {'p50':>6} {'p95':>6} {'leased':>7} "
+        f"{'expired':>8} {'rateLimit':>9} {'disabled':>9} {'unauth':>7}  erroring",
+    ]
+    for mode, m in status["modes"].items():
+        erroring = ", ".join(f"{k} {v}" for k, v in sorted(m["erroring"].items())) or "-"
+        lines.append(
+            f"{mode:<8} {m['networks']:>9} {m['due']:>7} {_s(m['lagSeconds']):>7} {_s(m['lagP50']):>6} "
+            f"{_s(m['lagP95']):>6} {sum(m['leased'].values()):>7} {m['expiredLeases']:>8} "
+            f"{m['rateLimit']:>9} {m['disabled']:>9} {m['unauthorized']:>7}  {erroring}"
+        )
+    lines += ["", f"{'service':<14} {'networks':>9} {'erroring':>9} {'disabled':>9}"]
+    for service, s in sorted(status["services"].items()):
+        lines.append(f"{service:<14} {s['networks']:>9} {s['erroring']:>9} {s['disabled']:>9}")
+    items = status["items"]
+    lines += [
+        "",
+        f"items: {items['total']} total, {items['lastHour']} in the last hour, {items['lastDay']} in the last day",
+        "",
+        f"{'instance':<28} {'mode':<8} {'state':<5} {'inflight':>8} {'runs/min':>9} {'new/min':>8}",
+    ]
+    for i in status["instances"]:
+        minute = i.get("lastMinute") or {}
+        lines.append(
+            f"{str(i['instance'])[:28]:<28} {str(i['mode']):<8} {'live' if i['live'] else 'dead':<5} "
+            f"{i.get('inflight') or 0:>8} {sum((minute.get('runs') or {}).values()):>9} "
+            f"{minute.get('newItems', 0):>8}"
+        )
+    if not status["instances"]:
+        lines.append("(no collector has a heartbeat)")
+    return "\n".join(lines)
+
+
+def _s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"

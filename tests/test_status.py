@@ -1,0 +1,152 @@
+"""Heartbeats and `collector status`: what an operator sees, read from MongoDB only."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from collector import cli
+from collector.daemon import Daemon
+from collector.engine import Collector
+from collector.heartbeat import Heartbeat
+from collector.registry import Registry
+from collector.sdk import Connector, Result
+from collector.status import gather, problems
+from collector.store import Store
+
+from helpers import T0, add_network
+
+
+def test_a_heartbeat_is_written_kept_fresh_while_running_and_removed_on_a_clean_exit(db, settings):
+    now = {"t": T0}
+    beat = Heartbeat(Store(db), "box-1", "normal", every=0.0, version="9.9", clock=lambda: now["t"])
+    beat.on_tick(3)
+    doc = db.collectors.find_one({"_id": "box-1"})
+    assert doc["mode"] == "normal" and doc["inflight"] == 3 and doc["heartbeatAt"] == T0 and doc["version"] == "9.9"
+    now["t"] = T0 + timedelta(seconds=20)
+    beat.on_tick(1)
+    assert db.collectors.find_one({"_id": "box-1"})["heartbeatAt"] == T0 + timedelta(seconds=20)
+    beat.close()
+    assert db.collectors.count_documents({}) == 0
+
+
+def test_an_instance_silent_for_three_heartbeats_is_dead(db):
+    Store(db).beat("box-2", {"mode": "initial", "heartbeatAt": T0, "heartbeatSeconds": 15})
+    assert gather(db, T0 + timedelta(seconds=45), 15)["instances"][0]["live"] is True
+    assert gather(db, T0 + timedelta(seconds=46), 15)["instances"][0]["live"] is False
+
+
+class Waits(Connector):
+    name = "waits"
+    gate = threading.Event()
+
+    def initial(self, job):
+        assert type(self).gate.wait(30)
+        return Result([{"itemId": job.network["user"], "source": "https://x.test/"}], done=True)
+
+    def normal(self, job):
+        return self.initial(job)
+
+
+def test_the_daemon_beats_while_a_network_runs_and_is_gone_after_a_stop(db, settings):
+    add_network(db, service="waits")
+    collector = Collector(
+        db, settings.with_(heartbeat_seconds=0.05), registry=Registry({"waits": Waits}), instance_id="box-3"
+    )
+    daemon = Daemon(collector, "initial")
+    Waits.gate.clear()
+    beats = []
+    original = collector.store.beat
+    collector.store.beat = lambda instance, doc: beats.append(doc["inflight"]) or original(instance, doc)
+    thread = threading.Thread(target=daemon.run)
+    thread.start()
+    for _ in range(200):
+        if beats.count(1) >= 3:  # several heartbeats while the network was in flight
+            break
+        time.sleep(0.02)
+    daemon.stopping.set()
+    Waits.gate.set()
+    thread.join(30)
+    assert beats.count(1) >= 3 and not thread.is_alive()
+    assert db.collectors.count_documents({}) == 0
+
+
+def seed(db):
+    add_network(db, user="a@x.test", mode="normal", scheduledTo=T0 - timedelta(minutes=40))
+    add_network(db, user="b@x.test", mode="normal", scheduledTo=T0 - timedelta(minutes=10))
+    add_network(
+        db,
+        user="c@x.test",
+        mode="normal",
+        scheduledTo=T0 + timedelta(minutes=10),
+        errors=2,
+        lastError={"kind": "transient"},
+    )
+    add_network(db, user="d@x.test", service="gist", disabled=True, errors=5, lastError={"kind": "badResponse"})
+    add_network(db, user="e@x.test", mode="rateLimit", prevMode="initial", scheduledTo=T0 + timedelta(hours=1))
+    add_network(
+        db,
+        user="f@x.test",
+        mode="normal",
+        leaseOwner="box-9",
+        leaseUntil=T0 + timedelta(minutes=1),
+        scheduledTo=T0 + timedelta(minutes=15),
+    )
+    db.items.insert_many(
+        [
+            {"user": "a@x.test", "type": "github", "itemId": str(k), "date": T0 - timedelta(minutes=k)}
+            for k in (1, 30, 90, 2000)
+        ]
+    )
+
+
+def test_status_counts_modes_services_items_and_the_schedule_lag(db):
+    seed(db)
+    status = gather(db, T0, 15)
+    normal, initial = status["modes"]["normal"], status["modes"]["initial"]
+    assert normal["networks"] == 4 and normal["due"] == 2 and normal["lagSeconds"] == 2400
+    assert normal["erroring"] == {"transient": 1} and normal["leased"] == {"box-9": 1}
+    assert initial["networks"] == 2 and initial["rateLimit"] == 1 and initial["disabled"] == 1 and initial["due"] == 0
+    assert status["services"]["gist"] == {"networks": 1, "erroring": 1, "disabled": 1}
+    assert status["items"] == {"total": 4, "lastHour": 2, "lastDay": 3}
+
+
+def test_check_fails_when_due_networks_have_no_live_collector_or_the_lag_is_too_high(db):
+    seed(db)
+    assert problems(gather(db, T0, 15), None) == ["mode normal: 2 networks due and no live collector"]
+    Store(db).beat("box-1", {"mode": "normal", "heartbeatAt": T0, "heartbeatSeconds": 15})
+    assert problems(gather(db, T0, 15), None) == []
+    assert problems(gather(db, T0, 15), 600) == ["mode normal: schedule lag 2400s exceeds 600s"]
+
+
+@pytest.fixture
+def cli_db(monkeypatch, tmp_path):
+    import mongomock
+
+    client = mongomock.MongoClient("mongodb://localhost:27017/likeastore_test", tz_aware=True)
+    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: client)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLLECTOR_ENV", "test")
+    return client.get_default_database()
+
+
+def test_the_status_command_prints_tables_json_and_exit_codes(cli_db, capsys):
+    from collector.sdk import utcnow
+
+    now = utcnow()
+    add_network(cli_db, mode="normal", scheduledTo=now - timedelta(minutes=5))
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "normal" in out and "(no collector has a heartbeat)" in out
+    assert cli.main(["status", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["modes"]["normal"]["due"] == 1 and shown["instances"] == []
+    assert cli.main(["status", "--check"]) == 1
+    assert capsys.readouterr().out.strip() == "mode normal: 1 networks due and no live collector"
+    Store(cli_db).beat("box-1", {"mode": "normal", "heartbeatAt": now, "heartbeatSeconds": 15})
+    assert cli.main(["status", "--check", "--max-lag", "3600"]) == 0
+    assert cli.main(["status", "--check", "--max-lag", "60"]) == 1
