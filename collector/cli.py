@@ -111,13 +111,41 @@ BENCH_FLAGS = (
 )
 
 
-def setup_logging(level: str) -> None:
+def setup_logging(level: str, log_format: str = "text") -> None:
     from .sdk.redaction import RedactingFilter, install
 
     install()  # every record redacted when made, whoever logs it
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # and on the handler, for records made before install()
-        handler.addFilter(RedactingFilter())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        json_formatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    handler.addFilter(RedactingFilter())  # and on the handler, for records made before install()
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def json_formatter() -> logging.Formatter:
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and a run line's fields."""
+    from datetime import UTC, datetime
+
+    from pythonjsonlogger.json import JsonFormatter
+
+    from .sdk.redaction import redact
+
+    class Formatter(JsonFormatter):
+        def add_fields(self, log_record: dict, record: logging.LogRecord, message_dict: dict) -> None:
+            super().add_fields(log_record, record, message_dict)
+            log_record["time"] = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+            log_record["level"] = record.levelname
+            log_record["logger"] = record.name
+            run = log_record.pop("run", None)
+            if isinstance(run, dict):
+                log_record.update({k: redact(v) if isinstance(v, str) else v for k, v in run.items()})
+
+    return Formatter("%(message)s", json_ensure_ascii=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be 1 or more")
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format)
     mode, suffix = args.mode
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
     return serve(settings, mode, args.once, args.concurrency, instance_id)

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from .engine import Collector
+from .notify import Notifier, Watchdog
 
 log = logging.getLogger("collector.daemon")
 
@@ -24,6 +25,7 @@ class Daemon:
         self.mode = mode
         self.stopping = threading.Event()
         self.signals = 0
+        self.notifier = Notifier()
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.on_signal)
@@ -41,6 +43,7 @@ class Daemon:
             self.collector.settings.http_timeout,
         )
         self.stopping.set()
+        self.notifier.send("STOPPING=1")
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)
 
@@ -62,6 +65,9 @@ class Daemon:
                 __version__,
             )
             self.collector.observers.add(heartbeat)
+            # MongoDB answered and the indexes exist (the Collector made them): ready
+            self.notifier.send("READY=1", f"STATUS={self.mode}: started")
+            self.collector.observers.add(Watchdog(self.notifier, self.mode))
             self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:
             try:

@@ -88,7 +88,21 @@ class RunLog(Observer):
             args.append(error.message)
         if saved.dropped:
             message += " saved=no"
-        self.log.log(level, message, *args)
+        fields = {
+            "service": args[0],
+            "network": str(network.get("_id")),
+            "user": args[1],
+            "mode": result.mode,
+            "status": str(result.status),
+            "new_items": saved.new_items,
+            "skipped": result.skipped,
+            "duration_ms": round(result.duration * 1000),
+            "requests": result.requests,
+            "items": len(result.items),
+            "saved": not saved.dropped,
+            "error_kind": str(error.kind) if error is not None else None,
+        }
+        self.log.log(level, message, *args, extra={"run": fields})
 
 
 class PassLog(Observer):

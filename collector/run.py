@@ -77,6 +77,7 @@ class RunResult:
     refused: tuple[tuple[str, str], ...] = ()  # (itemId, why) of items the database would refuse
     called: bool = False  # whether the connector ran (made API calls)
     duration: float = 0.0
+    requests: int = 0  # HTTP requests the run made
 
     @property
     def status(self) -> str:
@@ -121,6 +122,7 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     """Run the connector. Never raises: every failure becomes the RunResult's error."""
     network, job, connector = run.network, run.job, run.connector
     started = time.perf_counter()
+    requests_before = connector.http.requests_made()
     refused: list[tuple[str, str]] = []
     try:
         result = connector.run(job)
@@ -157,6 +159,7 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     return replace(
         outcome,
         called=True,
+        requests=connector.http.requests_made() - requests_before,
         quota_scope=connector.quota_scope,
         duration=time.perf_counter() - started,
         skipped=connector.skipped + (len(refused) if succeeded else 0),

@@ -19,7 +19,7 @@ from collector.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.timeutil import utcnow
 
-from helpers import GitHubStub, add_network, network
+from helpers import TOKEN, GitHubStub, add_network, network
 
 
 @pytest.fixture
@@ -45,6 +45,23 @@ def test_once_runs_one_pass_and_exits(shared_client, http_mock):
     assert cli.main(["--mode", "initial", "--once"]) == 0
     assert db.items.count_documents({}) == 100  # one pass: one page
     assert network(db, doc)["page"] == 2
+
+
+def test_json_logs_are_one_object_per_line_with_the_runs_fields(shared_client, http_mock, monkeypatch, capsys):
+    db = shared_client.get_default_database()
+    GitHubStub(http_mock, stars=make_stars(150, seed=2), clock=utcnow())
+    add_network(db)
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    assert cli.main(["--mode", "initial", "--once"]) == 0
+    err = capsys.readouterr().err
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line parses
+    runs = [line for line in lines if line["logger"] == "collector.run"]
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["service"] == "github" and run["status"] == "ok" and run["mode"] == "initial"
+    assert run["new_items"] == 100 and run["requests"] == 1 and run["saved"] is True
+    assert run["level"] == "INFO" and run["time"].endswith("+00:00") and run["message"].startswith("run service=github")
+    assert TOKEN not in err
 
 
 def test_no_mode_is_a_usage_error(capsys):

@@ -291,6 +291,7 @@ class Http:
         self.session = session or make_session(settings.user_agent, pool_size)
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
+        self.counts = threading.local()
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -304,7 +305,12 @@ class Http:
         self.cutoff = cutoff if self.cutoff is None else min(self.cutoff, cutoff)
         _WATCH.clamp(self, self.cutoff)
 
+    def requests_made(self) -> int:
+        """Requests this thread has made through this Http (a run's count is the difference)."""
+        return getattr(self.counts, "n", 0)
+
     def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
         now = time.monotonic()
         deadline, cutoff = now + self.timeout, False

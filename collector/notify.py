@@ -1,0 +1,65 @@
+"""systemd's notify protocol (Type=notify, WatchdogSec=): READY=1 once MongoDB answered and the indexes exist,
+WATCHDOG=1 only when the dispatch loop makes progress (a claim, a saved run, an idle wake-up, a loop round —
+never from a free-running thread, so a stuck loop is restarted by systemd), STATUS= with a one-line summary of
+recent work, STOPPING=1 on the first signal. Without NOTIFY_SOCKET every call is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from .observers import Observer, Saved
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Report
+    from .run import RunResult
+
+
+class Notifier:
+    def __init__(self, address: str | None = None):
+        address = address if address is not None else os.environ.get("NOTIFY_SOCKET", "")
+        self.address = "\0" + address[1:] if address.startswith("@") else address  # abstract namespace
+
+    def send(self, *fields: str) -> bool:
+        if not self.address:
+            return False
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                sock.sendto("\n".join(fields).encode(), self.address)
+            return True
+        except OSError:
+            return False
+
+
+class Watchdog(Observer):
+    """Pets the watchdog on real progress and keeps STATUS= up to date (at most once a second)."""
+
+    def __init__(self, notifier: Notifier, mode: str):
+        self.notifier, self.mode = notifier, mode
+        self.runs = self.new_items = 0
+        self.last = 0.0
+
+    def progress(self, force: bool = False) -> None:
+        if force or time.monotonic() - self.last >= 1.0:
+            self.last = time.monotonic()
+            self.notifier.send("WATCHDOG=1", f"STATUS={self.mode}: {self.runs} runs, {self.new_items} new items")
+
+    def on_claim(self, mode: str, claimed: int) -> None:
+        self.progress()
+
+    def on_run(self, result: RunResult, saved: Saved) -> None:
+        self.runs += 1
+        self.new_items += saved.new_items
+        self.progress()
+
+    def on_idle(self, mode: str) -> None:
+        self.progress()
+
+    def on_tick(self, inflight: int) -> None:
+        self.progress()
+
+    def on_pass(self, report: Report) -> None:
+        self.progress()
