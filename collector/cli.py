@@ -46,9 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--check-config", action="store_true", help="validate the settings, print them (secrets masked) and exit"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo",
         help="run the whole collector against a local fake GitHub API and an in-memory database; prints a JSON summary",
+    )
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve /metrics and /healthz on 127.0.0.1:PORT (0: any free port) and, after the summary, keep "
+        "polling the demo users until Ctrl-C",
     )
     commands.add_parser("connectors", help="list the registered connectors, built-in or third-party")
     status = commands.add_parser(
@@ -163,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging("WARNING")
         from .devtools import demo
 
-        return demo.run()
+        return demo.run(metrics_port=args.metrics_port)
     if args.command == "connectors":
         return list_connectors()
     if args.command == "status":

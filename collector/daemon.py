@@ -12,9 +12,13 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from .engine import Collector
 from .notify import Notifier, Watchdog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .metrics import MetricsServer
 
 log = logging.getLogger("collector.daemon")
 
@@ -26,6 +30,7 @@ class Daemon:
         self.stopping = threading.Event()
         self.signals = 0
         self.notifier = Notifier()
+        self.metrics_server: MetricsServer | None = None
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.on_signal)
@@ -46,6 +51,29 @@ class Daemon:
         self.notifier.send("STOPPING=1")
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)
+
+    def start_metrics(self, version: str) -> MetricsServer | None:
+        """With METRICS_PORT set: /metrics and /healthz. A port that cannot be bound is logged as an error and
+        collection goes on without them (the scraper's `up == 0` shows it)."""
+        settings = self.collector.settings
+        if not settings.metrics_port:
+            return None
+        from .metrics import Metrics, MetricsServer, progress_bound
+
+        metrics = Metrics(self.mode, self.collector.instance_id, version, progress_bound(settings))
+        try:
+            server = MetricsServer(metrics, settings.metrics_addr, settings.metrics_port)
+        except OSError as exc:
+            log.error(
+                "metrics: cannot listen on %s:%d (%s); running without /metrics",
+                settings.metrics_addr,
+                settings.metrics_port,
+                exc.strerror or exc,
+            )
+            return None
+        self.collector.observers.add(metrics)
+        log.info("metrics: http://%s:%d/metrics and /healthz", settings.metrics_addr, server.port)
+        return server
 
     def run(self, once: bool = False) -> int:
         """The continuous dispatch loop until a stop is requested (with once=True: one pass, exit 1 if it
@@ -68,6 +96,7 @@ class Daemon:
             # MongoDB answered and the indexes exist (the Collector made them): ready
             self.notifier.send("READY=1", f"STATUS={self.mode}: started")
             self.collector.observers.add(Watchdog(self.notifier, self.mode))
+            self.metrics_server = self.start_metrics(__version__)
             self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:
             try:
@@ -85,6 +114,8 @@ class Daemon:
                 pause = self.collector.settings.loop_idle_pause
                 log.exception("dispatch loop failed; starting again in %gs", pause)
                 self.stopping.wait(pause)
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         if heartbeat is not None:
             try:
                 heartbeat.close()  # a clean exit: no longer listed

@@ -27,7 +27,7 @@ from .observers import Observer, Observers, PassLog, RunLog, Saved
 from .quota import Facts, QuotaMemory
 from .registry import Registry
 from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
-from .schedule import MODES, Update
+from .schedule import MODES, Update, schedule_lag
 from .sdk.errors import BadResponse
 from .sdk.http import Http
 from .sdk.redaction import SECRETS, install
@@ -144,6 +144,7 @@ class Collector:
         self.quotas.prune(start)
         networks = self.store.claim(mode, start, self.settings.pass_limit, self.instance_id, start + self.lease)
         self.observers.notify("on_claim", str(mode), len(networks))
+        self.observers.notify("on_lag", str(mode), schedule_lag(networks, start))
         self.adopt_quotas(networks, start)
         for network in networks:
             SECRETS.add(secrets_of(network))
@@ -178,6 +179,7 @@ class Collector:
         """Lease up to `limit` due networks of `mode` and look up their users."""
         networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease)
         self.observers.notify("on_claim", str(mode), len(networks))
+        self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
         self.adopt_quotas(networks, now)
         for network in networks:
             SECRETS.add(secrets_of(network))
@@ -461,6 +463,7 @@ class Pass:
         self.expire()
         self.release()
         self.c.observers.notify("on_tick", len(self.inflight))
+        self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved))
 
     def claim(self) -> None:
         """Continuous mode: claim the next batch when free slots reach the low-water mark (and not before the

@@ -44,6 +44,12 @@ class Observer:
     def on_tick(self, inflight: int) -> None:
         """The loop went round (at least every HEARTBEAT_SECONDS, whatever it is doing)."""
 
+    def on_leases(self, held: int) -> None:
+        """After each round: networks this collector holds leases on (queued, in flight or unsaved)."""
+
+    def on_lag(self, mode: str, seconds: float) -> None:
+        """A claim found its most overdue network this late (0 when nothing was due)."""
+
 
 class Observers:
     def __init__(self, observers: Iterable[Observer] = ()):

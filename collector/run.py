@@ -78,6 +78,7 @@ class RunResult:
     called: bool = False  # whether the connector ran (made API calls)
     duration: float = 0.0
     requests: int = 0  # HTTP requests the run made
+    codes: tuple[tuple[str, int], ...] = ()  # of those, how many ended with each HTTP status ("error": none)
 
     @property
     def status(self) -> str:
@@ -122,7 +123,7 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     """Run the connector. Never raises: every failure becomes the RunResult's error."""
     network, job, connector = run.network, run.job, run.connector
     started = time.perf_counter()
-    requests_before = connector.http.requests_made()
+    requests_before, codes_before = connector.http.requests_made(), connector.http.codes_seen()
     refused: list[tuple[str, str]] = []
     try:
         result = connector.run(job)
@@ -160,6 +161,11 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
         outcome,
         called=True,
         requests=connector.http.requests_made() - requests_before,
+        codes=tuple(
+            (code, n - codes_before.get(code, 0))
+            for code, n in sorted(connector.http.codes_seen().items())
+            if n > codes_before.get(code, 0)
+        ),
         quota_scope=connector.quota_scope,
         duration=time.perf_counter() - started,
         skipped=connector.skipped + (len(refused) if succeeded else 0),

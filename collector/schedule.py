@@ -5,7 +5,7 @@ No I/O and no clock here: `now` and the backoff `jitter` (a number in [0, 1)) ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -46,6 +46,17 @@ def effective_mode(network: Mapping[str, Any]) -> Mode:
     if mode in MODES:
         return Mode(mode)
     raise ValueError(f"field 'mode' must be one of initial, normal, rateLimit, got {mode!r}")
+
+
+def schedule_lag(networks: Iterable[Mapping[str, Any]], now: datetime) -> float:
+    """How overdue the most overdue of these networks is, in seconds (0 for none or none overdue)."""
+    lags = [0.0]
+    for network in networks:
+        at = network.get("scheduledTo")
+        if isinstance(at, datetime):
+            at = at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
+            lags.append((now - at).total_seconds())
+    return max(lags)
 
 
 def interval(mode: str, service: str, settings: Settings) -> timedelta:

@@ -91,6 +91,22 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _port(text: str) -> int:
+    if not text.strip():
+        return 0  # off
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("must be a TCP port (1-65535), or empty or 0 for off")
+    return value
+
+
+def _address(text: str) -> str:
+    import ipaddress
+
+    ipaddress.ip_address(text.strip())  # ValueError names the bad address
+    return text.strip()
+
+
 def _log_format(text: str) -> str:
     value = text.strip().lower()
     if value not in ("text", "json"):
@@ -137,6 +153,8 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("LOG_LEVEL", "log_level", _log_level),
     ("LOG_FORMAT", "log_format", _log_format),
     ("HEARTBEAT_SECONDS", "heartbeat_seconds", _positive_number),
+    ("METRICS_PORT", "metrics_port", _port),
+    ("METRICS_ADDR", "metrics_addr", _address),
 )
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
 
@@ -166,6 +184,8 @@ class Settings:
     log_level: str
     log_format: str
     heartbeat_seconds: float
+    metrics_port: int = 0  # 0: no /metrics or /healthz
+    metrics_addr: str = "127.0.0.1"
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)

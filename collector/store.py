@@ -149,6 +149,7 @@ class Store:
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
         self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
         self._index(self.items, ITEM_KEY, unique=True)
+        self._index(self.items, [("date", ASCENDING)])  # `collector status`: items of the last hour and day
         self._index(self.quotas, [("expiresAt", ASCENDING)], expireAfterSeconds=0)  # blocks vanish after them
         self._index(self.collectors, [("heartbeatAt", ASCENDING)], expireAfterSeconds=86400)  # silent for a day
 

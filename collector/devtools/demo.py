@@ -87,14 +87,54 @@ def settle(collector: Collector, db, networks: int, out) -> int:
     return rate_limited
 
 
-def run(out=sys.stdout) -> int:
+def keep_polling(collector: Collector, db, fake: FakeGitHub, out) -> None:
+    """The normal-mode daemon loop over the demo users (each polled every 5 s, a new star now and then) until
+    Ctrl-C or SIGTERM; then what `collector status` shows."""
+    import signal
+    import threading
+
+    from .. import __version__
+    from ..heartbeat import Heartbeat
+    from ..status import gather, render
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
+    heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
+    collector.observers.add(heartbeat)
+    names = [name for name, _, _ in DEMO_USERS]
+    starred = {"n": 0}
+
+    def wait(seconds: float) -> bool:  # the idle wait: a user stars something, then the loop looks again
+        starred["n"] += 1
+        name = names[starred["n"] % len(names)]
+        fake.star(f"demo-token-{name}", make_star(9_000 + starred["n"], datetime.now(UTC)))
+        return stop.wait(seconds)
+
+    print("demo: polling the demo users every 5 s; Ctrl-C to stop", file=out, flush=True)
+    collector.serve("normal", should_stop=stop.is_set, wait=wait)
+    print(render(gather(db, datetime.now(UTC), 5)), file=out)
+    heartbeat.close()
+
+
+def run(out=sys.stdout, metrics_port: int | None = None) -> int:
     started = time.perf_counter()
     fake = FakeGitHub(window=2)
     db: Any = mongomock.MongoClient(tz_aware=True)["likeastore_demo"]
     seed(db, fake)
     networks = db.networks.count_documents({})
     with FakeServer(fake) as url:
-        collector = Collector(db, demo_settings(url))
+        collector = Collector(db, demo_settings(url), instance_id="demo-normal")
+        metrics = None
+        if metrics_port is not None:
+            from .. import __version__
+            from ..metrics import Metrics, MetricsServer
+
+            metrics = Metrics("normal", "demo-normal", __version__, bound=60)
+            collector.observers.add(metrics)
+            server = MetricsServer(metrics, "127.0.0.1", metrics_port)
+            print(f"demo: metrics at http://127.0.0.1:{server.port}/metrics and /healthz", file=out)
         print(f"demo: fake GitHub API at {url}, {networks} networks, {fake.total_stars()} stars", file=out)
         rate_limited = settle(collector, db, networks, out)
         for name in ("ada", "eve"):  # users keep starring while the collector runs
@@ -106,16 +146,19 @@ def run(out=sys.stdout) -> int:
             f"normal pass: {report.tasks} networks run, {report.new_items} new items {dict(report.by_status)}", file=out
         )
         rate_limited += settle(collector, db, networks, out)
+        summary = {
+            "networks": networks,
+            "networks_normal": db.networks.count_documents({"mode": "normal"}),
+            "items": db.items.count_documents({}),
+            "items_expected": fake.total_stars(),
+            "requests": fake.requests,
+            "rate_limited_runs": rate_limited,
+            "elapsed_s": round(time.perf_counter() - started, 2),
+        }
+        print(json.dumps(summary), file=out, flush=True)
+        if metrics is not None:
+            keep_polling(collector, db, fake, out)
+            server.close()
         collector.close()
-    summary = {
-        "networks": networks,
-        "networks_normal": db.networks.count_documents({"mode": "normal"}),
-        "items": db.items.count_documents({}),
-        "items_expected": fake.total_stars(),
-        "requests": fake.requests,
-        "rate_limited_runs": rate_limited,
-        "elapsed_s": round(time.perf_counter() - started, 2),
-    }
-    print(json.dumps(summary), file=out)
     ok = summary["networks_normal"] == networks and summary["items"] == summary["items_expected"]
     return 0 if ok else 1

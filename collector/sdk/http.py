@@ -309,6 +309,10 @@ class Http:
         """Requests this thread has made through this Http (a run's count is the difference)."""
         return getattr(self.counts, "n", 0)
 
+    def codes_seen(self) -> dict[str, int]:
+        """Of those, how many ended with each HTTP status ("error": no response at all)."""
+        return dict(getattr(self.counts, "codes", {}))
+
     def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
@@ -320,8 +324,10 @@ class Http:
             if self.cutoff < deadline:
                 deadline, cutoff = self.cutoff, True
         entry = _WATCH.begin(self, deadline, cutoff, self.policy)
+        code = "error"
         try:
             response = self.session.request(method, url, timeout=self.timeout, stream=True, **kwargs)
+            code = str(response.status_code)
             self._read_body(response, what)
             if entry.fired:
                 raise Transient("cut")  # a body ended by the watch may look complete: never trust it
@@ -348,6 +354,8 @@ class Http:
             raise
         finally:
             _WATCH.end(entry)
+            codes = self.counts.__dict__.setdefault("codes", {})
+            codes[code] = codes.get(code, 0) + 1
 
     def _expired(self, entry: _Entry, what: str) -> Exception:
         if entry.cutoff:
