@@ -144,3 +144,15 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_served():
     named = set().union(*(named_in(e) for e in exprs))
     assert len(named) >= 12
     assert named <= served, named - served
+
+
+def test_a_port_in_use_is_logged_and_collection_goes_on_without_metrics(db, settings, caplog):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        collector = Collector(db, settings.with_(metrics_port=port), instance_id="box-6")
+        daemon = Daemon(collector, "normal")
+        assert daemon.start_metrics("9.9") is None
+    assert any("cannot listen" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    assert not any(type(o).__name__ == "Metrics" for o in collector.observers.observers)

@@ -46,12 +46,23 @@ def test_per_service_initial_interval_from_environment(tmp_path):
         ("LOG_LEVEL", "LOUD"),
         ("INITIAL_INTERVAL_GITHUB", "fast"),
         ("COLLECTOR_ENV", "staging"),
+        ("LOG_FORMAT", "xml"),
+        ("HEARTBEAT_SECONDS", "0"),
+        ("METRICS_PORT", "70000"),
+        ("METRICS_PORT", "http"),
+        ("METRICS_ADDR", "localhost:9464"),
     ],
 )
 def test_invalid_values_name_the_setting(tmp_path, name, value):
     with pytest.raises(SettingsError) as err:
         load_settings(environ={name: value}, cwd=tmp_path)
     assert err.value.name == name and name in str(err.value)
+
+
+def test_metrics_are_off_by_default_and_on_loopback_when_a_port_is_given(tmp_path):
+    assert load_settings(environ={}, cwd=tmp_path).metrics_port == 0
+    on = load_settings(environ={"METRICS_PORT": "9464"}, cwd=tmp_path)
+    assert (on.metrics_port, on.metrics_addr) == (9464, "127.0.0.1")
 
 
 def test_check_config_prints_effective_settings_with_secrets_masked(tmp_path, monkeypatch, capsys):
