@@ -142,17 +142,7 @@ class Collector:
         report = Report(str(mode))
         start = clock()
         self.quotas.prune(start)
-        networks = self.store.claim(mode, start, self.settings.pass_limit, self.instance_id, start + self.lease)
-        self.observers.notify("on_claim", str(mode), len(networks))
-        self.observers.notify("on_lag", str(mode), schedule_lag(networks, start))
-        self.adopt_quotas(networks, start)
-        for network in networks:
-            SECRETS.add(secrets_of(network))
-        try:
-            users = self.store.users_by_email(n["user"] for n in networks if isinstance(n.get("user"), str))
-        except Exception:
-            self._release_claim(networks)
-            raise
+        networks, users = self.claim_batch(str(mode), self.settings.pass_limit, start)
         Pass(self, deque(networks), users, report, clock, should_stop, start + self.lease).run()
         report.duration = time.perf_counter() - started
         self.observers.notify("on_pass", report)
