@@ -14,6 +14,7 @@ from collector.engine import Collector
 from collector.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import Transient
+from collector.sdk.redaction import SECRETS
 from collector.settings import settings_for_tests
 
 from helpers import T0, TOKEN, FixedRefresh, add_network
@@ -189,3 +190,19 @@ def test_the_uris_own_server_selection_timeout_is_respected(in_tmp, monkeypatch,
     monkeypatch.setattr(cli, "MongoClient", Client)
     cli.mongo_client(load_settings())
     assert seen["uri"] == uri and seen.get("serverSelectionTimeoutMS") == expected and seen["tz_aware"] is True
+
+
+def test_json_log_lines_redact_messages_and_tracebacks(capsys):
+    SECRETS.add(["json-secret-token-98765"])
+    try:
+        cli.setup_logging("INFO", "json")
+        try:
+            raise ValueError("refused json-secret-token-98765")
+        except ValueError:
+            logging.getLogger("collector.test").exception("failed with %s", "json-secret-token-98765")
+    finally:
+        SECRETS.remove(["json-secret-token-98765"])
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["message"] == "failed with ***" and line["level"] == "ERROR"
+    assert "ValueError: refused ***" in line["exc_info"]
+    assert "json-secret-token-98765" not in json.dumps(line)
