@@ -7,11 +7,13 @@ import json
 import logging
 import socket
 import sys
+from datetime import datetime
 
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from . import __version__
+from .admin import STATES
 from .devtools.options import Options
 from .settings import Settings, SettingsError, load_settings
 
@@ -70,6 +72,29 @@ def build_parser() -> argparse.ArgumentParser:
         "collector, or when the schedule lag exceeds --max-lag",
     )
     status.add_argument("--max-lag", type=float, default=None, help="with --check: the most lag allowed, seconds")
+    networks = commands.add_parser(
+        "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
+    )
+    verbs = networks.add_subparsers(dest="verb", metavar="VERB", required=True)
+    listing = verbs.add_parser("list", help="one line per network: id, user, service, mode, state, errors, next run")
+    listing.add_argument("--service")
+    listing.add_argument("--user", metavar="EMAIL")
+    listing.add_argument("--state", choices=STATES)
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--json", action="store_true")
+    show = verbs.add_parser("show", help="every field of a network (or of a user's networks), secrets masked")
+    show.add_argument("key", metavar="ID|EMAIL")
+    enabling = verbs.add_parser(
+        "enable", help="clear disabled, errors and lastError and schedule now (unauthorized stays unless --force)"
+    )
+    enabling.add_argument("ids", nargs="*", metavar="ID")
+    enabling.add_argument("--service", help="every disabled or erroring network of this service")
+    enabling.add_argument("--kind", help="with --service: only those whose lastError.kind is this")
+    enabling.add_argument("--force", action="store_true", help="clear unauthorized too")
+    enabling.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    resetting = verbs.add_parser("reset", help="back to initial mode from the start of the history (items kept)")
+    resetting.add_argument("ids", nargs="+", metavar="ID")
+    resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
     bench = commands.add_parser(
         "bench", help="measure throughput, quota use and memory against the fake API; prints one line of JSON"
     )
@@ -174,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo.run(metrics_port=args.metrics_port)
     if args.command == "connectors":
         return list_connectors()
+    if args.command == "networks":
+        return networks_command(settings, args)
     if args.command == "status":
         return show_status(settings, args.json, args.check, args.max_lag)
     if args.command == "bench":
@@ -214,6 +241,57 @@ def show_status(settings: Settings, as_json: bool, check: bool, max_lag: float |
         return 1 if found else 0
     print(json.dumps(status, default=str, indent=2) if as_json else render(status))
     return 0
+
+
+def networks_command(settings: Settings, args: argparse.Namespace) -> int:
+    from . import admin
+    from .sdk.timeutil import utcnow
+    from .settings import mask_text
+
+    now = utcnow()
+    try:
+        db = mongo_client(settings).get_default_database("likeastore")
+        if args.verb == "list":
+            rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
+            print(json.dumps(rows, default=str, indent=2) if args.json else render_rows(rows, now))
+        elif args.verb == "show":
+            for network in admin.find(db, args.key):
+                print(json.dumps(admin.shown(network, now), default=str, indent=2))
+        elif args.verb == "enable":
+            lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
+            print("\n".join(lines) if lines else "no network to enable")
+        else:
+            print("\n".join(admin.reset(db, now, args.ids, args.dry_run)))
+    except admin.AdminError as exc:
+        print(f"collector: {exc}", file=sys.stderr)
+        return 1
+    except PyMongoError as exc:
+        print(f"collector: cannot reach MongoDB: {mask_text(str(exc), settings.mongodb_uri)[:300]}", file=sys.stderr)
+        return 2
+    if getattr(args, "dry_run", False):
+        print("(dry run: nothing changed)")
+    return 0
+
+
+HELD = {"disabled": "not until enabled", "unauthorized": "not until authorised", "skipped": "not while skipped"}
+
+
+def render_rows(rows: list[dict], now: datetime) -> str:
+    from .admin import relative
+
+    lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
+    for r in rows:
+        error = f"{r['lastErrorKind']} {relative(r['lastErrorAt'], now)}" if r["lastErrorAt"] else "-"
+        at = r["scheduledTo"]
+        nxt = relative(at, now) if isinstance(at, datetime) else "now"
+        nxt = HELD.get(r["state"], nxt)
+        lines.append(
+            f"{r['id'][:24]:<24} {str(r['user'])[:28]:<28} {str(r['service'])[:13]:<13} {str(r['mode'])[:9]:<9} "
+            f"{r['state']:<12} {r['errors']:>6}  {error}  {nxt}"
+        )
+    if not rows:
+        lines.append("(no network matches)")
+    return "\n".join(lines)
 
 
 def list_connectors() -> int:

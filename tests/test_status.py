@@ -7,8 +7,6 @@ import threading
 import time
 from datetime import timedelta
 
-import pytest
-
 from collector import cli
 from collector.daemon import Daemon
 from collector.engine import Collector
@@ -121,17 +119,6 @@ def test_check_fails_when_due_networks_have_no_live_collector_or_the_lag_is_too_
     Store(db).beat("box-1", {"mode": "normal", "heartbeatAt": T0, "heartbeatSeconds": 15})
     assert problems(gather(db, T0, 15), None) == []
     assert problems(gather(db, T0, 15), 600) == ["mode normal: schedule lag 2400s exceeds 600s"]
-
-
-@pytest.fixture
-def cli_db(monkeypatch, tmp_path):
-    import mongomock
-
-    client = mongomock.MongoClient("mongodb://localhost:27017/likeastore_test", tz_aware=True)
-    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: client)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLLECTOR_ENV", "test")
-    return client.get_default_database()
 
 
 def test_the_status_command_prints_tables_json_and_exit_codes(cli_db, capsys):

@@ -1,0 +1,222 @@
+"""`collector networks`: what an operator does to networks by hand — list, show, enable, reset.
+
+Pure queries and updates over the `networks` collection; the command line (cli.py) prints what they return.
+Secrets are never shown; a network leased to a running collector is not changed under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from bson.errors import InvalidId
+
+from .sdk.validate import SECRET_FIELDS
+from .store import due_query
+
+STATES = ("due", "leased", "rateLimit", "disabled", "unauthorized", "erroring", "skipped")
+# the connector's walk through the history: unset by `reset` so the next run starts from the first page
+PROGRESS_FIELDS = ("page", "cursor", "seenIds", "sinceLikedAt", "etag", "prevMode", "skippedItems")
+
+
+class AdminError(Exception):
+    """A bad id, a network that cannot be changed now: one line for the operator."""
+
+
+def state_filter(state: str, now: datetime) -> dict[str, Any]:
+    if state == "due":
+        query = due_query("initial", now)
+        query.pop("mode")
+        return query
+    filters: dict[str, dict[str, Any]] = {
+        "leased": {"leaseUntil": {"$gt": now}},
+        "rateLimit": {"mode": "rateLimit"},
+        "disabled": {"disabled": True},
+        "unauthorized": {"unauthorized": True},
+        "erroring": {"errors": {"$gt": 0}},
+        "skipped": {"skip": True},
+    }
+    return filters[state]
+
+
+def state_of(network: Mapping[str, Any], now: datetime) -> str:
+    """One word for a network, the most pressing first."""
+    lease = network.get("leaseUntil")
+    if isinstance(lease, datetime) and _aware(lease, now) > now:
+        return "leased"
+    for field, word in (("disabled", "disabled"), ("unauthorized", "unauthorized"), ("skip", "skipped")):
+        if network.get(field) is True:
+            return word
+    if network.get("mode") == "rateLimit":
+        return "rateLimit"
+    at = network.get("scheduledTo")
+    if not isinstance(at, datetime) or _aware(at, now) <= now:
+        return "due"
+    return "erroring" if _errors(network) else "waiting"
+
+
+def parse_id(text: str) -> Any:
+    """A network id as the database holds it: an ObjectId (24 hex digits), else the text itself."""
+    try:
+        return ObjectId(text) if len(text) == 24 else text
+    except InvalidId:
+        return text
+
+
+def find(db: Any, key: str) -> list[dict]:
+    """The network with this id, or the networks of the user with this email."""
+    if "@" in key:
+        found = list(db.networks.find({"user": key}).sort("service", 1))
+    else:
+        found = [d for d in [db.networks.find_one({"_id": parse_id(key)})] if d is not None]
+    if not found:
+        raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{key!r}")
+    return found
+
+
+def list_networks(
+    db: Any,
+    now: datetime,
+    service: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    query: dict[str, Any] = {}
+    if service:
+        query["service"] = service
+    if user:
+        query["user"] = user
+    if state:
+        query.update(state_filter(state, now))
+    return [row(d, now) for d in db.networks.find(query).sort([("scheduledTo", 1), ("_id", 1)]).limit(limit)]
+
+
+def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    last = network.get("lastError")
+    error: Mapping[str, Any] = last if isinstance(last, Mapping) else {}
+    return {
+        "id": str(network.get("_id")),
+        "user": network.get("user"),
+        "service": network.get("service"),
+        "mode": network.get("mode") or "initial",
+        "state": state_of(network, now),
+        "errors": _errors(network),
+        "lastErrorKind": error.get("kind"),
+        "lastErrorAt": _when(network.get("lastExecution"), now) if error else None,
+        "scheduledTo": _when(network.get("scheduledTo"), now),
+    }
+
+
+def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """Every field, secrets masked, times as 'absolute (relative)'."""
+    out: dict[str, Any] = {"_id": network.get("_id")}
+    for name, value in network.items():
+        if name in SECRET_FIELDS or name == "leaseToken":
+            out[name] = "***" if value else value
+        elif isinstance(value, datetime):
+            out[name] = f"{_aware(value, now):%Y-%m-%d %H:%M:%S} UTC ({relative(_aware(value, now), now)})"
+        else:
+            out[name] = value
+    out["state"] = state_of(network, now)
+    return out
+
+
+def enable(
+    db: Any,
+    now: datetime,
+    ids: Iterable[str] = (),
+    service: str | None = None,
+    kind: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+) -> list[str]:
+    """Clear disabled, errors and lastError of the chosen networks and schedule them now; `unauthorized` stays
+    (a fresh authorisation clears it) unless `force`. Returns one line per network: what changed, or why not."""
+    networks = _chosen(db, ids, service, kind)
+    lines = []
+    for network in networks:
+        what = f"{network['_id']} {network.get('service')} {network.get('user')}"
+        if _leased(network, now):
+            lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
+            continue
+        unset = ["disabled", "lastError"] + (["unauthorized"] if force else [])
+        cleared = [f for f in unset if network.get(f) is not None] + (["errors"] if _errors(network) else [])
+        if not cleared and not (network.get("unauthorized") and not force):
+            lines.append(f"{what}: nothing to clear")
+            continue
+        note = "; unauthorized kept (--force clears it)" if network.get("unauthorized") and not force else ""
+        lines.append(f"{what}: cleared {', '.join(cleared) or 'nothing'}, scheduled now{note}")
+        if not dry_run:
+            db.networks.update_one(
+                {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")},
+                {"$set": {"errors": 0, "scheduledTo": now}, "$unset": dict.fromkeys(unset, "")},
+            )
+    return lines
+
+
+def reset(db: Any, now: datetime, ids: Iterable[str], dry_run: bool = False) -> list[str]:
+    """Back to `initial` from the start of the history; items are kept (their unique key stops duplicates)."""
+    lines = []
+    for network in [n for key in ids for n in find(db, key)]:
+        what = f"{network['_id']} {network.get('service')} {network.get('user')}"
+        if _leased(network, now):
+            lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
+            continue
+        dropped = [f for f in PROGRESS_FIELDS if f in network]
+        lines.append(f"{what}: mode {network.get('mode') or 'initial'} -> initial, dropped {', '.join(dropped) or '-'}")
+        if not dry_run:
+            db.networks.update_one(
+                {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")},
+                {"$set": {"mode": "initial", "scheduledTo": now}, "$unset": dict.fromkeys(PROGRESS_FIELDS, "")},
+            )
+    return lines
+
+
+def relative(at: datetime, now: datetime) -> str:
+    seconds = (at - now).total_seconds()
+    size = abs(seconds)
+    text = (
+        f"{size:.0f}s"
+        if size < 120
+        else f"{size / 60:.0f}m"
+        if size < 7200
+        else f"{size / 3600:.0f}h"
+        if size < 172800
+        else f"{size / 86400:.0f}d"
+    )
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def _chosen(db: Any, ids: Iterable[str], service: str | None, kind: str | None) -> list[dict]:
+    ids = list(ids)
+    if ids and service:
+        raise AdminError("give network ids or --service, not both")
+    if ids:
+        return [n for key in ids for n in find(db, key)]
+    if not service:
+        raise AdminError("give network ids or --service")
+    query: dict[str, Any] = {"service": service, "$or": [{"disabled": True}, {"errors": {"$gt": 0}}]}
+    if kind:
+        query["lastError.kind"] = kind
+    return list(db.networks.find(query).sort("_id", 1))
+
+
+def _leased(network: Mapping[str, Any], now: datetime) -> bool:
+    lease = network.get("leaseUntil")
+    return isinstance(lease, datetime) and _aware(lease, now) > now
+
+
+def _errors(network: Mapping[str, Any]) -> int:
+    errors = network.get("errors")
+    return errors if isinstance(errors, int) and not isinstance(errors, bool) else 0
+
+
+def _when(value: Any, now: datetime) -> datetime | None:
+    return _aware(value, now) if isinstance(value, datetime) else None
+
+
+def _aware(at: datetime, now: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)

@@ -1,0 +1,157 @@
+"""`collector networks list|show|enable|reset` on a seeded database, through the command line."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from bson import ObjectId
+
+from collector import cli
+from collector.sdk import utcnow
+
+from helpers import TOKEN
+
+
+def seed(db):
+    now = utcnow().replace(microsecond=0)
+    docs = {
+        "ok": {
+            "user": "ada@x.test",
+            "service": "github",
+            "mode": "normal",
+            "accessToken": TOKEN,
+            "scheduledTo": now + timedelta(minutes=10),
+            "etag": '"abc"',
+        },
+        "disabled": {
+            "user": "bob@x.test",
+            "service": "github",
+            "mode": "normal",
+            "accessToken": TOKEN,
+            "disabled": True,
+            "errors": 5,
+            "lastError": {"kind": "badResponse", "message": "HTTP 500"},
+            "lastExecution": now - timedelta(hours=2),
+            "scheduledTo": now + timedelta(days=1),
+        },
+        "unauth": {
+            "user": "cy@x.test",
+            "service": "mastodon",
+            "mode": "normal",
+            "accessToken": TOKEN,
+            "unauthorized": True,
+            "errors": 1,
+            "lastError": {"kind": "unauthorized", "message": "401"},
+            "lastExecution": now - timedelta(hours=1),
+        },
+        "walking": {
+            "user": "ada@x.test",
+            "service": "stackoverflow",
+            "mode": "initial",
+            "accessToken": TOKEN,
+            "page": 7,
+            "scheduledTo": now - timedelta(minutes=1),
+        },
+        "leased": {
+            "user": "eve@x.test",
+            "service": "github",
+            "mode": "normal",
+            "accessToken": TOKEN,
+            "disabled": True,
+            "leaseOwner": "box-1",
+            "leaseUntil": now + timedelta(minutes=5),
+        },
+    }
+    ids = {}
+    for name, doc in docs.items():
+        ids[name] = db.networks.insert_one(doc).inserted_id
+    return ids, now
+
+
+def test_list_shows_state_errors_and_next_run_and_never_a_token(cli_db, capsys):
+    ids, _ = seed(cli_db)
+    assert cli.main(["networks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert TOKEN not in out and len(out.strip().splitlines()) == 6
+    line = next(x for x in out.splitlines() if str(ids["disabled"]) in x)
+    assert "disabled" in line and "badResponse 2h ago" in line and line.endswith("not until enabled")
+    assert next(x for x in out.splitlines() if str(ids["ok"]) in x).endswith("in 10m")
+    assert cli.main(["networks", "list", "--state", "due", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == [str(ids["walking"])] and rows[0]["state"] == "due"
+    assert cli.main(["networks", "list", "--user", "ada@x.test", "--service", "github", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [str(ids["ok"])]
+    assert cli.main(["networks", "list", "--state", "erroring", "--json"]) == 0
+    assert {r["id"] for r in json.loads(capsys.readouterr().out)} == {str(ids["disabled"]), str(ids["unauth"])}
+
+
+def test_show_masks_secrets_and_gives_times_absolute_and_relative(cli_db, capsys):
+    ids, now = seed(cli_db)
+    assert cli.main(["networks", "show", str(ids["ok"])]) == 0
+    out = capsys.readouterr().out
+    shown = json.loads(out)
+    assert shown["accessToken"] == "***" and TOKEN not in out
+    assert shown["scheduledTo"] == f"{now + timedelta(minutes=10):%Y-%m-%d %H:%M:%S} UTC (in 10m)"
+    assert cli.main(["networks", "show", "ada@x.test"]) == 0
+    assert capsys.readouterr().out.count('"user": "ada@x.test"') == 2
+
+
+def test_a_bad_id_is_one_line_and_exit_1(cli_db, capsys):
+    seed(cli_db)
+    assert cli.main(["networks", "show", str(ObjectId())]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("collector: no network with id") and len(err.strip().splitlines()) == 1
+    assert cli.main(["networks", "enable"]) == 1
+    assert "give network ids or --service" in capsys.readouterr().err
+
+
+def test_enable_clears_errors_and_schedules_now_but_keeps_unauthorized_unless_forced(cli_db, capsys):
+    ids, _ = seed(cli_db)
+    before = list(cli_db.networks.find().sort("_id", 1))
+    assert cli.main(["networks", "enable", str(ids["disabled"]), str(ids["unauth"]), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cleared disabled, lastError, errors" in out and "unauthorized kept" in out and "dry run" in out
+    assert list(cli_db.networks.find().sort("_id", 1)) == before  # nothing written
+    assert cli.main(["networks", "enable", str(ids["disabled"]), str(ids["unauth"])]) == 0
+    fixed = cli_db.networks.find_one({"_id": ids["disabled"]})
+    assert "disabled" not in fixed and "lastError" not in fixed and fixed["errors"] == 0
+    assert fixed["scheduledTo"] <= utcnow() and fixed["accessToken"] == TOKEN
+    assert cli_db.networks.find_one({"_id": ids["unauth"]})["unauthorized"] is True
+    assert cli.main(["networks", "enable", str(ids["unauth"]), "--force"]) == 0
+    assert "unauthorized" not in cli_db.networks.find_one({"_id": ids["unauth"]})
+
+
+def test_enable_by_service_and_kind_and_never_under_a_running_lease(cli_db, capsys):
+    ids, _ = seed(cli_db)
+    assert cli.main(["networks", "enable", "--service", "github", "--kind", "badResponse"]) == 0
+    assert "disabled" not in cli_db.networks.find_one({"_id": ids["disabled"]})
+    assert cli.main(["networks", "enable", str(ids["leased"])]) == 0
+    assert "leased by box-1" in capsys.readouterr().out
+    assert cli_db.networks.find_one({"_id": ids["leased"]})["disabled"] is True
+
+
+def test_reset_walks_the_history_again_and_keeps_items(cli_db, capsys):
+    ids, _ = seed(cli_db)
+    cli_db.items.insert_one({"user": "ada@x.test", "type": "stackoverflow", "itemId": "1"})
+    assert cli.main(["networks", "reset", str(ids["walking"]), str(ids["ok"])]) == 0
+    out = capsys.readouterr().out
+    assert "mode normal -> initial, dropped etag" in out and "dropped page" in out
+    for name in ("walking", "ok"):
+        doc = cli_db.networks.find_one({"_id": ids[name]})
+        assert doc["mode"] == "initial" and "page" not in doc and "etag" not in doc and doc["accessToken"] == TOKEN
+    assert cli_db.items.count_documents({}) == 1
+
+
+def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from pymongo.errors import ServerSelectionTimeoutError
+
+    class Down:
+        def get_default_database(self, name):
+            raise ServerSelectionTimeoutError("db.example:27017: timed out")
+
+    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: Down())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLLECTOR_ENV", "test")
+    assert cli.main(["networks", "list"]) == 2
+    assert capsys.readouterr().err.startswith("collector: cannot reach MongoDB: db.example:27017: timed out")
