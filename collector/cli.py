@@ -8,6 +8,7 @@ import logging
 import socket
 import sys
 from datetime import datetime
+from typing import Any
 
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -92,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     enabling.add_argument("--kind", help="with --service: only those whose lastError.kind is this")
     enabling.add_argument("--force", action="store_true", help="clear unauthorized too")
     enabling.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    running = verbs.add_parser(
+        "run", help="run one network now in the foreground with the daemon's code, printing requests, items, state"
+    )
+    running.add_argument("id", metavar="ID")
+    running.add_argument(
+        "--dry-run", action="store_true", help="call the API but write nothing (tokens a refresh obtains are kept)"
+    )
     resetting = verbs.add_parser("reset", help="back to initial mode from the start of the history (items kept)")
     resetting.add_argument("ids", nargs="+", metavar="ID")
     resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
@@ -257,6 +265,8 @@ def networks_command(settings: Settings, args: argparse.Namespace) -> int:
         elif args.verb == "show":
             for network in admin.find(db, args.key):
                 print(json.dumps(admin.shown(network, now), default=str, indent=2))
+        elif args.verb == "run":
+            return run_network(db, settings, args.id, args.dry_run, now)
         elif args.verb == "enable":
             lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
             print("\n".join(lines) if lines else "no network to enable")
@@ -271,6 +281,39 @@ def networks_command(settings: Settings, args: argparse.Namespace) -> int:
     if getattr(args, "dry_run", False):
         print("(dry run: nothing changed)")
     return 0
+
+
+def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datetime) -> int:
+    """`collector networks run`: the network's requests as they happen, then its items and state change."""
+    from .admin import AdminError, parse_id
+    from .engine import Collector
+    from .sdk.http import where
+    from .sdk.redaction import redact
+    from .sdk.validate import SECRET_FIELDS
+
+    collector = Collector(db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1)
+
+    def show(response: Any, *args: Any, **kwargs: Any) -> None:
+        ms = response.elapsed.total_seconds() * 1000
+        print(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)")
+
+    collector.http.session.hooks["response"].append(show)
+    try:
+        result, saved = collector.run_one(parse_id(key), now, dry_run=dry_run)
+    except LookupError as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        collector.close()
+    print(f"status: {result.status}" + (f" — {redact(result.error.message)}" if result.error is not None else ""))
+    titles = [str(item.get("title") or item.get("itemId"))[:80] for item in result.items[:5]]
+    print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
+    values = {k: "***" if k in SECRET_FIELDS else v for k, v in result.update.values.items()}
+    print("state: " + json.dumps({"set": values, "unset": sorted(result.update.unset)}, default=str))
+    if saved is None:
+        print("(dry run: nothing written)")
+    else:
+        print(f"saved: {saved.new_items} new items, state {'saved' if saved.state_saved else 'not saved (lease lost)'}")
+    return 0 if result.error is None else 1
 
 
 HELD = {"disabled": "not until enabled", "unauthorized": "not until authorised", "skipped": "not while skipped"}

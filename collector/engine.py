@@ -180,6 +180,42 @@ class Collector:
             raise
         return networks, users
 
+    def run_one(self, network_id: Any, now: datetime, dry_run: bool = False) -> tuple[RunResult, Saved | None]:
+        """Run one network now, in this thread, with the daemon's code: lease, prepare, execute, and (unless
+        `dry_run`, which takes no lease and writes nothing but tokens a refresh obtained) the fenced save.
+        LookupError when no such network exists or another collector holds its lease."""
+        if dry_run:  # no lease either: the document is read, never written
+            network = self.store.networks.find_one({"_id": network_id})
+            if network is None:
+                raise LookupError(f"no network with id {network_id!r}")
+        else:
+            network = self.store.claim_one(network_id, now, self.instance_id, now + self.lease)
+        if network is None:
+            held = self.store.networks.find_one({"_id": network_id}, {"leaseOwner": 1, "leaseUntil": 1})
+            raise LookupError(
+                f"no network with id {network_id!r}"
+                if held is None
+                else f"network {network_id} is leased by {held.get('leaseOwner')} until {held.get('leaseUntil')}"
+            )
+        SECRETS.add(secrets_of(network))
+        users = self.store.users_by_email([network["user"]] if isinstance(network.get("user"), str) else [])
+        try:
+            prepared = prepare(network, self.registry, self.settings, self.http, now, self.rng.random(), self.quotas)
+        except Exception as exc:
+            prepared = crashed(network, None, exc, self.settings, now, self.rng.random())
+        result = execute(prepared, self.settings, now) if isinstance(prepared, Run) else prepared
+        if dry_run:  # except tokens a refresh obtained: a rotating refresh token is spent once used
+            if result.tokens:
+                self.store.save_tokens(network["_id"], dict(result.tokens), network.get("refreshToken"))
+            self.forget(network, result.tokens)
+            return result, None
+        saving = Saving(result)
+        self.persist([saving], users)
+        saved = saving.saved()
+        self.observers.notify("on_run", saving.result, saved)
+        self.forget(network, result.tokens)
+        return saving.result, saved
+
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)

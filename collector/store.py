@@ -194,6 +194,15 @@ class Store:
             self._claim_each(ids, query, claim)
         return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
 
+    def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
+        """Lease one network by id, due or not (a run by hand), unless another collector holds it now."""
+        token = uuid.uuid4().hex
+        self.networks.update_many({"_id": network_id, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
+        free = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
+        claim = {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
+        self.networks.update_one({"_id": network_id, **free}, claim)
+        return self.networks.find_one({"_id": network_id, "leaseToken": token})
+
     def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
         for network_id in ids:
             try:

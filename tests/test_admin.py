@@ -8,9 +8,10 @@ from datetime import timedelta
 from bson import ObjectId
 
 from collector import cli
+from collector.devtools.fakeapi import make_stars
 from collector.sdk import utcnow
 
-from helpers import TOKEN
+from helpers import TOKEN, GitHubStub, add_network
 
 
 def seed(db):
@@ -155,3 +156,35 @@ def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch, tmp_path, c
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     assert cli.main(["networks", "list"]) == 2
     assert capsys.readouterr().err.startswith("collector: cannot reach MongoDB: db.example:27017: timed out")
+
+
+def test_run_dry_run_calls_the_api_prints_what_it_would_store_and_writes_nothing(
+    cli_db, http_mock, monkeypatch, capsys
+):
+    monkeypatch.setenv("GITHUB_API_URL", "https://api.github.test")
+    GitHubStub(http_mock, stars=make_stars(150, seed=2), clock=utcnow())
+    doc = add_network(cli_db)
+    before = list(cli_db.networks.find())
+    assert cli.main(["networks", "run", str(doc["_id"]), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "GET api.github.test/user/starred -> 200" in out and TOKEN not in out
+    assert "items: 100" in out and '"page": 2' in out and "dry run: nothing written" in out
+    assert list(cli_db.networks.find()) == before and cli_db.items.count_documents({}) == 0
+
+
+def test_run_saves_like_the_daemon_and_refuses_a_network_another_collector_holds(
+    cli_db, http_mock, monkeypatch, capsys
+):
+    monkeypatch.setenv("GITHUB_API_URL", "https://api.github.test")
+    GitHubStub(http_mock, stars=make_stars(150, seed=2), clock=utcnow())
+    doc = add_network(cli_db)
+    assert cli.main(["networks", "run", str(doc["_id"])]) == 0
+    assert "saved: 100 new items, state saved" in capsys.readouterr().out
+    saved = cli_db.networks.find_one({"_id": doc["_id"]})
+    assert saved["page"] == 2 and "leaseOwner" not in saved and cli_db.items.count_documents({}) == 100
+    cli_db.networks.update_one(
+        {"_id": doc["_id"]}, {"$set": {"leaseOwner": "box-1", "leaseUntil": utcnow() + timedelta(minutes=5)}}
+    )
+    assert cli.main(["networks", "run", str(doc["_id"])]) == 1
+    assert "is leased by box-1" in capsys.readouterr().err
+    assert cli_db.items.count_documents({}) == 100
