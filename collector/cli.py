@@ -378,6 +378,7 @@ def serve(
         client.close()
         return 1
     daemon = Daemon(collector, mode)
+    daemon.configure_logging = setup_logging
     daemon.install_signal_handlers()
     try:
         return daemon.run(once=once)

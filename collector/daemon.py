@@ -12,10 +12,14 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .engine import Collector
 from .notify import Notifier, Watchdog
+from .observers import Observer
+from .reload import changed, merge
+from .settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .metrics import MetricsServer
@@ -31,10 +35,40 @@ class Daemon:
         self.signals = 0
         self.notifier = Notifier()
         self.metrics_server: MetricsServer | None = None
+        self.reload_wanted = False
+        self.load_settings: Callable[[], Settings] = load_settings
+        self.configure_logging: Callable[[str, str], None] | None = None  # the CLI's: level and format
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGHUP, self.on_hangup)
+
+    def on_hangup(self, signum: int, frame=None) -> None:
+        self.reload_wanted = True  # applied on the dispatch loop's thread, at its next round
+
+    def reload(self) -> list[str]:
+        """Read the settings again and apply what may change while running; returns the names applied. A bad
+        value keeps every old setting (one error line); the daemon never stops over a reload."""
+        self.reload_wanted = False
+        old = self.collector.settings
+        try:
+            new = self.load_settings()
+        except SettingsError as exc:
+            log.error("reload refused, settings unchanged: %s", exc)
+            return []
+        merged, kept = merge(old, new)
+        if kept:
+            log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
+        applied = changed(old, merged)
+        self.collector.apply_settings(merged)
+        if self.configure_logging is not None and (old.log_level, old.log_format) != (
+            merged.log_level,
+            merged.log_format,
+        ):
+            self.configure_logging(merged.log_level, merged.log_format)
+        log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
+        return applied
 
     def on_signal(self, signum: int, frame=None) -> None:
         self.signals += 1
@@ -96,6 +130,7 @@ class Daemon:
             # MongoDB answered and the indexes exist (the Collector made them): ready
             self.notifier.send("READY=1", f"STATUS={self.mode}: started")
             self.collector.observers.add(Watchdog(self.notifier, self.mode))
+            self.collector.observers.add(Reloader(self))
             self.metrics_server = self.start_metrics(__version__)
             self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:
@@ -123,3 +158,14 @@ class Daemon:
                 log.warning("removing the heartbeat failed (%s); it expires", type(exc).__name__)
         log.info("collector %s stopped", self.mode)
         return 0
+
+
+class Reloader(Observer):
+    """Applies a SIGHUP's reload on the dispatch loop's thread (it goes round at least every HEARTBEAT_SECONDS)."""
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+
+    def on_tick(self, inflight: int) -> None:
+        if self.daemon.reload_wanted:
+            self.daemon.reload()

@@ -116,6 +116,7 @@ class Collector:
         self.rng = rng or random.Random()
         self.instance_id = instance_id or default_instance_id()
         self.concurrency = concurrency or settings.concurrency
+        self.concurrency_given = concurrency is not None  # --concurrency wins over CONCURRENCY, reloads too
         self.http = http or Http(settings, pool_size=max(self.concurrency, 10))  # a connection per worker
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
         self.quotas = QuotaMemory()
@@ -384,6 +385,18 @@ class Collector:
 
     def service_cap(self, service: object) -> int:
         return self.settings.service_concurrency_for(str(service))
+
+    def apply_settings(self, settings: Settings) -> None:
+        """New settings, on the dispatch loop's thread (a reload): pauses, intervals, limits, caps and timeouts
+        take effect from the next decision; a new concurrency gets a new worker pool (runs in flight finish in
+        the old one)."""
+        self.settings = settings
+        self.http.timeout, self.http.max_bytes = settings.http_timeout, settings.http_max_bytes
+        SECRETS.add(settings.secrets())
+        if not self.concurrency_given and settings.concurrency != self.concurrency:
+            old, self.concurrency = self.pool, settings.concurrency
+            self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
+            old.shutdown(wait=False)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

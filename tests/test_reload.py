@@ -1,0 +1,85 @@
+"""SIGHUP: settings that may change apply on the loop's thread; fixed ones are kept; a bad value changes nothing."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import pytest
+
+from collector.daemon import Daemon, Reloader
+from collector.engine import Collector
+from collector.reload import changed, merge
+from collector.settings import SettingsError
+
+
+def test_merge_applies_what_may_change_and_keeps_the_connection_and_metrics_socket(settings):
+    new = settings.with_(normal_interval=60, log_level="ERROR", mongodb_uri="mongodb://other:27017/x", metrics_port=9)
+    merged, kept = merge(settings, new)
+    assert kept == ["MONGODB_URI", "METRICS_PORT"]
+    assert merged.mongodb_uri == settings.mongodb_uri and merged.metrics_port == settings.metrics_port
+    assert changed(settings, merged) == ["NORMAL_INTERVAL", "LOG_LEVEL"]
+
+
+@pytest.fixture
+def hup():
+    previous = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
+    yield
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+
+
+def test_a_sighup_reloads_on_the_next_round_of_the_loop(db, settings, hup, caplog):
+    collector = Collector(db, settings.with_(concurrency=2))
+    daemon = Daemon(collector, "normal")
+    levels = []
+    daemon.configure_logging = lambda level, fmt: levels.append((level, fmt))
+    daemon.load_settings = lambda: settings.with_(
+        concurrency=4, normal_interval=60, http_timeout=7, log_level="ERROR", mongodb_uri="mongodb://other:1/x"
+    )
+    daemon.install_signal_handlers()
+    os.kill(os.getpid(), signal.SIGHUP)
+    assert daemon.reload_wanted and collector.settings.normal_interval != 60  # nothing applied in the handler
+    with caplog.at_level(logging.INFO):
+        Reloader(daemon).on_tick(0)
+    assert not daemon.reload_wanted
+    assert collector.settings.normal_interval == 60 and collector.http.timeout == 7
+    assert collector.concurrency == 4 and collector.pool._max_workers == 4
+    assert collector.settings.mongodb_uri == settings.mongodb_uri
+    assert levels == [("ERROR", settings.log_format)]
+    assert (
+        "MONGODB_URI cannot change while running" in caplog.text
+        and "applied NORMAL_INTERVAL, HTTP_TIMEOUT, CONCURRENCY, LOG_LEVEL" in caplog.text
+    )
+    collector.close()
+
+
+def test_a_bad_value_keeps_every_old_setting_and_the_daemon_running(db, settings, monkeypatch, tmp_path, caplog):
+    collector = Collector(db, settings)
+    daemon = Daemon(collector, "normal")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NORMAL_INTERVAL", "soon")
+    daemon.reload_wanted = True
+    with caplog.at_level(logging.ERROR):
+        Reloader(daemon).on_tick(0)
+    assert collector.settings is settings
+    assert "reload refused, settings unchanged" in caplog.text and "NORMAL_INTERVAL" in caplog.text
+    assert not daemon.reload_wanted
+    collector.close()
+
+
+def test_concurrency_given_on_the_command_line_is_not_overridden_by_a_reload(db, settings):
+    collector = Collector(db, settings, concurrency=3)
+    daemon = Daemon(collector, "normal")
+    daemon.load_settings = lambda: settings.with_(concurrency=9)
+    daemon.reload()
+    assert collector.concurrency == 3 and collector.settings.concurrency == 9
+    collector.close()
+
+
+def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemon's except clause relies on it
+    from collector.settings import load_settings
+
+    with pytest.raises(SettingsError):
+        load_settings(environ={"NORMAL_INTERVAL": "soon"}, cwd=tmp_path)
