@@ -131,6 +131,12 @@ class Daemon:
             self.notifier.send("READY=1", f"STATUS={self.mode}: started")
             self.collector.observers.add(Watchdog(self.notifier, self.mode))
             self.collector.observers.add(Reloader(self))
+            if self.mode == "initial":
+                from .sweep import InactiveSweep
+
+                self.collector.observers.add(
+                    InactiveSweep(self.collector.store.db, self.collector.instance_id, lambda: self.collector.settings)
+                )
             self.metrics_server = self.start_metrics(__version__)
             self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:

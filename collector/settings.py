@@ -107,6 +107,25 @@ def _address(text: str) -> str:
     return text.strip()
 
 
+def _days(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be a whole number of days, 0 for off")
+    return value
+
+
+def _crontab(text: str) -> str:
+    from datetime import UTC
+
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(text.strip(), timezone=UTC)
+    except ValueError as exc:
+        raise ValueError(f"must be a crontab expression (minute hour day month weekday), UTC: {exc}") from None
+    return text.strip()
+
+
 def _log_format(text: str) -> str:
     value = text.strip().lower()
     if value not in ("text", "json"):
@@ -155,6 +174,8 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("HEARTBEAT_SECONDS", "heartbeat_seconds", _positive_number),
     ("METRICS_PORT", "metrics_port", _port),
     ("METRICS_ADDR", "metrics_addr", _address),
+    ("INACTIVE_DAYS", "inactive_days", _days),
+    ("INACTIVE_SWEEP_CRON", "inactive_sweep_cron", _crontab),
 )
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
 
@@ -186,6 +207,8 @@ class Settings:
     heartbeat_seconds: float
     metrics_port: int = 0  # 0: no /metrics or /healthz
     metrics_addr: str = "127.0.0.1"
+    inactive_days: int = 60  # 0: no sweep
+    inactive_sweep_cron: str = "0 4 * * *"
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -51,6 +51,8 @@ def test_per_service_initial_interval_from_environment(tmp_path):
         ("METRICS_PORT", "70000"),
         ("METRICS_PORT", "http"),
         ("METRICS_ADDR", "localhost:9464"),
+        ("INACTIVE_DAYS", "-1"),
+        ("INACTIVE_SWEEP_CRON", "every day"),
     ],
 )
 def test_invalid_values_name_the_setting(tmp_path, name, value):

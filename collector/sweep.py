@@ -1,0 +1,124 @@
+"""The inactive-user sweep: no quota for users who left, and a quick return for those who come back.
+
+Networks of users whose `users.loginLastDate` is missing or older than INACTIVE_DAYS get `skip: true,
+skipReason: "inactive"`; a user who logged in since gets those networks back, scheduled now (the original
+collector disabled them for good). Users are read in batches by `_id`, never all at once. Only networks whose
+user has a document in `users` are judged: a network of an unknown user is left alone.
+
+Once a day (INACTIVE_SWEEP_CRON, UTC) in the `initial` collector; several collectors race for a lease document
+in `jobs` and one wins per day. The sweep runs on the dispatch loop's thread, like every database access.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from apscheduler.triggers.cron import CronTrigger
+from pymongo.errors import DuplicateKeyError
+
+from .observers import Observer
+from .sdk.timeutil import utcnow
+from .settings import Settings
+
+log = logging.getLogger("collector.sweep")
+JOB_ID = "inactive-sweep"
+BATCH = 500
+REASON = "inactive"
+RETRY = timedelta(minutes=5)
+
+
+def next_run(cron: str, after: datetime) -> datetime:
+    """The first time after `after` that the crontab expression (UTC) names."""
+    later = after + timedelta(seconds=1)
+    fire = CronTrigger.from_crontab(cron, timezone=after.tzinfo).get_next_fire_time(None, later)
+    if fire is None:  # pragma: no cover - a crontab expression always fires again
+        raise ValueError(f"{cron!r} never fires")
+    return fire
+
+
+def claim_day(db: Any, now: datetime, owner: str) -> bool:
+    """True for the one collector that takes today's sweep."""
+    day = now.strftime("%Y-%m-%d")
+    try:
+        result = db.jobs.update_one(
+            {"_id": JOB_ID, "day": {"$ne": day}},
+            {"$set": {"day": day, "owner": owner, "startedAt": now}},
+            upsert=True,
+        )
+    except DuplicateKeyError:  # another collector upserted today's document first
+        return False
+    return bool(result.modified_count or result.upserted_id is not None)
+
+
+def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, int]:
+    """Skip the networks of inactive users, revive those of users who are back. Returns the counts."""
+    cutoff = now - timedelta(days=days)
+    counts = {"users": 0, "skipped": 0, "revived": 0}
+    last_id = None
+    while True:
+        query: dict[str, Any] = {} if last_id is None else {"_id": {"$gt": last_id}}
+        users = list(db.users.find(query, {"email": 1, "loginLastDate": 1}).sort("_id", 1).limit(batch))
+        if not users:
+            return counts
+        last_id = users[-1]["_id"]
+        counts["users"] += len(users)
+        inactive: list[str] = []
+        active: list[str] = []
+        for user in users:
+            email = user.get("email")
+            if not isinstance(email, str):
+                continue
+            seen = user.get("loginLastDate")
+            if isinstance(seen, datetime) and seen.tzinfo is None:
+                seen = seen.replace(tzinfo=now.tzinfo)
+            (active if isinstance(seen, datetime) and seen >= cutoff else inactive).append(email)
+        if inactive:
+            counts["skipped"] += db.networks.update_many(
+                {"user": {"$in": inactive}, "skip": {"$ne": True}},
+                {"$set": {"skip": True, "skipReason": REASON}},
+            ).modified_count
+        if active:
+            counts["revived"] += db.networks.update_many(
+                {"user": {"$in": active}, "skip": True, "skipReason": REASON},
+                {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
+            ).modified_count
+
+
+class InactiveSweep(Observer):
+    """Runs the sweep from the dispatch loop when its cron time has come and this collector wins the day.
+    `settings()` gives the current INACTIVE_DAYS and INACTIVE_SWEEP_CRON (a reload may change them)."""
+
+    def __init__(self, db: Any, owner: str, settings: Callable[[], Settings], clock: Callable[[], datetime] = utcnow):
+        self.db, self.owner, self.settings, self.clock = db, owner, settings, clock
+        self.cron = settings().inactive_sweep_cron
+        self.due = next_run(self.cron, clock())
+
+    def on_tick(self, inflight: int) -> None:
+        now, current = self.clock(), self.settings()
+        if current.inactive_sweep_cron != self.cron:  # reloaded
+            self.cron, self.due = current.inactive_sweep_cron, next_run(current.inactive_sweep_cron, now)
+        if current.inactive_days <= 0 or now < self.due:
+            return
+        self.due = next_run(self.cron, now)
+        if not claim_day(self.db, now, self.owner):
+            log.info("inactive sweep: another collector has today's")
+            return
+        try:
+            counts = sweep(self.db, now, current.inactive_days)
+        except Exception:
+            # give the day back and try again in a few minutes: a database hiccup delays the sweep, no more
+            self.due = now + RETRY
+            try:
+                self.db.jobs.update_one({"_id": JOB_ID, "owner": self.owner}, {"$set": {"day": None}})
+            except Exception:
+                log.warning("inactive sweep: could not give today's lease back")
+            raise
+        log.info(
+            "inactive sweep: %d users read, %d networks skipped as inactive, %d revived",
+            counts["users"],
+            counts["skipped"],
+            counts["revived"],
+        )
