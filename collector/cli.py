@@ -222,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         return bench.run(opts)
     if args.mode is None:
         parser.print_usage(sys.stderr)
-        print("collector: give --mode initial|normal, --check-config or a command (demo, status, networks, connectors, bench)", file=sys.stderr)
+        print(
+            "collector: give --mode initial|normal, --check-config or a command "
+            "(demo, status, networks, connectors, bench)",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be 1 or more")
