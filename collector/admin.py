@@ -6,7 +6,7 @@ Secrets are never shown; a network leased to a running collector is not changed 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -43,8 +43,7 @@ def state_filter(state: str, now: datetime) -> dict[str, Any]:
 
 def state_of(network: Mapping[str, Any], now: datetime) -> str:
     """One word for a network, the most pressing first."""
-    lease = network.get("leaseUntil")
-    if isinstance(lease, datetime) and _aware(lease, now) > now:
+    if _leased(network, now):
         return "leased"
     for field, word in (("disabled", "disabled"), ("unauthorized", "unauthorized"), ("skip", "skipped")):
         if network.get(field) is True:
@@ -135,43 +134,50 @@ def enable(
 ) -> list[str]:
     """Clear disabled, errors and lastError of the chosen networks and schedule them now; `unauthorized` stays
     (a fresh authorisation clears it) unless `force`. Returns one line per network: what changed, or why not."""
-    networks = _chosen(db, ids, service, kind)
+
+    def plan(network: Mapping[str, Any]) -> tuple[str, dict | None]:
+        unset = ["disabled", "lastError"] + (["unauthorized"] if force else [])
+        cleared = [f for f in unset if network.get(f) is not None] + (["errors"] if _errors(network) else [])
+        kept = bool(network.get("unauthorized")) and not force
+        if not cleared and not kept:
+            return "nothing to clear", None
+        note = "; unauthorized kept (--force clears it)" if kept else ""
+        update = {"$set": {"errors": 0, "scheduledTo": now}, "$unset": dict.fromkeys(unset, "")}
+        return f"cleared {', '.join(cleared) or 'nothing'}, scheduled now{note}", update
+
+    return _change(db, _chosen(db, ids, service, kind), now, plan, dry_run)
+
+
+def reset(db: Any, now: datetime, ids: Iterable[str], dry_run: bool = False) -> list[str]:
+    """Back to `initial` from the start of the history; items are kept (their unique key stops duplicates)."""
+
+    def plan(network: Mapping[str, Any]) -> tuple[str, dict | None]:
+        dropped = ", ".join(f for f in PROGRESS_FIELDS if f in network) or "-"
+        update = {"$set": {"mode": "initial", "scheduledTo": now}, "$unset": dict.fromkeys(PROGRESS_FIELDS, "")}
+        return f"mode {network.get('mode') or 'initial'} -> initial, dropped {dropped}", update
+
+    return _change(db, [n for key in ids for n in find(db, key)], now, plan, dry_run)
+
+
+def _change(
+    db: Any,
+    networks: list[dict],
+    now: datetime,
+    plan: Callable[[Mapping[str, Any]], tuple[str, dict | None]],
+    dry_run: bool,
+) -> list[str]:
+    """Apply `plan` to each network not leased now: one line each; the write only matches while the lease is
+    still the one read (a collector that claimed it meanwhile wins)."""
     lines = []
     for network in networks:
         what = f"{network['_id']} {network.get('service')} {network.get('user')}"
         if _leased(network, now):
             lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
             continue
-        unset = ["disabled", "lastError"] + (["unauthorized"] if force else [])
-        cleared = [f for f in unset if network.get(f) is not None] + (["errors"] if _errors(network) else [])
-        if not cleared and not (network.get("unauthorized") and not force):
-            lines.append(f"{what}: nothing to clear")
-            continue
-        note = "; unauthorized kept (--force clears it)" if network.get("unauthorized") and not force else ""
-        lines.append(f"{what}: cleared {', '.join(cleared) or 'nothing'}, scheduled now{note}")
-        if not dry_run:
-            db.networks.update_one(
-                {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")},
-                {"$set": {"errors": 0, "scheduledTo": now}, "$unset": dict.fromkeys(unset, "")},
-            )
-    return lines
-
-
-def reset(db: Any, now: datetime, ids: Iterable[str], dry_run: bool = False) -> list[str]:
-    """Back to `initial` from the start of the history; items are kept (their unique key stops duplicates)."""
-    lines = []
-    for network in [n for key in ids for n in find(db, key)]:
-        what = f"{network['_id']} {network.get('service')} {network.get('user')}"
-        if _leased(network, now):
-            lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
-            continue
-        dropped = [f for f in PROGRESS_FIELDS if f in network]
-        lines.append(f"{what}: mode {network.get('mode') or 'initial'} -> initial, dropped {', '.join(dropped) or '-'}")
-        if not dry_run:
-            db.networks.update_one(
-                {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")},
-                {"$set": {"mode": "initial", "scheduledTo": now}, "$unset": dict.fromkeys(PROGRESS_FIELDS, "")},
-            )
+        line, update = plan(network)
+        lines.append(f"{what}: {line}")
+        if update is not None and not dry_run:
+            db.networks.update_one({"_id": network["_id"], "leaseUntil": network.get("leaseUntil")}, update)
     return lines
 
 

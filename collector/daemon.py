@@ -62,10 +62,7 @@ class Daemon:
             log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
         applied = changed(old, merged)
         self.collector.apply_settings(merged)
-        if self.configure_logging is not None and (old.log_level, old.log_format) != (
-            merged.log_level,
-            merged.log_format,
-        ):
+        if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
         log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
         return applied

@@ -56,9 +56,20 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
         "unauthorized": {"$ne": True},
         "$and": [
             {"$or": [{"scheduledTo": {"$lte": now}}, {"scheduledTo": {"$not": {"$type": "date"}}}]},
-            {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]},
+            lease_free(now),
         ],
     }
+
+
+def lease_free(now: datetime) -> dict[str, Any]:
+    """No collector holds the network at `now` (no lease, or one that lapsed)."""
+    return {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
+
+
+def lease_claim(owner: str, until: datetime) -> tuple[str, dict[str, Any]]:
+    """A fresh claim token and the update that leases to `owner` with it (and moves the fence epoch on)."""
+    token = uuid.uuid4().hex
+    return token, {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
 
 
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
@@ -173,8 +184,7 @@ class Store:
         ids = [d["_id"] for d in self.networks.find(query, {"_id": 1}).sort("scheduledTo", ASCENDING).limit(limit)]
         if not ids:
             return []
-        token = uuid.uuid4().hex
-        claim = {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
+        token, claim = lease_claim(owner, until)
         repaired = self.networks.update_many({"_id": {"$in": ids}, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
         if repaired.modified_count:
             log.warning(
@@ -196,11 +206,9 @@ class Store:
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now."""
-        token = uuid.uuid4().hex
+        token, claim = lease_claim(owner, until)
         self.networks.update_many({"_id": network_id, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
-        free = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
-        claim = {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
-        self.networks.update_one({"_id": network_id, **free}, claim)
+        self.networks.update_one({"_id": network_id, **lease_free(now)}, claim)
         return self.networks.find_one({"_id": network_id, "leaseToken": token})
 
     def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
