@@ -1,8 +1,9 @@
-"""The long-running process for one mode: the continuous dispatch loop (engine.Collector.serve), signals, --once.
+"""The long-running process for one mode: the continuous dispatch loop (engine.Collector.serve), the recurring
+jobs beside it (jobs.py: heartbeat, housekeeping, gauges, the inactive sweep), signals, --once.
 
-First SIGTERM/SIGINT: networks in flight finish (their requests are cut after HTTP_TIMEOUT at most) and are
-saved, claimed networks not started are given back, then the loop exits 0.
-A second signal exits at once. With once=True: one pass, exit 1 if that pass failed as a whole.
+First SIGTERM/SIGINT: the jobs stop, networks in flight finish (their requests are cut after HTTP_TIMEOUT at
+most) and are saved, claimed networks not started are given back, then the loop exits 0.
+A second signal exits at once. With once=True: one pass, no jobs, exit 1 if that pass failed as a whole.
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from .engine import Collector
 from .notify import Notifier, Watchdog
 from .observers import Observer
 from .reload import changed, merge
+from .sdk.timeutil import utcnow
 from .settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .metrics import MetricsServer
+    from .heartbeat import Heartbeat
+    from .jobs import Jobs
+    from .metrics import Metrics, MetricsServer
 
 log = logging.getLogger("collector.daemon")
+HOUSEKEEPING_SECONDS = 60.0
+GAUGES_SECONDS = 30.0
 
 
 class Daemon:
@@ -32,9 +38,13 @@ class Daemon:
         self.collector = collector
         self.mode = mode
         self.stopping = threading.Event()
+        self.wakeup = threading.Event()  # an idle loop looks again at once: a stop, or a job waiting for it
         self.signals = 0
         self.notifier = Notifier()
         self.metrics_server: MetricsServer | None = None
+        self.metrics: Metrics | None = None
+        self.jobs: Jobs | None = None
+        self.heartbeat: Heartbeat | None = None
         self.reload_wanted = False
         self.load_settings: Callable[[], Settings] = load_settings
         self.configure_logging: Callable[[str, str], None] | None = None  # the CLI's: level and format
@@ -62,6 +72,7 @@ class Daemon:
             log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
         applied = changed(old, merged)
         self.collector.apply_settings(merged)
+        self.reschedule(old, merged)
         if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
         log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
@@ -79,9 +90,63 @@ class Daemon:
             self.collector.settings.http_timeout,
         )
         self.stopping.set()
+        self.wakeup.set()
         self.notifier.send("STOPPING=1")
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)
+
+    def idle(self, seconds: float) -> None:
+        """The loop's wait when nothing is due: until `seconds` pass, a stop, or a job is handed to the loop."""
+        if self.wakeup.wait(seconds):
+            self.wakeup.clear()
+
+    def start_jobs(self) -> Jobs:
+        """The recurring jobs of this collector, on one APScheduler scheduler; they run on the loop's thread."""
+        from .housekeeping import housekeeping
+        from .jobs import Jobs
+        from .metrics import progress_bound
+        from .sweep import InactiveSweep
+
+        collector, settings = self.collector, self.collector.settings
+        jobs = Jobs(progress_bound(settings), wake=self.wakeup.set, should_stop=self.stopping.is_set)
+        heartbeat, metrics = self.heartbeat, self.metrics
+        if heartbeat is not None:
+            jobs.every("heartbeat", settings.heartbeat_seconds, lambda now: heartbeat.beat())
+        jobs.every("housekeeping", HOUSEKEEPING_SECONDS, lambda now: housekeeping(collector, now))
+        if metrics is not None:
+            jobs.sinks.append(metrics.on_job)
+            jobs.every(
+                "gauges",
+                GAUGES_SECONDS,
+                lambda now: metrics.sample(collector.store.count_due(self.mode, now), len(collector.quotas)),
+                first=utcnow(),
+            )
+        if self.mode == "initial":
+            sweep = InactiveSweep(
+                collector.store.db,
+                collector.instance_id,
+                lambda: collector.settings,
+                retry=lambda at: jobs.once("inactive-sweep-retry", at, sweep),
+            )
+            jobs.cron("inactive-sweep", settings.inactive_sweep_cron, sweep)
+        collector.observers.add(jobs)
+        jobs.start()
+        return jobs
+
+    def reschedule(self, old: Settings, new: Settings) -> None:
+        """A reload: the jobs follow the new heartbeat interval, sweep time and misfire grace."""
+        if self.jobs is None:
+            return
+        from .metrics import progress_bound
+
+        if new.heartbeat_seconds != old.heartbeat_seconds:
+            self.jobs.reschedule_every("heartbeat", new.heartbeat_seconds)
+            if self.heartbeat is not None:
+                self.heartbeat.every = new.heartbeat_seconds
+        if new.inactive_sweep_cron != old.inactive_sweep_cron:
+            self.jobs.reschedule_cron("inactive-sweep", new.inactive_sweep_cron)
+        if progress_bound(new) != progress_bound(old):
+            self.jobs.set_grace(progress_bound(new))
 
     def start_metrics(self, version: str) -> MetricsServer | None:
         """With METRICS_PORT set: /metrics and /healthz. A port that cannot be bound is logged as an error and
@@ -103,39 +168,15 @@ class Daemon:
             )
             return None
         self.collector.observers.add(metrics)
+        self.metrics = metrics
         log.info("metrics: http://%s:%d/metrics and /healthz", settings.metrics_addr, server.port)
         return server
 
     def run(self, once: bool = False) -> int:
-        """The continuous dispatch loop until a stop is requested (with once=True: one pass, exit 1 if it
-        failed). A loop that fails as a whole (a bug, the database lost for good) is logged and started again
-        after LOOP_IDLE_PAUSE."""
+        """The continuous dispatch loop and the jobs until a stop is requested (with once=True: one pass and no
+        jobs, exit 1 if it failed). A loop that fails as a whole (a bug, the database lost for good) is logged and
+        started again after LOOP_IDLE_PAUSE."""
         log.info("collector %s started", self.mode)
-        heartbeat = None
-        if not once:
-            from . import __version__
-            from .heartbeat import Heartbeat
-
-            heartbeat = Heartbeat(
-                self.collector.store,
-                self.collector.instance_id,
-                self.mode,
-                self.collector.settings.heartbeat_seconds,
-                __version__,
-            )
-            self.collector.observers.add(heartbeat)
-            # MongoDB answered and the indexes exist (the Collector made them): ready
-            self.notifier.send("READY=1", f"STATUS={self.mode}: started")
-            self.collector.observers.add(Watchdog(self.notifier, self.mode))
-            self.collector.observers.add(Reloader(self))
-            if self.mode == "initial":
-                from .sweep import InactiveSweep
-
-                self.collector.observers.add(
-                    InactiveSweep(self.collector.store.db, self.collector.instance_id, lambda: self.collector.settings)
-                )
-            self.metrics_server = self.start_metrics(__version__)
-            self.collector.observers.notify("on_tick", 0)  # the first heartbeat, at once
         if once:
             try:
                 self.collector.run_pass(self.mode, should_stop=self.stopping.is_set)
@@ -145,22 +186,48 @@ class Daemon:
             finally:
                 log.info("collector %s stopped", self.mode)
             return 0
-        while not self.stopping.is_set():
+        from . import __version__
+        from .heartbeat import Heartbeat
+
+        settings = self.collector.settings
+        self.heartbeat = Heartbeat(
+            self.collector.store, self.collector.instance_id, self.mode, settings.heartbeat_seconds, __version__
+        )
+        self.collector.observers.add(self.heartbeat)
+        self.first_beat()
+        # MongoDB answered and the indexes exist (the Collector made them): ready
+        self.notifier.send("READY=1", f"STATUS={self.mode}: started")
+        self.collector.observers.add(Watchdog(self.notifier, self.mode))
+        self.collector.observers.add(Reloader(self))
+        self.metrics_server = self.start_metrics(__version__)
+        self.jobs = self.start_jobs()
+        self.collector.observers.notify("on_tick", 0)  # the start itself is progress (watchdog, /healthz)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.collector.serve(self.mode, should_stop=self.stopping.is_set, wait=self.idle)
+                except Exception:
+                    pause = self.collector.settings.loop_idle_pause
+                    log.exception("dispatch loop failed; starting again in %gs", pause)
+                    self.stopping.wait(pause)
+        finally:
+            self.jobs.stop()
+            if self.metrics_server is not None:
+                self.metrics_server.close()
             try:
-                self.collector.serve(self.mode, should_stop=self.stopping.is_set, wait=self.stopping.wait)
-            except Exception:
-                pause = self.collector.settings.loop_idle_pause
-                log.exception("dispatch loop failed; starting again in %gs", pause)
-                self.stopping.wait(pause)
-        if self.metrics_server is not None:
-            self.metrics_server.close()
-        if heartbeat is not None:
-            try:
-                heartbeat.close()  # a clean exit: no longer listed
+                self.heartbeat.close()  # a clean exit: no longer listed
             except Exception as exc:
                 log.warning("removing the heartbeat failed (%s); it expires", type(exc).__name__)
         log.info("collector %s stopped", self.mode)
         return 0
+
+    def first_beat(self) -> None:
+        """The first heartbeat, at once (the `heartbeat` job writes the next ones)."""
+        assert self.heartbeat is not None
+        try:
+            self.heartbeat.beat()
+        except Exception as exc:
+            log.warning("the first heartbeat failed (%s); the heartbeat job tries again", type(exc).__name__)
 
 
 class Reloader(Observer):

@@ -1,8 +1,9 @@
 """Heartbeats: each running collector keeps one document in the `collectors` collection, keyed by its instance
 id — mode, host, pid, version, when it started, when it last beat, networks in flight, and counters since start
-and over the last minute. Written at least every HEARTBEAT_SECONDS from the dispatch loop (the database is used on
-the scheduler's thread only), removed on a clean exit; a TTL index drops instances silent for a day. One whose
-heartbeat is older than 3 × HEARTBEAT_SECONDS is dead (`collector status`).
+and over the last minute. Written every HEARTBEAT_SECONDS by the daemon's `heartbeat` job (jobs.py), which runs
+on the dispatch loop's thread like every database access (a stuck loop stops beating); removed on a clean exit;
+a TTL index drops instances silent for a day. One whose heartbeat is older than 3 × HEARTBEAT_SECONDS is dead
+(`collector status`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ class Heartbeat(Observer):
         self.recent: deque[tuple[float, str, int, int]] = deque()  # (when, status, new items, skipped for quota)
         self.recent_failures: deque[tuple[float, int]] = deque()
         self.inflight = 0
-        self.last = float("-inf")
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         status = str(result.status)
@@ -64,9 +64,7 @@ class Heartbeat(Observer):
             self.recent_failures.append((time.monotonic(), report.save_failures))
 
     def on_tick(self, inflight: int) -> None:
-        self.inflight = inflight
-        if time.monotonic() - self.last >= self.every:
-            self.beat()
+        self.inflight = inflight  # written by the next beat
 
     def last_minute(self) -> dict[str, Any]:
         cutoff = time.monotonic() - WINDOW
@@ -97,7 +95,6 @@ class Heartbeat(Observer):
         }
 
     def beat(self) -> None:
-        self.last = time.monotonic()
         self.store.beat(self.instance_id, self.document())
 
     def close(self) -> None:

@@ -93,6 +93,28 @@ class Metrics(Observer):
         )
         self.inflight = Gauge("collector_inflight", "networks running now", registry=registry)
         self.leases = Gauge("collector_leases_held", "networks this collector holds leases on", registry=registry)
+        self.due = Gauge(
+            "collector_networks_due",
+            "networks of this mode due and not leased (the backlog), sampled by the gauges job",
+            ["mode"],
+            registry=registry,
+        )
+        self.quota_tokens = Gauge(
+            "collector_quota_memory_tokens", "tokens this collector knows to be blocked", registry=registry
+        )
+        self.jobs = Counter(
+            "collector_jobs",
+            "runs of the collector's own recurring jobs, by outcome (ok, error, missed, skipped); the label is "
+            "`name`, since `job` is Prometheus's scrape job",
+            ["name", "outcome"],
+            registry=registry,
+        )
+        self.job_success = Gauge(
+            "collector_job_last_success_timestamp_seconds",
+            "when each recurring job last ran without error (Unix time)",
+            ["name"],
+            registry=registry,
+        )
         self.last_progress = Gauge(
             "collector_last_progress_timestamp_seconds",
             "when the dispatch loop last made progress (Unix time)",
@@ -135,6 +157,17 @@ class Metrics(Observer):
 
     def on_leases(self, held: int) -> None:
         self.leases.set(held)
+
+    def sample(self, due: int, quota_tokens: int) -> None:
+        """The periodic gauges (the `gauges` job)."""
+        self.due.labels(self.mode).set(due)
+        self.quota_tokens.set(quota_tokens)
+
+    def on_job(self, job: str, outcome: str) -> None:
+        """A sink of jobs.Jobs: every run, failure, miss and skip of a recurring job."""
+        self.jobs.labels(job, outcome).inc()
+        if outcome == "ok":
+            self.job_success.labels(job).set(self.clock())
 
     def health(self) -> tuple[bool, str]:
         silent = self.clock() - self.last

@@ -70,9 +70,12 @@ class QuotaMemory:
             ):
                 self._facts[key] = fact
 
-    def prune(self, now: datetime) -> None:
-        """Forget facts that no longer block anything, so the memory stays as small as the set of tokens."""
+    def prune(self, now: datetime) -> int:
+        """Forget facts that no longer block anything, so the memory stays as small as the set of blocked
+        tokens; returns how many were forgotten."""
+        before = len(self._facts)
         self._facts = {k: f for k, f in self._facts.items() if f.blocked_until and f.blocked_until > now}
+        return before - len(self._facts)
 
     def __len__(self) -> int:
         return len(self._facts)

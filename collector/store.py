@@ -156,6 +156,27 @@ class Store:
         found = self.quotas.find({"_id": {"$in": wanted}, "blockedUntil": {"$gt": now}})
         return {d["_id"]: (d.get("remaining"), d.get("limit"), d["blockedUntil"]) for d in found}
 
+    def clear_lapsed_leases(self, before: datetime, limit: int = 1000) -> tuple[int, dict[str, int]]:
+        """Unset the lease fields of networks whose lease lapsed before `before` (their collector died or gave
+        up): up to `limit` of them, found through the sparse `leaseToken` index. `leaseEpoch` stays, so a late
+        save of the old lease is still fenced as before. Returns how many were cleared and their owners."""
+        query = {"leaseToken": {"$exists": True}, "leaseUntil": {"$lt": before}}
+        found = list(self.networks.find(query, {"leaseOwner": 1}).limit(limit))
+        if not found:
+            return 0, {}
+        owners: dict[str, int] = {}
+        for doc in found:
+            owner = str(doc.get("leaseOwner"))[:80]
+            owners[owner] = owners.get(owner, 0) + 1
+        # the filter is checked again per document: a network claimed meanwhile is left alone
+        ids = [d["_id"] for d in found]
+        result = self.networks.update_many({**query, "_id": {"$in": ids}}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")})
+        return result.modified_count, owners
+
+    def count_due(self, mode: str, now: datetime) -> int:
+        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
+        return self.networks.count_documents(due_query(mode, now))
+
     def ensure_indexes(self) -> None:
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
         self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)

@@ -5,8 +5,9 @@ skipReason: "inactive"`; a user who logged in since gets those networks back, sc
 collector disabled them for good). Users are read in batches by `_id`, never all at once. Only networks whose
 user has a document in `users` are judged: a network of an unknown user is left alone.
 
-Once a day (INACTIVE_SWEEP_CRON, UTC) in the `initial` collector; several collectors race for a lease document
-in `jobs` and one wins per day. The sweep runs on the dispatch loop's thread, like every database access.
+Once a day (INACTIVE_SWEEP_CRON, UTC: an APScheduler cron job, see jobs.py) in the `initial` collector; several
+collectors race for a lease document in `jobs` and one wins per day. The sweep runs on the dispatch loop's
+thread, like every database access.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 from pymongo.errors import DuplicateKeyError
 
-from .observers import Observer
-from .sdk.timeutil import utcnow
 from .settings import Settings
 
 log = logging.getLogger("collector.sweep")
@@ -87,34 +86,30 @@ def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, in
             ).modified_count
 
 
-class InactiveSweep(Observer):
-    """Runs the sweep from the dispatch loop when its cron time has come and this collector wins the day.
-    `settings()` gives the current INACTIVE_DAYS and INACTIVE_SWEEP_CRON (a reload may change them)."""
+class InactiveSweep:
+    """The sweep as a job (`__call__(now)`, run by the daemon's cron job on the dispatch loop's thread): take
+    today's lease, sweep, log the counts. `settings()` gives the current INACTIVE_DAYS (a reload may change it).
+    A failure gives the day back, asks `retry` for another try in RETRY, and raises (the job is counted failed)."""
 
-    def __init__(self, db: Any, owner: str, settings: Callable[[], Settings], clock: Callable[[], datetime] = utcnow):
-        self.db, self.owner, self.settings, self.clock = db, owner, settings, clock
-        self.cron = settings().inactive_sweep_cron
-        self.due = next_run(self.cron, clock())
+    def __init__(self, db: Any, owner: str, settings: Callable[[], Settings], retry: Callable[[datetime], object]):
+        self.db, self.owner, self.settings, self.retry = db, owner, settings, retry
 
-    def on_tick(self, inflight: int) -> None:
-        now, current = self.clock(), self.settings()
-        if current.inactive_sweep_cron != self.cron:  # reloaded
-            self.cron, self.due = current.inactive_sweep_cron, next_run(current.inactive_sweep_cron, now)
-        if current.inactive_days <= 0 or now < self.due:
-            return
-        self.due = next_run(self.cron, now)
+    def __call__(self, now: datetime) -> dict[str, int] | None:
+        days = self.settings().inactive_days
+        if days <= 0:
+            return None
         if not claim_day(self.db, now, self.owner):
             log.info("inactive sweep: another collector has today's")
-            return
+            return None
         try:
-            counts = sweep(self.db, now, current.inactive_days)
+            counts = sweep(self.db, now, days)
         except Exception:
             # give the day back and try again in a few minutes: a database hiccup delays the sweep, no more
-            self.due = now + RETRY
             try:
                 self.db.jobs.update_one({"_id": JOB_ID, "owner": self.owner}, {"$set": {"day": None}})
             except Exception:
                 log.warning("inactive sweep: could not give today's lease back")
+            self.retry(now + RETRY)
             raise
         log.info(
             "inactive sweep: %d users read, %d networks skipped as inactive, %d revived",
@@ -122,3 +117,4 @@ class InactiveSweep(Observer):
             counts["skipped"],
             counts["revived"],
         )
+        return counts

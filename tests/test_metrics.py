@@ -138,7 +138,7 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_served():
     exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
     alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     assert {"CollectorNoProgress", "CollectorScheduleLagHigh", "CollectorErrorRateHigh"} <= alerts
-    assert "CollectorDisabledNetworksGrowing" in alerts
+    assert {"CollectorDisabledNetworksGrowing", "CollectorJobFailing"} <= alerts
     dashboard = json.loads((ROOT / "contrib/grafana/collector.json").read_text())
     exprs += [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     named = set().union(*(named_in(e) for e in exprs))

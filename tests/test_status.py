@@ -22,11 +22,14 @@ from helpers import T0, add_network
 def test_a_heartbeat_is_written_kept_fresh_while_running_and_removed_on_a_clean_exit(db, settings):
     now = {"t": T0}
     beat = Heartbeat(Store(db), "box-1", "normal", every=0.0, version="9.9", clock=lambda: now["t"])
-    beat.on_tick(3)
+    beat.on_tick(3)  # the loop's round notes what is in flight; the heartbeat job writes it
+    assert db.collectors.count_documents({}) == 0
+    beat.beat()
     doc = db.collectors.find_one({"_id": "box-1"})
     assert doc["mode"] == "normal" and doc["inflight"] == 3 and doc["heartbeatAt"] == T0 and doc["version"] == "9.9"
     now["t"] = T0 + timedelta(seconds=20)
     beat.on_tick(1)
+    beat.beat()
     assert db.collectors.find_one({"_id": "box-1"})["heartbeatAt"] == T0 + timedelta(seconds=20)
     beat.close()
     assert db.collectors.count_documents({}) == 0

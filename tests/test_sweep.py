@@ -7,7 +7,10 @@ from datetime import timedelta
 
 import mongomock
 import pytest
+from pymongo.errors import DuplicateKeyError
 
+from collector.daemon import Daemon
+from collector.engine import Collector
 from collector.sweep import InactiveSweep, claim_day, next_run, sweep
 
 from helpers import T0, add_network
@@ -56,45 +59,64 @@ def test_only_one_of_two_collectors_sweeps_per_day(db):
     assert db.jobs.find_one({"_id": "inactive-sweep"})["owner"] == "box-2"
 
 
+def test_an_upsert_lost_to_another_collector_is_not_a_win(db, monkeypatch):
+    def raced(*args, **kwargs):  # MongoDB's answer when two upserts of the same _id meet
+        raise DuplicateKeyError("E11000 duplicate key error collection: likeastore.jobs index: _id_")
+
+    monkeypatch.setattr(db.jobs, "update_one", raced)
+    assert claim_day(db, T0, "box-2") is False
+
+
 def test_two_collectors_racing_at_the_cron_time_sweep_once(db, settings, caplog):
     seed(db)
-    now = {"t": T0.replace(hour=3, minute=59)}
-    jobs = [InactiveSweep(db, f"box-{i}", lambda: settings, clock=lambda: now["t"]) for i in (1, 2)]
-    for job in jobs:
-        job.on_tick(0)
-    assert db.jobs.count_documents({}) == 0  # not 04:00 yet
-    now["t"] = T0.replace(hour=4, minute=0, second=5)
+    retries = []
+    jobs = [InactiveSweep(db, f"box-{i}", lambda: settings, retry=retries.append) for i in (1, 2)]
+    at = T0.replace(hour=4, minute=0, second=5)
     with caplog.at_level(logging.INFO, logger="collector.sweep"):
-        for job in jobs:
-            job.on_tick(0)
+        results = [job(at) for job in jobs]
+    assert results == [{"users": 4, "skipped": 2, "revived": 1}, None]
     lines = [r.getMessage() for r in caplog.records]
     assert sum("2 networks skipped as inactive, 1 revived" in line for line in lines) == 1
     assert sum("another collector has today's" in line for line in lines) == 1
-    assert all(job.due == T0.replace(hour=4) + timedelta(days=1) for job in jobs)
+    assert db.jobs.find_one({"_id": "inactive-sweep"})["owner"] == "box-1" and retries == []
+
+
+def test_the_daemon_schedules_the_sweep_at_the_cron_time_in_utc(db, settings):
+    collector = Collector(db, settings.with_(inactive_sweep_cron="15 3 * * *"))
+    daemon = Daemon(collector, "initial")
+    jobs, normal = daemon.start_jobs(), Daemon(collector, "normal").start_jobs()
+    try:
+        trigger = jobs.scheduler.get_job("inactive-sweep").trigger
+        assert trigger.get_next_fire_time(None, T0) == T0.replace(hour=3, minute=15) + timedelta(days=1)
+        assert normal.scheduler.get_job("inactive-sweep") is None  # the initial collector's job only
+    finally:
+        jobs.stop()
+        normal.stop()
+        collector.close()
 
 
 def test_zero_days_turns_it_off(db, settings):
     seed(db)
-    job = InactiveSweep(db, "box-1", lambda: settings.with_(inactive_days=0), clock=lambda: T0 + timedelta(days=2))
-    job.on_tick(0)
+    job = InactiveSweep(db, "box-1", lambda: settings.with_(inactive_days=0), retry=lambda at: None)
+    assert job(T0 + timedelta(days=2)) is None
     assert db.networks.count_documents({"skip": True}) == 2 and db.jobs.count_documents({}) == 0
 
 
 def test_a_database_failure_gives_the_day_back_for_a_retry(db, settings, monkeypatch):
     seed(db)
-    now = {"t": T0.replace(hour=4, minute=1)}
-    job = InactiveSweep(db, "box-1", lambda: settings, clock=lambda: now["t"])
-    job.due = now["t"]
+    now = T0.replace(hour=4, minute=1)
+    retries = []
+    job = InactiveSweep(db, "box-1", lambda: settings, retry=retries.append)
 
     def broken(*args, **kwargs):
         raise mongomock.OperationFailure("not primary")
 
     monkeypatch.setattr("collector.sweep.sweep", broken)
     with pytest.raises(mongomock.OperationFailure):
-        job.on_tick(0)
+        job(now)
     assert db.jobs.find_one({"_id": "inactive-sweep"})["day"] is None
-    assert job.due == now["t"] + timedelta(minutes=5)
-    assert claim_day(db, now["t"], "box-2") is True
+    assert retries == [now + timedelta(minutes=5)]
+    assert claim_day(db, now, "box-2") is True
 
 
 def test_the_cron_expression_is_read_in_utc():

@@ -95,6 +95,7 @@ def keep_polling(collector: Collector, db, fake: FakeGitHub, out) -> None:
 
     from .. import __version__
     from ..heartbeat import Heartbeat
+    from ..jobs import Jobs
     from ..status import gather, render
 
     stop = threading.Event()
@@ -103,6 +104,10 @@ def keep_polling(collector: Collector, db, fake: FakeGitHub, out) -> None:
     collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
     heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
     collector.observers.add(heartbeat)
+    jobs = Jobs(grace=60, should_stop=stop.is_set)  # the daemon's heartbeat job, run by the loop below
+    jobs.every("heartbeat", 5, lambda now: heartbeat.beat(), first=datetime.now(UTC))
+    collector.observers.add(jobs)
+    jobs.start()
     names = [name for name, _, _ in DEMO_USERS]
     starred = {"n": 0}
 
@@ -114,6 +119,7 @@ def keep_polling(collector: Collector, db, fake: FakeGitHub, out) -> None:
 
     print("demo: polling the demo users every 5 s; Ctrl-C to stop", file=out, flush=True)
     collector.serve("normal", should_stop=stop.is_set, wait=wait)
+    jobs.stop()
     print(render(gather(db, datetime.now(UTC), 5)), file=out)
     heartbeat.close()
 
