@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,14 +54,18 @@ class LoopExecutor(BaseExecutor):
         self.queue.put((job, run_times))
         self.wake()  # an idle loop looks at once
 
+    def waiting(self) -> Iterator[tuple[Any, list[datetime]]]:
+        """Take the runs handed over so far, one by one."""
+        while True:
+            try:
+                yield self.queue.get_nowait()
+            except queue.Empty:
+                return
+
     def drain(self) -> int:
         """Run every job waiting; returns how many were taken."""
         taken = 0
-        while True:
-            try:
-                job, run_times = self.queue.get_nowait()
-            except queue.Empty:
-                return taken
+        for job, run_times in self.waiting():
             taken += 1
             try:  # run_job catches what the job raises and makes it an error event
                 events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
@@ -69,18 +73,16 @@ class LoopExecutor(BaseExecutor):
                 self._run_job_error(job.id, exc, exc.__traceback__)
             else:
                 self._run_job_success(job.id, events)
+        return taken
 
     def discard(self) -> int:
         """Forget the jobs waiting (a stop): they will not run."""
         dropped = 0
-        while True:
-            try:
-                job, _ = self.queue.get_nowait()
-            except queue.Empty:
-                return dropped
+        for job, _ in self.waiting():
             dropped += 1
             with self._lock:
                 self._instances[job.id] = max(self._instances[job.id] - 1, 0)
+        return dropped
 
 
 class Jobs(Observer):
