@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import socket
 import sys
 from datetime import datetime
@@ -239,16 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     return serve(settings, mode, args.once, args.concurrency, instance_id)
 
 
+def db_error(exc: Exception, settings: Settings) -> str:
+    """A driver error in one short line: the server and the reason, without pymongo's topology dump; the URI's
+    password masked."""
+    from .settings import mask_text
+
+    text = re.sub(r" \(configured timeouts:[^)]*\)", "", mask_text(str(exc), settings.mongodb_uri))
+    return text.split(", Topology Description:")[0][:240]
+
+
 def show_status(settings: Settings, as_json: bool, check: bool, max_lag: float | None) -> int:
     from .sdk.timeutil import utcnow
-    from .settings import mask_text
     from .status import gather, problems, render
 
     try:
         client = mongo_client(settings)
         status = gather(client.get_default_database("likeastore"), utcnow(), settings.heartbeat_seconds)
     except (PyMongoError, ValueError) as exc:
-        print(f"collector: cannot read MongoDB: {mask_text(str(exc), settings.mongodb_uri)[:300]}", file=sys.stderr)
+        print(f"collector: cannot read MongoDB: {db_error(exc, settings)}", file=sys.stderr)
         return 2
     if check:
         found = problems(status, max_lag)
@@ -261,7 +270,6 @@ def show_status(settings: Settings, as_json: bool, check: bool, max_lag: float |
 def networks_command(settings: Settings, args: argparse.Namespace) -> int:
     from . import admin
     from .sdk.timeutil import utcnow
-    from .settings import mask_text
 
     now = utcnow()
     try:
@@ -283,7 +291,7 @@ def networks_command(settings: Settings, args: argparse.Namespace) -> int:
         print(f"collector: {exc}", file=sys.stderr)
         return 1
     except PyMongoError as exc:
-        print(f"collector: cannot reach MongoDB: {mask_text(str(exc), settings.mongodb_uri)[:300]}", file=sys.stderr)
+        print(f"collector: cannot reach MongoDB: {db_error(exc, settings)}", file=sys.stderr)
         return 2
     if getattr(args, "dry_run", False):
         print("(dry run: nothing changed)")
@@ -381,7 +389,7 @@ def serve(
             client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
         )
     except PyMongoError as exc:
-        log.error("cannot reach MongoDB: %s", mask_text(str(exc), settings.mongodb_uri))
+        log.error("cannot reach MongoDB: %s", db_error(exc, settings))
         client.close()
         return 1
     daemon = Daemon(collector, mode)

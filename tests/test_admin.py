@@ -149,13 +149,17 @@ def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch, tmp_path, c
 
     class Down:
         def get_default_database(self, name):
-            raise ServerSelectionTimeoutError("db.example:27017: timed out")
+            raise ServerSelectionTimeoutError(  # pymongo's own wording, topology dump and all
+                "db.example:27017: timed out (configured timeouts: socketTimeoutMS: 20000.0ms, connectTimeoutMS: "
+                "20000.0ms), Timeout: 10.0s, Topology Description: <TopologyDescription id: 6b0e, topology_type: "
+                "Unknown, servers: [<ServerDescription ('db.example', 27017) server_type: Unknown, rtt: None>]>"
+            )
 
     monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: Down())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     assert cli.main(["networks", "list"]) == 2
-    assert capsys.readouterr().err.startswith("collector: cannot reach MongoDB: db.example:27017: timed out")
+    assert capsys.readouterr().err == "collector: cannot reach MongoDB: db.example:27017: timed out, Timeout: 10.0s\n"
 
 
 def test_run_dry_run_calls_the_api_prints_what_it_would_store_and_writes_nothing(
