@@ -143,8 +143,8 @@ class Collector:
         report = Report(str(mode))
         start = clock()
         self.quotas.prune(start)
-        networks, users = self.claim_batch(str(mode), self.settings.pass_limit, start)
-        Pass(self, deque(networks), users, report, clock, should_stop, start + self.lease).run()
+        networks = self.claim_batch(str(mode), self.settings.pass_limit, start)
+        Pass(self, deque(networks), {}, report, clock, should_stop, start + self.lease).run()
         report.duration = time.perf_counter() - started
         self.observers.notify("on_pass", report)
         return report
@@ -157,8 +157,8 @@ class Collector:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         """The daemon's continuous dispatch for `mode`, until `should_stop()`: keep up to `concurrency` networks in
-        flight, claim the next batch (the most overdue first, about the size of the free capacity) whenever free
-        slots reach the low-water mark, refill before saving, save finished runs in batches, and wait (`wait`,
+        flight and some claimed networks waiting, claim the next batch (the most overdue first) whenever few still
+        wait (`Pass.wanted`), refill before saving, save finished runs in batches, and wait (`wait`,
         woken early by a stop) only when nothing is due. A report goes to the observers every REPORT_EVERY
         seconds."""
         if mode not in MODES:
@@ -166,20 +166,31 @@ class Collector:
         dispatcher = Pass(self, deque(), {}, Report(str(mode)), clock, should_stop, clock() + self.lease)
         dispatcher.continuous(mode, wait)
 
-    def claim_batch(self, mode: str, limit: int, now: datetime) -> tuple[list[dict], dict]:
-        """Lease up to `limit` due networks of `mode` and look up their users."""
+    def claim_batch(self, mode: str, limit: int, now: datetime) -> list[dict]:
+        """Lease up to `limit` due networks of `mode` (their users are looked up when they have items to save)."""
         networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease)
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
         self.adopt_quotas(networks, now)
         for network in networks:
             SECRETS.add(secrets_of(network))
+        return networks
+
+    def look_up_users(self, batch: list[Saving], users: dict[Any, dict | None]) -> None:
+        """Add to `users` (a cache: None for a user not found) the users of the runs in `batch` that have items
+        to store: one query per save batch, none for runs that found nothing new (most polls)."""
+        missing = {s.network.get("user") for s in batch if s.docs is None and s.result.items and s.network.get("user")}
+        missing = {u for u in missing if isinstance(u, str) and u not in users}
+        if not missing:
+            return
         try:
-            users = self.store.users_by_email(n["user"] for n in networks if isinstance(n.get("user"), str))
-        except Exception:
-            self._release_claim(networks)
+            found = self._guard(self.store.users_by_email, missing)
+        except DatabaseDown:
             raise
-        return networks, users
+        except Exception as exc:  # the items matter more than their userData
+            log.warning("looking up %d users failed (%s); items saved without userData", len(missing), exc)
+            return
+        users.update({email: found.get(email) for email in missing})
 
     def run_one(self, network_id: Any, now: datetime, dry_run: bool = False) -> tuple[RunResult, Saved | None]:
         """Run one network now, in this thread, with the daemon's code: lease, prepare, execute, and (unless
@@ -199,7 +210,7 @@ class Collector:
                 else f"network {network_id} is leased by {held.get('leaseOwner')} until {held.get('leaseUntil')}"
             )
         SECRETS.add(secrets_of(network))
-        users = self.store.users_by_email([network["user"]] if isinstance(network.get("user"), str) else [])
+        users: dict[Any, dict | None] = {}
         try:
             prepared = prepare(network, self.registry, self.settings, self.http, now, self.rng.random(), self.quotas)
         except Exception as exc:
@@ -292,12 +303,13 @@ class Collector:
             raise
 
     def insert_items(self, batch: list[Saving], users: dict) -> None:
+        self.look_up_users(batch, users)
         docs: list[dict] = []
         owners: list[Saving] = []
         for saving in batch:
             if saving.docs is None:
                 user = saving.network.get("user")
-                if saving.result.items and user not in users:
+                if saving.result.items and users.get(user) is None:
                     log.warning(
                         "user %r of network %s not found in users: items saved without userData",
                         user,
@@ -368,14 +380,6 @@ class Collector:
         network = result.network
         if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
             self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, result.wait_until)
-
-    def _release_claim(self, networks: list[dict]) -> None:
-        try:
-            self.store.release([(n["_id"], n.get("leaseEpoch")) for n in networks])
-        except Exception as exc:
-            log.warning("giving back %d leases failed (%s); they lapse", len(networks), type(exc).__name__)
-        for network in networks:
-            self.forget(network, {})
 
     def forget(self, network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
         """The collector lets go of a network: its secrets no longer need hiding from the logs."""
@@ -493,8 +497,9 @@ class Pass:
         if self.inflight:
             done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
             results = [self.finish(future) for future in done]
+            results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
-            results += self.dispatch()  # refill the free slots before saving
+            results += self.dispatch()
             self.save(results)
         elif self.unsaved:
             self.pause()
@@ -505,17 +510,15 @@ class Pass:
         self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved))
 
     def claim(self) -> None:
-        """Continuous mode: claim the next batch when free slots reach the low-water mark (and not before the
-        next look after an empty claim or a failed one)."""
+        """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
+        the next look after an empty claim or a failed one)."""
         if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
             return
-        free = self.free_slots()
-        if free < self.low_water():
+        wanted = self.wanted()
+        if not wanted:
             return
         try:
-            # the free slots plus one concurrency's worth more: claims (three round trips) stay few and workers
-            # find work waiting when they finish; pending networks keep their leases, renewed with the others
-            networks, users = self.c.claim_batch(self.mode, free + self.c.concurrency, self.clock())
+            networks = self.c.claim_batch(self.mode, wanted, self.clock())
         except Exception as exc:  # the database is away: try again soon, the held runs go on
             self.claim_failures += 1
             self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
@@ -534,7 +537,6 @@ class Pass:
         if len(self.users) > 8 * self.c.concurrency:  # keep the user look-ups of held networks only
             held = {n.get("user") for n in self.held_networks()}
             self.users = {email: data for email, data in self.users.items() if email in held}
-        self.users.update(users)
         if not (self.pending or self.inflight):
             self.lease_until = self.clock() + self.c.lease
         self.pending.extend(networks)
@@ -545,15 +547,18 @@ class Pass:
         until = min(self.renew_every - (now - self.last_renew), self.c.settings.heartbeat_seconds)
         if self.unsaved:
             until = min(until, self.retry_at - now)
-        if self.claims_open and self.stop_seen is None and self.free_slots() >= self.low_water():
+        if self.claims_open and self.stop_seen is None and self.wanted():
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 
-    def free_slots(self) -> int:
-        return self.c.concurrency - len(self.inflight) - len(self.pending)
-
-    def low_water(self) -> int:
-        return max(self.c.concurrency // 4, 1)
+    def wanted(self) -> int:
+        """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
+        waiting; else enough for the free slots plus one concurrency more. So workers find the next network
+        waiting when they finish, even while a claim is under way, and claims (three round trips) stay few;
+        waiting networks keep their leases, renewed with the others."""
+        if len(self.pending) > max(self.c.concurrency // 4, 1):
+            return 0
+        return max(self.c.concurrency - len(self.inflight), 0) + 2 * self.c.concurrency - len(self.pending)
 
     def pause(self) -> None:
         """Nothing running, saves waiting for the database: wait a little before the next try."""

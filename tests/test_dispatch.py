@@ -10,6 +10,7 @@ from datetime import timedelta
 import mongomock
 
 from collector.engine import Collector
+from collector.observers import Observer
 from collector.registry import Registry
 from collector.sdk import Connector, Result
 from collector.store import Store
@@ -134,3 +135,105 @@ def test_the_mongomock_path_saves_states_one_by_one_with_the_same_answers():
     docs = [add_network(db, user=f"u{k}@x.test", leaseEpoch=1) for k in range(2)]
     db.networks.update_one({"_id": docs[0]["_id"]}, {"$set": {"leaseEpoch": 2}})
     assert store.save_states([(d["_id"], {"page": 2}, (), 1) for d in docs]) == [False, True]
+
+
+class Counting(Observer):
+    """Claim sizes, and a stop once `target` runs are saved."""
+
+    def __init__(self, target: int):
+        self.sizes: list[int] = []
+        self.runs, self.target, self.done = 0, target, threading.Event()
+
+    def on_claim(self, mode, claimed):
+        self.sizes.append(claimed)
+
+    def on_run(self, result, saved):
+        self.runs += 1
+        if self.runs >= self.target:
+            self.done.set()
+
+
+class Quiet(Connector):
+    """Networks whose user starts with 'new' find one item; the others find nothing (a 304 poll)."""
+
+    name = "quiet"
+
+    def initial(self, job):
+        found = [{"itemId": job.network["user"], "source": "https://x.test/"}]
+        return Result(found if job.network["user"].startswith("new") else [], done=True)
+
+    def normal(self, job):
+        return self.initial(job)
+
+
+def serve_until_done(db, settings, counting: Counting, concurrency: int) -> Collector:
+    collector = Collector(
+        db,
+        settings.with_(loop_idle_pause=0.05),
+        registry=Registry({"quiet": Quiet}),
+        concurrency=concurrency,
+        observers=[counting],
+    )
+    collector.serve("initial", should_stop=counting.done.is_set, wait=counting.done.wait)  # on this thread
+    return collector
+
+
+def test_claims_keep_networks_waiting_so_a_freed_worker_never_waits_for_a_claim(db, settings):
+    for k in range(40):
+        add_network(db, service="quiet", user=f"u{k}@x.test")
+    counting = Counting(40)
+    serve_until_done(db, settings, counting, concurrency=4).close()
+    # the first claim fills the 4 slots and keeps two concurrencies waiting; the next ones come when at most one
+    # network (a quarter of the concurrency) still waits, so the slots are refilled while the claim is made
+    assert counting.sizes[0] == 12
+    assert sum(counting.sizes) == 40 and len([size for size in counting.sizes if size]) <= 5, counting.sizes
+    assert db.networks.count_documents({"mode": "normal"}) == 40
+
+
+def test_users_are_looked_up_only_for_runs_that_have_items_to_store(db, settings, monkeypatch):
+    db.users.insert_many([{"email": f"{who}{k}@x.test", "name": f"N{k}"} for who in ("new", "u") for k in range(6)])
+    for k in range(6):
+        add_network(db, service="quiet", user=f"u{k}@x.test")  # polls that find nothing
+        add_network(db, service="quiet", user=f"new{k}@x.test")
+    looked_up: list[set] = []
+    original = Store.users_by_email
+    monkeypatch.setattr(
+        Store, "users_by_email", lambda self, emails: looked_up.append(set(emails)) or original(self, emails)
+    )
+    counting = Counting(12)
+    serve_until_done(db, settings, counting, concurrency=4).close()
+    assert set().union(*looked_up) == {f"new{k}@x.test" for k in range(6)}  # never a user without items
+    assert len(looked_up) <= 6  # at most one query per save batch, and none for a user already known
+    item = db.items.find_one({"user": "new3@x.test"})
+    assert item["userData"]["name"] == "N3"
+
+
+def test_a_failed_user_look_up_keeps_the_items_without_user_data(db, settings, monkeypatch, caplog):
+    add_network(db, service="quiet", user="new1@x.test")
+
+    def refused(self, emails):
+        raise mongomock.OperationFailure("not authorized on likeastore to execute command { find: users }")
+
+    monkeypatch.setattr(Store, "users_by_email", refused)
+    counting = Counting(1)
+    serve_until_done(db, settings, counting, concurrency=2).close()
+    assert db.items.count_documents({"user": "new1@x.test"}) == 1 and "userData" not in db.items.find_one({})
+    assert "looking up 1 users failed" in caplog.text
+    assert db.networks.find_one({})["mode"] == "normal"
+
+
+def test_a_claim_spends_no_repair_round_trip_unless_an_epoch_needs_one(db, monkeypatch):
+    store = Store(db)
+    for k in range(3):
+        add_network(db, user=f"u{k}@x.test", leaseEpoch=k)
+    updates: list[dict] = []
+    original = db.networks.update_many
+    monkeypatch.setattr(store.networks, "update_many", lambda f, u, **kw: updates.append(u) or original(f, u, **kw))
+    assert len(store.claim("initial", T0, 10, "box-1", T0 + timedelta(minutes=5))) == 3
+    assert len(updates) == 1  # the claim itself
+    db.networks.update_many({}, {"$unset": {"leaseUntil": "", "leaseToken": "", "leaseOwner": ""}})
+    db.networks.update_one({"user": "u1@x.test"}, {"$set": {"leaseEpoch": "7"}})
+    updates.clear()
+    won = store.claim("initial", T0, 10, "box-1", T0 + timedelta(minutes=5))
+    assert len(won) == 3 and len(updates) == 2  # the repair of the one bad epoch, then the claim
+    assert {n["user"]: n["leaseEpoch"] for n in won}["u1@x.test"] == 1
