@@ -104,7 +104,7 @@ def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "state": state_of(network, now),
         "errors": _errors(network),
         "lastErrorKind": error.get("kind"),
-        "lastErrorAt": _when(network.get("lastExecution"), now) if error else None,
+        "lastErrorAt": (_when(error.get("at"), now) or _when(network.get("lastExecution"), now)) if error else None,
         "scheduledTo": _when(network.get("scheduledTo"), now),
     }
 

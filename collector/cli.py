@@ -339,7 +339,8 @@ def render_rows(rows: list[dict], now: datetime) -> str:
 
     lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
     for r in rows:
-        error = f"{r['lastErrorKind']} {relative(r['lastErrorAt'], now)}" if r["lastErrorAt"] else "-"
+        kind = str(r["lastErrorKind"])[:24] if r["lastErrorKind"] is not None else None
+        error = " ".join(x for x in (kind, r["lastErrorAt"] and relative(r["lastErrorAt"], now)) if x) or "-"
         at = r["scheduledTo"]
         nxt = relative(at, now) if isinstance(at, datetime) else "now"
         nxt = HELD.get(r["state"], nxt)

@@ -87,6 +87,16 @@ def test_list_shows_state_errors_and_next_run_and_never_a_token(cli_db, capsys):
     assert {r["id"] for r in json.loads(capsys.readouterr().out)} == {str(ids["disabled"]), str(ids["unauth"])}
 
 
+def test_the_last_errors_age_comes_from_its_own_time_and_its_kind_shows_without_one(cli_db, capsys):
+    now = utcnow().replace(microsecond=0)
+    timed = add_network(cli_db, user="t@x.test", lastError={"kind": "transient", "at": now - timedelta(minutes=3)})
+    bare = add_network(cli_db, user="u@x.test", lastError={"kind": "badResponse", "message": "HTTP 500"})
+    assert cli.main(["networks", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "transient 3m ago" in next(x for x in lines if str(timed["_id"]) in x)
+    assert "  badResponse  " in next(x for x in lines if str(bare["_id"]) in x)
+
+
 def test_show_masks_secrets_and_gives_times_absolute_and_relative(cli_db, capsys):
     ids, now = seed(cli_db)
     assert cli.main(["networks", "show", str(ids["ok"])]) == 0
