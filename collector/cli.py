@@ -17,7 +17,7 @@ from pymongo.errors import PyMongoError
 from . import __version__
 from .admin import STATES
 from .devtools.options import Options
-from .settings import Settings, SettingsError, load_settings
+from .settings import MAX_CONCURRENCY, Settings, SettingsError, load_settings
 
 EXIT_CONFIG = 2
 
@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    if args.concurrency is not None and args.concurrency < 1:
-        parser.error("--concurrency must be 1 or more")
+    if args.concurrency is not None and not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        parser.error(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
     setup_logging(settings.log_level, settings.log_format)
     mode, suffix = args.mode
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)

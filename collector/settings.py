@@ -30,10 +30,17 @@ class SettingsError(ValueError):
         self.name = name
 
 
+MAX_SECONDS = 366 * 86400  # every duration setting: beyond a year is a typo, and far beyond breaks date arithmetic
+MAX_CONCURRENCY = 4096  # a thread and a pooled connection each
+
+
 def _number(text: str) -> float:
+    """A duration in seconds."""
     value = float(text)
     if value < 0 or value != value or value == float("inf"):
         raise ValueError("must be a finite number >= 0")
+    if value > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS} seconds (366 days)")
     return value
 
 
@@ -48,6 +55,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _concurrency(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise ValueError(f"must be at most {MAX_CONCURRENCY}")
     return value
 
 
@@ -163,8 +177,8 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("HTTP_MAX_BYTES", "http_max_bytes", _positive_int),
     ("RATE_LIMIT_MIN_WAIT", "rate_limit_min_wait", _number),
     ("RATE_LIMIT_MAX_WAIT", "rate_limit_max_wait", _positive_number),
-    ("CONCURRENCY", "concurrency", _positive_int),
-    ("SERVICE_CONCURRENCY", "service_concurrency", _positive_int),
+    ("CONCURRENCY", "concurrency", _concurrency),
+    ("SERVICE_CONCURRENCY", "service_concurrency", _concurrency),
     ("LEASE_SECONDS", "lease_seconds", _positive_number),
     ("USER_AGENT", "user_agent", _text),
     ("GITHUB_API_URL", "github_api_url", _http_url),
@@ -374,7 +388,7 @@ def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Se
         if (match := PER_SERVICE_INITIAL.match(key))
     }
     values["service_concurrencies"] = {
-        match.group(1).lower(): _parse(key, _positive_int, value)
+        match.group(1).lower(): _parse(key, _concurrency, value)
         for key, value in merged.items()
         if (match := PER_SERVICE_CONCURRENCY.match(key))
     }

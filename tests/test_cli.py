@@ -164,10 +164,11 @@ def test_concurrency_and_instance_id_reach_the_collector(shared_client, http_moc
     assert seen["concurrency"] == 3 and seen["instance_id"] == "box-7"
 
 
-def test_concurrency_must_be_positive(capsys):
+@pytest.mark.parametrize("given", ["0", "4097"])
+def test_concurrency_must_be_from_1_to_4096(capsys, given):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--mode", "normal", "--concurrency", "0"])
-    assert exit_.value.code == 2 and "--concurrency" in capsys.readouterr().err
+        cli.main(["--mode", "normal", "--concurrency", given])
+    assert exit_.value.code == 2 and "--concurrency must be from 1 to 4096" in capsys.readouterr().err
 
 
 def test_a_numbered_mode_runs_that_mode_under_its_own_instance_id(shared_client, monkeypatch):

@@ -53,12 +53,22 @@ def test_per_service_initial_interval_from_environment(tmp_path):
         ("METRICS_ADDR", "localhost:9464"),
         ("INACTIVE_DAYS", "-1"),
         ("INACTIVE_SWEEP_CRON", "every day"),
+        ("HEARTBEAT_SECONDS", "1e308"),  # a timedelta or a thread wait that large overflows
+        ("LEASE_SECONDS", "31622401"),
+        ("INITIAL_INTERVAL_GITHUB", "1e12"),
+        ("CONCURRENCY", "5000"),
+        ("SERVICE_CONCURRENCY_GITHUB", "100000"),
     ],
 )
 def test_invalid_values_name_the_setting(tmp_path, name, value):
     with pytest.raises(SettingsError) as err:
         load_settings(environ={name: value}, cwd=tmp_path)
     assert err.value.name == name and name in str(err.value)
+
+
+def test_a_year_of_seconds_and_4096_networks_at_once_are_the_largest_values(tmp_path):
+    settings = load_settings(environ={"NORMAL_INTERVAL": "31622400", "CONCURRENCY": "4096"}, cwd=tmp_path)
+    assert settings.normal_interval == 31622400 and settings.concurrency == 4096
 
 
 def test_metrics_are_off_by_default_and_on_loopback_when_a_port_is_given(tmp_path):
