@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=None,
-        help="networks run at once (default: the CONCURRENCY setting, 16; 1 runs them in series)",
+        help="networks run at once, 1 to 4096 (default: the CONCURRENCY setting, 16; 1 runs them in series)",
     )
     parser.add_argument(
         "--instance-id", default=None, help="this collector's name in network leases (default: host name and pid)"
