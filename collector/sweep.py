@@ -2,8 +2,8 @@
 
 Networks of users whose `users.loginLastDate` is missing or older than INACTIVE_DAYS get `skip: true,
 skipReason: "inactive"`; a user who logged in since gets those networks back, scheduled now (the original
-collector disabled them for good). Users are read in batches by `_id`, never all at once. Only networks whose
-user has a document in `users` are judged: a network of an unknown user is left alone.
+collector disabled them for good). Users are read through one cursor in batches, never all at once. Only
+networks whose user has a document in `users` are judged: a network of an unknown user is left alone.
 
 Once a day (INACTIVE_SWEEP_CRON, UTC: an APScheduler cron job, see jobs.py) in the `initial` collector; several
 collectors race for a lease document in `jobs` and one wins per day. The sweep runs on the dispatch loop's
@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 from pymongo.errors import DuplicateKeyError
 
+from .sdk.timeutil import parse_iso
 from .settings import Settings
 
 log = logging.getLogger("collector.sweep")
@@ -53,37 +55,50 @@ def claim_day(db: Any, now: datetime, owner: str) -> bool:
 
 
 def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, int]:
-    """Skip the networks of inactive users, revive those of users who are back. Returns the counts."""
+    """Skip the networks of inactive users, revive those of users who are back. Returns the counts.
+
+    Users come from one cursor read `batch` at a time (the server sends them in batches too), so memory stays
+    bounded and every user is seen whatever the type of its `_id` (paging by `_id > last` would skip the ids of
+    another BSON type)."""
     cutoff = now - timedelta(days=days)
     counts = {"users": 0, "skipped": 0, "revived": 0}
-    last_id = None
-    while True:
-        query: dict[str, Any] = {} if last_id is None else {"_id": {"$gt": last_id}}
-        users = list(db.users.find(query, {"email": 1, "loginLastDate": 1}).sort("_id", 1).limit(batch))
-        if not users:
-            return counts
-        last_id = users[-1]["_id"]
-        counts["users"] += len(users)
-        inactive: list[str] = []
-        active: list[str] = []
-        for user in users:
-            email = user.get("email")
-            if not isinstance(email, str):
-                continue
-            seen = user.get("loginLastDate")
-            if isinstance(seen, datetime) and seen.tzinfo is None:
-                seen = seen.replace(tzinfo=now.tzinfo)
-            (active if isinstance(seen, datetime) and seen >= cutoff else inactive).append(email)
-        if inactive:
-            counts["skipped"] += db.networks.update_many(
-                {"user": {"$in": inactive}, "skip": {"$ne": True}},
-                {"$set": {"skip": True, "skipReason": REASON}},
-            ).modified_count
-        if active:
-            counts["revived"] += db.networks.update_many(
-                {"user": {"$in": active}, "skip": True, "skipReason": REASON},
-                {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
-            ).modified_count
+    cursor = db.users.find({}, {"email": 1, "loginLastDate": 1}).batch_size(batch)
+    try:
+        while users := list(islice(cursor, batch)):
+            counts["users"] += len(users)
+            inactive: list[str] = []
+            active: list[str] = []
+            for user in users:
+                email = user.get("email")
+                if isinstance(email, str):
+                    seen = last_login(user.get("loginLastDate"), now)
+                    (active if seen is not None and seen >= cutoff else inactive).append(email)
+            if inactive:
+                counts["skipped"] += db.networks.update_many(
+                    {"user": {"$in": inactive}, "skip": {"$ne": True}},
+                    {"$set": {"skip": True, "skipReason": REASON}},
+                ).modified_count
+            if active:
+                counts["revived"] += db.networks.update_many(
+                    {"user": {"$in": active}, "skip": True, "skipReason": REASON},
+                    {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
+                ).modified_count
+    finally:
+        cursor.close()
+    return counts
+
+
+def last_login(value: Any, now: datetime) -> datetime | None:
+    """`users.loginLastDate` as a UTC datetime: a date (naive ones are UTC), or an ISO 8601 string some writers
+    store; anything else counts as never."""
+    if isinstance(value, str):
+        try:
+            value = parse_iso(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=now.tzinfo)
 
 
 class InactiveSweep:

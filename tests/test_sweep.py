@@ -52,6 +52,26 @@ def test_inactive_users_are_skipped_and_returning_ones_revived_in_small_batches(
     assert sweep(db, T0, days=60) == {"users": 4, "skipped": 0, "revived": 0}  # idempotent
 
 
+def test_every_user_is_seen_whatever_the_type_of_its_id_and_string_dates_are_read(db):
+    recent, old = T0 - timedelta(days=1), T0 - timedelta(days=400)
+    db.users.insert_many(
+        [
+            {"_id": 7, "email": "num@x.test", "loginLastDate": old},
+            {"_id": "abc", "email": "str@x.test", "loginLastDate": old},
+            {"email": "oid@x.test", "loginLastDate": old},  # an ObjectId
+            {"_id": 8, "email": "iso@x.test", "loginLastDate": recent.isoformat()},  # a writer that kept a string
+            {"_id": 9, "email": "junk@x.test", "loginLastDate": ["yesterday"]},
+            {"_id": 10, "email": "naive@x.test", "loginLastDate": recent.replace(tzinfo=None)},
+        ]
+    )
+    for who in ("num", "str", "oid", "iso", "junk", "naive"):
+        add_network(db, user=f"{who}@x.test")
+    counts = sweep(db, T0, days=60, batch=1)  # a batch ending on a number must not hide the strings and ObjectIds
+    assert counts == {"users": 6, "skipped": 4, "revived": 0}
+    skipped = {n["user"] for n in db.networks.find({"skip": True})}
+    assert skipped == {"num@x.test", "str@x.test", "oid@x.test", "junk@x.test"}
+
+
 def test_only_one_of_two_collectors_sweeps_per_day(db):
     assert claim_day(db, T0, "box-1") is True
     assert claim_day(db, T0 + timedelta(minutes=1), "box-2") is False
