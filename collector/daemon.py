@@ -135,7 +135,7 @@ class Daemon:
 
     def reschedule(self, old: Settings, new: Settings) -> None:
         """A reload: the jobs follow the new heartbeat interval, sweep time and misfire grace."""
-        if self.jobs is None:
+        if self.jobs is None or self.jobs.stopped:
             return
         from .metrics import progress_bound
 
