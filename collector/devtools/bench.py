@@ -108,17 +108,22 @@ class Meter(Observer):
 
 
 def time_store(collector: Collector) -> dict[str, float]:
-    """Wrap the store's calls to add up the scheduler thread's CPU spent in them."""
+    """Wrap the store's calls to add up the scheduler thread's CPU spent in them. A store call made inside another
+    (mongomock's `save_states` goes through `save_state`) is counted once, in the outer one."""
     spent = {"db": 0.0}
+    depth = [0]
     for name in STORE_CALLS:
         original = getattr(collector.store, name)
 
         def timed(*args: Any, _original: Callable = original, **kwargs: Any) -> Any:
+            depth[0] += 1
             started = time.thread_time()
             try:
                 return _original(*args, **kwargs)
             finally:
-                spent["db"] += time.thread_time() - started
+                depth[0] -= 1
+                if not depth[0]:
+                    spent["db"] += time.thread_time() - started
 
         setattr(collector.store, name, timed)
     return spent
