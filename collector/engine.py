@@ -39,6 +39,7 @@ from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
+HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
 
 
 def default_instance_id() -> str:
@@ -166,9 +167,10 @@ class Collector:
         dispatcher = Pass(self, deque(), {}, Report(str(mode)), clock, should_stop, clock() + self.lease)
         dispatcher.continuous(mode, wait)
 
-    def claim_batch(self, mode: str, limit: int, now: datetime) -> list[dict]:
-        """Lease up to `limit` due networks of `mode` (their users are looked up when they have items to save)."""
-        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease)
+    def claim_batch(self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = ()) -> list[dict]:
+        """Lease up to `limit` due networks of `mode`, none of `skip_services` (their users are looked up when
+        they have items to save)."""
+        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip_services)
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
         self.adopt_quotas(networks, now)
@@ -407,6 +409,12 @@ class Collector:
         self.http.close()
 
 
+def service_key(network: Mapping[str, Any]) -> str | None:
+    """The service a network counts against for the per-service cap (None for a garbage value)."""
+    service = network.get("service")
+    return service if isinstance(service, str) else None
+
+
 def state_write(result: RunResult) -> tuple[Any, dict, frozenset[str], Any]:
     network = result.network
     return network["_id"], dict(result.update.values), result.update.unset, network.get("leaseEpoch")
@@ -518,7 +526,7 @@ class Pass:
         if not wanted:
             return
         try:
-            networks = self.c.claim_batch(self.mode, wanted, self.clock())
+            networks = self.c.claim_batch(self.mode, wanted, self.clock(), self.saturated())
         except Exception as exc:  # the database is away: try again soon, the held runs go on
             self.claim_failures += 1
             self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
@@ -553,12 +561,27 @@ class Pass:
 
     def wanted(self) -> int:
         """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
-        waiting; else enough for the free slots plus one concurrency more. So workers find the next network
-        waiting when they finish, even while a claim is under way, and claims (three round trips) stay few;
-        waiting networks keep their leases, renewed with the others."""
-        if len(self.pending) > max(self.c.concurrency // 4, 1):
+        waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
+        network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
+        few; waiting networks keep their leases, renewed with the others. Networks of a service at its cap
+        (SERVICE_CONCURRENCY) that has a cap's worth waiting do not count as ready: the next claim skips that
+        service and brings the others' networks, so one busy service never leaves the other slots idle."""
+        c = self.c.concurrency
+        if len(self.pending) >= HOLD_LIMIT * c:
             return 0
-        return max(self.c.concurrency - len(self.inflight), 0) + 2 * self.c.concurrency - len(self.pending)
+        saturated = self.saturated()
+        ready = sum(1 for n in self.pending if service_key(n) not in saturated) if saturated else len(self.pending)
+        if ready > max(c // 4, 1):
+            return 0
+        return max(c - len(self.inflight), 0) + 2 * c - ready
+
+    def saturated(self) -> set[str]:
+        """Services at their cap with at least a cap's worth of networks already waiting."""
+        full = {s for s, n in self.per_service.items() if s is not None and n >= self.c.service_cap(s)}
+        if not full:
+            return set()
+        waiting = Counter(service_key(n) for n in self.pending)
+        return {s for s in full if waiting[s] >= self.c.service_cap(s)}
 
     def pause(self) -> None:
         """Nothing running, saves waiting for the database: wait a little before the next try."""
@@ -583,7 +606,7 @@ class Pass:
         while self.pending and len(self.inflight) < self.c.concurrency:
             network = self.pending.popleft()
             service = network.get("service")
-            key = service if isinstance(service, str) else None
+            key = service_key(network)
             if self.per_service[key] >= self.c.service_cap(service):
                 waiting.append(network)
                 continue
@@ -602,8 +625,7 @@ class Pass:
 
     def finish(self, future: Future) -> RunResult:
         network = self.inflight.pop(future)
-        service = network.get("service")
-        self.per_service[service if isinstance(service, str) else None] -= 1
+        self.per_service[service_key(network)] -= 1
         try:
             result = future.result()  # execute() never raises, but a bug must not take the pass with it
         except Exception as exc:

@@ -208,16 +208,22 @@ class Store:
         except OperationFailure as exc:  # e.g. an existing index on the same keys with other options
             log.warning("index %s on %s not created: %s", keys, collection.name, exc)
 
-    def claim(self, mode: str, now: datetime, limit: int, owner: str, until: datetime) -> list[dict]:
+    def claim(
+        self, mode: str, now: datetime, limit: int, owner: str, until: datetime, skip_services: Iterable[str] = ()
+    ) -> list[dict]:
         """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
         claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
         still due and free, so two collectors never both win one), and read back what this collector won.
         Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save.
+        Networks of `skip_services` are left for later (services the caller cannot start more of now).
 
         One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
         absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
         and the one that fails is left out."""
         query = due_query(mode, now)
+        skipped = sorted(set(skip_services))
+        if skipped:  # services this collector cannot start more of now
+            query["service"] = {"$nin": skipped}
         found = list(self.networks.find(query, {"leaseEpoch": 1}).sort("scheduledTo", ASCENDING).limit(limit))
         if not found:
             return []

@@ -237,3 +237,39 @@ def test_a_claim_spends_no_repair_round_trip_unless_an_epoch_needs_one(db, monke
     won = store.claim("initial", T0, 10, "box-1", T0 + timedelta(minutes=5))
     assert len(won) == 3 and len(updates) == 2  # the repair of the one bad epoch, then the claim
     assert {n["user"]: n["leaseEpoch"] for n in won}["u1@x.test"] == 1
+
+
+class Other(Quiet):
+    name = "other"
+
+
+def test_a_service_at_its_cap_does_not_leave_the_other_slots_idle(db, settings):
+    # the capped service's networks are the most overdue: they fill the first claim, and its runs hang
+    for k in range(12):
+        add_network(db, service="gate", user=f"slow{k}@x.test", scheduledTo=T0 - timedelta(hours=1))
+    for k in range(6):
+        add_network(db, service="other", user=f"u{k}@x.test", scheduledTo=T0)
+    Gate.gate.clear()
+    Gate.started, Gate.finished = [], []
+    counting = Counting(6)
+    collector = Collector(
+        db,
+        settings.with_(loop_idle_pause=0.05, service_concurrencies={"gate": 1}),
+        registry=Registry({"gate": Gate, "other": Other}),
+        concurrency=4,
+        observers=[counting],
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=collector.serve, args=("initial", stop.is_set, stop.wait))
+    thread.start()
+    try:
+        assert counting.done.wait(30)  # every other network ran while the capped service's one run hung
+        assert len(Gate.started) == 1 and Gate.finished == []  # the cap held
+    finally:
+        stop.set()
+        Gate.gate.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    # the claims after the first skipped the saturated service; its waiting networks were given back at the stop
+    assert db.networks.count_documents({"service": "other", "mode": "normal"}) == 6
+    assert db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0
