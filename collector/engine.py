@@ -576,8 +576,14 @@ class Pass:
         return max(c - len(self.inflight), 0) + 2 * c - ready
 
     def saturated(self) -> set[str]:
-        """Services at their cap with at least a cap's worth of networks already waiting."""
-        full = {s for s, n in self.per_service.items() if s is not None and n >= self.c.service_cap(s)}
+        """Services held back by their own cap (below the concurrency: a cap as large as the concurrency never
+        holds a network that a free slot could take) that have a cap's worth of networks already waiting."""
+        c = self.c.concurrency
+        full = {
+            s
+            for s, n in self.per_service.items()
+            if s is not None and n >= self.c.service_cap(s) and self.c.service_cap(s) < c
+        }
         if not full:
             return set()
         waiting = Counter(service_key(n) for n in self.pending)

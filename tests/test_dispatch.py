@@ -273,3 +273,24 @@ def test_a_service_at_its_cap_does_not_leave_the_other_slots_idle(db, settings):
     # the claims after the first skipped the saturated service; its waiting networks were given back at the stop
     assert db.networks.count_documents({"service": "other", "mode": "normal"}) == 6
     assert db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0
+
+
+def test_a_cap_as_large_as_the_concurrency_never_holds_back_the_claims(db, settings):
+    for k in range(40):
+        add_network(db, service="quiet", user=f"u{k}@x.test")
+    counting = Counting(40)
+    collector = Collector(
+        db,
+        settings.with_(loop_idle_pause=60, service_concurrency=4),  # an empty claim would wait a minute
+        registry=Registry({"quiet": Quiet}),
+        concurrency=4,
+        observers=[counting],
+    )
+    thread = threading.Thread(target=collector.serve, args=("initial", counting.done.is_set, counting.done.wait))
+    thread.start()
+    finished = counting.done.wait(30)
+    counting.done.set()
+    thread.join(30)
+    assert finished and sum(counting.sizes) == 40
+    assert 0 not in counting.sizes[:-1]  # no claim skipped the only service and came back empty (then a minute idle)
+    collector.close()
