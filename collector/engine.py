@@ -522,11 +522,12 @@ class Pass:
         the next look after an empty claim or a failed one)."""
         if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
             return
-        wanted = self.wanted()
+        saturated = self.saturated()
+        wanted = self.wanted(saturated)
         if not wanted:
             return
         try:
-            networks = self.c.claim_batch(self.mode, wanted, self.clock(), self.saturated())
+            networks = self.c.claim_batch(self.mode, wanted, self.clock(), saturated)
         except Exception as exc:  # the database is away: try again soon, the held runs go on
             self.claim_failures += 1
             self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
@@ -555,11 +556,11 @@ class Pass:
         until = min(self.renew_every - (now - self.last_renew), self.c.settings.heartbeat_seconds)
         if self.unsaved:
             until = min(until, self.retry_at - now)
-        if self.claims_open and self.stop_seen is None and self.wanted():
+        if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 
-    def wanted(self) -> int:
+    def wanted(self, saturated: set[str]) -> int:
         """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
         waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
         network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
@@ -569,7 +570,6 @@ class Pass:
         c = self.c.concurrency
         if len(self.pending) >= HOLD_LIMIT * c:
             return 0
-        saturated = self.saturated()
         ready = sum(1 for n in self.pending if service_key(n) not in saturated) if saturated else len(self.pending)
         if ready > max(c // 4, 1):
             return 0

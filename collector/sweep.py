@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
 
-from apscheduler.triggers.cron import CronTrigger
 from pymongo.errors import DuplicateKeyError
 
 from .sdk.timeutil import parse_iso
@@ -29,15 +28,6 @@ JOB_ID = "inactive-sweep"
 BATCH = 500
 REASON = "inactive"
 RETRY = timedelta(minutes=5)
-
-
-def next_run(cron: str, after: datetime) -> datetime:
-    """The first time after `after` that the crontab expression (UTC) names."""
-    later = after + timedelta(seconds=1)
-    fire = CronTrigger.from_crontab(cron, timezone=after.tzinfo).get_next_fire_time(None, later)
-    if fire is None:  # pragma: no cover - a crontab expression always fires again
-        raise ValueError(f"{cron!r} never fires")
-    return fire
 
 
 def claim_day(db: Any, now: datetime, owner: str) -> bool:

@@ -11,7 +11,8 @@ from pymongo.errors import DuplicateKeyError
 
 from collector.daemon import Daemon
 from collector.engine import Collector
-from collector.sweep import InactiveSweep, claim_day, next_run, sweep
+from collector.jobs import Jobs
+from collector.sweep import InactiveSweep, claim_day, sweep
 
 from helpers import T0, add_network
 
@@ -137,6 +138,14 @@ def test_a_database_failure_gives_the_day_back_for_a_retry(db, settings, monkeyp
     assert db.jobs.find_one({"_id": "inactive-sweep"})["day"] is None
     assert retries == [now + timedelta(minutes=5)]
     assert claim_day(db, now, "box-2") is True
+
+
+def next_run(cron, after):
+    """When the daemon's cron job fires first after `after`."""
+    jobs = Jobs(60)
+    return jobs.cron("inactive-sweep", cron, lambda now: None).trigger.get_next_fire_time(
+        None, after + timedelta(seconds=1)
+    )
 
 
 def test_the_cron_expression_is_read_in_utc():
