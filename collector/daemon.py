@@ -73,6 +73,8 @@ class Daemon:
         applied = changed(old, merged)
         self.collector.apply_settings(merged)
         self.reschedule(old, merged)
+        if self.metrics is not None:
+            self.metrics.on_settings(merged)  # /healthz's and /readyz's bounds follow HEARTBEAT_SECONDS
         if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
         log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
@@ -91,6 +93,8 @@ class Daemon:
         )
         self.stopping.set()
         self.wakeup.set()
+        if self.metrics is not None:
+            self.metrics.stopping = True  # /readyz: 503 from now on
         self.notifier.send("STOPPING=1")
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
         self.collector.http.interrupt_after(self.collector.settings.http_timeout)
@@ -118,7 +122,7 @@ class Daemon:
             jobs.every(
                 "gauges",
                 GAUGES_SECONDS,
-                lambda now: metrics.sample(collector.store.count_due(self.mode, now), len(collector.quotas)),
+                lambda now: metrics.sample(collector.store.count_due(self.mode, now), collector.quotas.blocked(now)),
                 first=utcnow(),
             )
         if self.mode == "initial":
@@ -129,6 +133,9 @@ class Daemon:
                 retry=lambda at: jobs.once("inactive-sweep-retry", at, sweep),
             )
             jobs.cron("inactive-sweep", settings.inactive_sweep_cron, sweep)
+        if metrics is not None:
+            for name in jobs.plans:
+                metrics.add_job(name)
         collector.observers.add(jobs)
         jobs.start()
         return jobs
@@ -154,9 +161,18 @@ class Daemon:
         settings = self.collector.settings
         if not settings.metrics_port:
             return None
+        from .dbhealth import bound
         from .metrics import Metrics, MetricsServer, progress_bound
 
-        metrics = Metrics(self.mode, self.collector.instance_id, version, progress_bound(settings))
+        metrics = Metrics(
+            self.mode,
+            self.collector.instance_id,
+            version,
+            progress_bound(settings),
+            services=self.collector.registry.names(),
+            database=self.collector.database,
+            database_bound=bound(settings),
+        )
         try:
             server = MetricsServer(metrics, settings.metrics_addr, settings.metrics_port)
         except OSError as exc:
@@ -197,7 +213,7 @@ class Daemon:
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready
         self.notifier.send("READY=1", f"STATUS={self.mode}: started")
-        self.collector.observers.add(Watchdog(self.notifier, self.mode))
+        self.collector.observers.add(Watchdog(self.notifier, self.mode, self.collector.database))
         self.collector.observers.add(Reloader(self))
         self.metrics_server = self.start_metrics(__version__)
         self.jobs = self.start_jobs()

@@ -23,6 +23,8 @@ from typing import Any
 from pymongo.database import Database
 
 from . import schedule
+from .dbhealth import DatabaseHealth, reason_of
+from .loglimit import Throttle, held_note
 from .observers import Observer, Observers, PassLog, RunLog, Saved
 from .quota import Facts, QuotaMemory
 from .registry import Registry
@@ -122,9 +124,24 @@ class Collector:
         self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
         self.quotas = QuotaMemory()
         self.observers = Observers(observers if observers is not None else (RunLog(), PassLog()))
+        self.throttle = Throttle()
         install()  # every log record of the process is redacted from now on
         SECRETS.add(settings.secrets())
+        self.database = DatabaseHealth()
+        self.store.observe(self.on_database)
         self.store.ensure_indexes()
+
+    def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
+        """Every database operation: the health (readiness, STATUS=) and the observers (metrics) hear of it."""
+        self.database.record(operation, seconds, error)
+        self.observers.notify("on_database", operation, seconds, error)
+
+    def trouble(self, key: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+        """A failure line that repeats while the trouble lasts: at most one a minute per `key` (loglimit)."""
+        held = self.throttle.allow(key)
+        if held is not None:
+            shown = [reason_of(a) if isinstance(a, BaseException) else a for a in args]
+            log.log(level, message + held_note(held), *shown)
 
     def run_pass(
         self,
@@ -190,7 +207,7 @@ class Collector:
         except DatabaseDown:
             raise
         except Exception as exc:  # the items matter more than their userData
-            log.warning("looking up %d users failed (%s); items saved without userData", len(missing), exc)
+            self.trouble("users", "looking up %d users failed (%s); items saved without userData", len(missing), exc)
             return
         users.update({email: found.get(email) for email in missing})
 
@@ -271,7 +288,7 @@ class Collector:
             self.store.save_quotas(facts)
         except Exception as exc:
             self.quotas.share_again(facts)
-            log.warning("sharing %d quota facts failed (%s); kept for the next save", len(facts), type(exc).__name__)
+            self.trouble("quotas", "sharing %d quota facts failed (%s); kept for the next save", len(facts), exc)
 
     def adopt_quotas(self, networks: list[dict], now: datetime) -> None:
         """Read, in one query, the quota blocks other collectors shared for the tokens of these networks."""
@@ -491,7 +508,8 @@ class Pass:
             if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
                 delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
                 if delay:
-                    self.c.observers.notify("on_idle", mode)
+                    if not self.claim_failures:  # the database answered "nothing due": idle is progress
+                        self.c.observers.notify("on_idle", mode)
                     idle_wait(delay)
         self.release()
         self.report.duration = REPORT_EVERY - max(report_at - time.monotonic(), 0.0)
@@ -531,15 +549,17 @@ class Pass:
         except Exception as exc:  # the database is away: try again soon, the held runs go on
             self.claim_failures += 1
             self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
-            log.error(
-                "claiming %s networks failed (%s: %s); next try in %.0fs",
+            self.c.trouble(
+                "claim",
+                "claiming %s networks failed (%s); next try in %.0fs",
                 self.mode,
-                type(exc).__name__,
-                str(exc)[:200],
+                exc,
                 self.next_claim - time.monotonic(),
+                level=logging.ERROR,
             )
             return
         self.claim_failures = 0
+        self.c.throttle.forget("claim")
         if not networks:
             self.next_claim = time.monotonic() + self.c.settings.loop_idle_pause
             return
@@ -652,8 +672,12 @@ class Pass:
             self.report.save_failures += 1
             self.retries += 1
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
-            log.error(
-                "database unavailable while saving (%s): %d finished networks kept, retrying", exc, len(self.unsaved)
+            self.c.trouble(
+                "save",
+                "database unavailable while saving (%s): %d finished networks kept, retrying",
+                exc,
+                len(self.unsaved),
+                level=logging.ERROR,
             )
         self.report.db_seconds += time.perf_counter() - started
         for saving in batch:
@@ -702,7 +726,7 @@ class Pass:
         try:
             self.c.store.renew(ids, self.c.instance_id, until)
         except Exception as exc:  # keep going: the next try comes soon, and saves are fenced anyway
-            log.warning("renewing %d leases failed (%s: %s); retrying", len(ids), type(exc).__name__, str(exc)[:200])
+            self.c.trouble("renew", "renewing %d leases failed (%s); retrying", len(ids), exc)
             self.last_renew = time.monotonic() - self.renew_every + min(self.renew_every, 1.0)
             return
         self.lease_until = until
@@ -717,11 +741,11 @@ class Pass:
             self.c.store.release(self.unreleased)
             self.unreleased = []
         except Exception as exc:
-            log.warning(
-                "giving back %d leases failed (%s: %s); retrying, else they lapse in %gs",
+            self.c.trouble(
+                "release",
+                "giving back %d leases failed (%s); retrying, else they lapse in %gs",
                 len(self.unreleased),
-                type(exc).__name__,
-                str(exc)[:200],
+                exc,
                 self.c.settings.lease_seconds,
             )
 

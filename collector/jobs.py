@@ -34,10 +34,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from .dbhealth import reason_of
+from .loglimit import Throttle, held_note
 from .observers import Observer
 from .sdk.timeutil import utcnow
 
 log = logging.getLogger("collector.jobs")
+# APScheduler's run_job logs every failure with its traceback and every miss; our listener writes those lines
+# (rate-limited), so the copy it would write goes to a logger that writes nothing
+QUIET = logging.getLogger("collector.jobs.apscheduler")
+QUIET.propagate = False
+QUIET.addHandler(logging.NullHandler())
 OUTCOMES = {EVENT_JOB_EXECUTED: "ok", EVENT_JOB_ERROR: "error", EVENT_JOB_MISSED: "missed"}
 OUTCOMES[EVENT_JOB_MAX_INSTANCES] = "skipped"
 
@@ -68,7 +75,7 @@ class LoopExecutor(BaseExecutor):
         for job, run_times in self.waiting():
             taken += 1
             try:  # run_job catches what the job raises and makes it an error event
-                events = run_job(job, job._jobstore_alias, run_times, self._logger.name)
+                events = run_job(job, job._jobstore_alias, run_times, QUIET.name)
             except Exception as exc:  # pragma: no cover - run_job itself failing
                 self._run_job_error(job.id, exc, exc.__traceback__)
             else:
@@ -108,6 +115,7 @@ class Jobs(Observer):
         self.counts: Counter[tuple[str, str]] = Counter()  # (job, outcome)
         self.sinks: list[Callable[[str, str], None]] = []  # e.g. the Prometheus counters
         self.skipping: set[str] = set()  # jobs whose previous run still waits for the loop (logged once)
+        self.throttle = Throttle()  # a job failing again and again: one line a minute, one traceback per error
         self.lock = threading.Lock()
         self.stopped = False
         self.plans: dict[str, str] = {}  # job id -> its schedule in words, for the start line
@@ -188,8 +196,9 @@ class Jobs(Observer):
             elif outcome in ("ok", "error"):
                 self.skipping.discard(job)
         if outcome == "error":
-            exc = getattr(event, "exception", None)
-            log.error("job %s failed (%s); it runs again at its next time", job, type(exc).__name__, exc_info=exc)
+            self.log_failure(job, getattr(event, "exception", None))
+        elif outcome == "ok":
+            self.throttle.forget(job)
         elif outcome == "missed":
             log.warning("job %s: the run due at %s was dropped (the loop reached it too late)", job, event_time(event))
         elif first_skip:
@@ -198,6 +207,21 @@ class Jobs(Observer):
             log.debug("job %s: %s", job, outcome)
         for sink in self.sinks:
             sink(job, outcome)
+
+    def log_failure(self, job: str, exc: BaseException | None) -> None:
+        with self.lock:
+            held = self.throttle.allow(job)
+            first = held is not None and self.throttle.new_error(exc)
+        if held is None:
+            return
+        reason = reason_of(exc) if exc is not None else "?"
+        log.error(
+            "job %s failed (%s); it runs again at its next time%s",
+            job,
+            reason,
+            held_note(held),
+            exc_info=exc if first else None,
+        )
 
 
 def event_time(event: JobEvent) -> str:

@@ -1,9 +1,17 @@
-"""Prometheus metrics and a health check, served with prometheus_client when METRICS_PORT is set.
+"""Prometheus metrics, liveness and readiness, served with prometheus_client when METRICS_PORT is set.
 
 `Metrics` is an observer: the engine's hooks update the metrics on the engine's thread; the HTTP server thread
-only reads them (prometheus_client's metrics are thread-safe). `/healthz` answers 200 while the dispatch loop
-makes progress — a claim, a saved run, an idle wake-up or a loop round within `progress_bound(settings)` — and
-503 with a one-line reason otherwise.
+only reads them (prometheus_client's metrics are thread-safe).
+
+- `/healthz` is liveness: 200 while the dispatch loop goes round (it does at least every HEARTBEAT_SECONDS,
+  whatever it is doing), 503 once it has been silent longer than `progress_bound(settings)`.
+- `/readyz` is readiness: 503 with the reason while MongoDB has not answered for longer than
+  `dbhealth.bound(settings)`, or once a stop was requested; else 200.
+- `collector_last_progress_timestamp_seconds` moves only with work: a claim the database answered, a saved run,
+  an idle wait after the database said nothing is due. A loop round that only failed is not progress.
+
+Label values come from bounded sets: registered services by name, anything else as `other`; the counters of every
+known (service, status), job and database operation start at 0, so `rate()` and `increase()` see the first event.
 """
 
 from __future__ import annotations
@@ -23,14 +31,17 @@ from prometheus_client import (
     Histogram,
     Info,
     PlatformCollector,
-    ProcessCollector,
     disable_created_metrics,
     make_wsgi_app,
 )
 
 from .observers import Observer, Saved
+from .procmetrics import SandboxProcessCollector
+from .run import Status
+from .store import OPERATIONS, unavailable
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .dbhealth import DatabaseHealth
     from .run import RunResult
     from .settings import Settings
 
@@ -38,6 +49,9 @@ disable_created_metrics()  # no *_created series: they double the exposition and
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 BATCH_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+DATABASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+OTHER = "other"  # the label of every service no connector is registered for
+NAN = float("nan")
 
 
 def progress_bound(settings: Settings) -> float:
@@ -47,13 +61,31 @@ def progress_bound(settings: Settings) -> float:
 
 
 class Metrics(Observer):
-    def __init__(self, mode: str, instance: str, version: str, bound: float, clock: Callable[[], float] = time.time):
+    """`bound`: seconds of loop silence after which /healthz fails; `database`: the health /readyz reports;
+    `services` and `jobs`: the label values whose counters start at 0."""
+
+    def __init__(
+        self,
+        mode: str,
+        instance: str,
+        version: str,
+        bound: float,
+        clock: Callable[[], float] = time.time,
+        services: Iterable[str] = (),
+        database: DatabaseHealth | None = None,
+        database_bound: float = 30.0,
+        jobs: Iterable[str] = (),
+    ):
         self.mode, self.bound, self.clock = mode, bound, clock
+        self.database, self.database_bound = database, database_bound
+        self.services = frozenset(services)
+        self.stopping = False
         self.registry = registry = CollectorRegistry()
-        ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_cpu_seconds_total, ...
+        SandboxProcessCollector(registry=registry)  # process_* under the unit's ProcSubset=pid too
         PlatformCollector(registry=registry)
+        # `instance` and `job` belong to Prometheus (the scrape target): this collector's own name is instance_id
         Info("collector", "this collector", registry=registry).info(
-            {"version": version, "mode": mode, "instance": instance}
+            {"version": version, "mode": mode, "instance_id": instance}
         )
         self.runs = Counter("collector_runs", "network runs, by outcome", ["service", "status"], registry=registry)
         self.items = Counter("collector_items", "new items saved", ["service"], registry=registry)
@@ -100,7 +132,9 @@ class Metrics(Observer):
             registry=registry,
         )
         self.quota_tokens = Gauge(
-            "collector_quota_memory_tokens", "tokens this collector knows to be blocked", registry=registry
+            "collector_quota_memory_tokens",
+            "tokens this collector knows to be blocked now (sampled by the gauges job)",
+            registry=registry,
         )
         self.jobs = Counter(
             "collector_jobs",
@@ -117,10 +151,60 @@ class Metrics(Observer):
         )
         self.last_progress = Gauge(
             "collector_last_progress_timestamp_seconds",
-            "when the dispatch loop last made progress (Unix time)",
+            "when the dispatch loop last did work: a claim the database answered, a saved run, an idle wait after "
+            "the database said nothing is due (Unix time)",
             registry=registry,
         )
-        self.progress()
+        self.database_up = Gauge(
+            "collector_database_up",
+            "1 while MongoDB answers this collector, 0 while it cannot be reached",
+            registry=registry,
+        )
+        self.database_errors = Counter(
+            "collector_database_errors",
+            "database operations that raised an error, by operation",
+            ["operation"],
+            registry=registry,
+        )
+        self.database_seconds = Histogram(
+            "collector_database_seconds",
+            "time one database operation took, by operation",
+            ["operation"],
+            buckets=DATABASE_BUCKETS,
+            registry=registry,
+        )
+        self.database_up.set(1)
+        self.zero(jobs)
+        self.last = self.alive = self.clock()
+        self.last_progress.set(self.last)
+
+    def on_settings(self, settings: Settings) -> None:
+        """A reload: the bounds of /healthz and /readyz follow the new settings."""
+        from .dbhealth import bound
+
+        self.bound, self.database_bound = progress_bound(settings), bound(settings)
+
+    def zero(self, jobs: Iterable[str]) -> None:
+        """Counters of every known label value start at 0, so the first event is an increase."""
+        for service in sorted(self.services):
+            for status in Status:
+                self.runs.labels(service, str(status))
+            for counter in (self.items, self.quota_skips, self.disabled):
+                counter.labels(service)
+        for name in jobs:
+            self.add_job(name)
+        for operation in OPERATIONS:
+            self.database_errors.labels(operation)
+
+    def add_job(self, name: str) -> None:
+        for outcome in ("ok", "error", "missed", "skipped"):
+            self.jobs.labels(name, outcome)
+
+    def service(self, network_service: object) -> str:
+        """The label of a network's service: its name if a connector is registered for it, else `other`."""
+        if isinstance(network_service, str) and (network_service in self.services or not self.services):
+            return network_service[:40]
+        return OTHER
 
     def progress(self) -> None:
         self.last = self.clock()
@@ -130,11 +214,23 @@ class Metrics(Observer):
         self.batch.observe(claimed)
         self.progress()
 
+    def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
+        self.database_seconds.labels(operation).observe(seconds)
+        if error is not None:
+            self.database_errors.labels(operation).inc()
+        if error is not None and unavailable(error):
+            self.database_up.set(0)
+            # what the database last said is no longer known: unknown, not frozen at an old value
+            self.lag.labels(self.mode).set(NAN)
+            self.due.labels(self.mode).set(NAN)
+        elif self.database is None or self.database.up:
+            self.database_up.set(1)
+
     def on_lag(self, mode: str, seconds: float) -> None:
         self.lag.labels(mode).set(max(seconds, 0.0))
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
-        service = str(result.network.get("service"))[:40]
+        service = self.service(result.network.get("service"))
         status = str(result.status)
         self.runs.labels(service, status).inc()
         self.items.labels(service).inc(saved.new_items)
@@ -146,14 +242,15 @@ class Metrics(Observer):
             self.disabled.labels(service).inc()
         if result.called:
             self.duration.labels(service).observe(result.duration)
-        self.progress()
+        if not saved.dropped:
+            self.progress()
 
     def on_idle(self, mode: str) -> None:
-        self.progress()
+        self.progress()  # the engine says idle only after the database answered "nothing due"
 
     def on_tick(self, inflight: int) -> None:
         self.inflight.set(inflight)
-        self.progress()
+        self.alive = self.clock()  # liveness: the loop goes round
 
     def on_leases(self, held: int) -> None:
         self.leases.set(held)
@@ -170,10 +267,30 @@ class Metrics(Observer):
             self.job_success.labels(job).set(self.clock())
 
     def health(self) -> tuple[bool, str]:
-        silent = self.clock() - self.last
+        """Liveness: the loop went round within the bound. The body also says how work and the database go."""
+        now = self.clock()
+        silent = now - self.alive
         if silent > self.bound:
-            return False, f"no progress for {silent:.0f}s (bound {self.bound:.0f}s)"
-        return True, f"ok: last progress {silent:.0f}s ago"
+            return False, f"loop silent for {silent:.0f}s (bound {self.bound:.0f}s)"
+        text = f"ok: loop alive, last progress {now - self.last:.0f}s ago"
+        if self.database is not None and not self.database.up:
+            text += f"; database {self.database.describe()} (see /readyz)"
+        return True, text
+
+    def readiness(self) -> tuple[bool, str]:
+        """Readiness: MongoDB answered within `database_bound`, and no stop was requested."""
+        if self.stopping:
+            return False, "stopping: finishing the networks in flight"
+        if self.database is not None:
+            silent = self.database.silent_for()
+            if silent > self.database_bound:
+                return False, (
+                    f"database not answering for {silent:.0f}s (bound {self.database_bound:.0f}s): "
+                    f"{self.database.describe()}"
+                )
+            if not self.database.up:
+                return True, f"ok: database {self.database.describe()}, {silent:.0f}s within the bound"
+        return True, "ok: database answering"
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -189,12 +306,16 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
+CHECKS: dict[str, Callable[[Metrics], tuple[bool, str]]] = {"/healthz": Metrics.health, "/readyz": Metrics.readiness}
+
+
 def app(metrics: Metrics) -> Callable[[dict, Callable], Iterable[bytes]]:
     exposition = make_wsgi_app(metrics.registry)
 
     def serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/healthz":
-            healthy, reason = metrics.health()
+        check = CHECKS.get(environ.get("PATH_INFO", ""))
+        if check is not None:
+            healthy, reason = check(metrics)
             start_response(
                 "200 OK" if healthy else "503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")]
             )

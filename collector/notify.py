@@ -1,7 +1,13 @@
 """systemd's notify protocol (Type=notify, WatchdogSec=): READY=1 once MongoDB answered and the indexes exist,
-WATCHDOG=1 only when the dispatch loop makes progress (a claim, a saved run, an idle wake-up, a loop round —
-never from a free-running thread, so a stuck loop is restarted by systemd), STATUS= with a one-line summary of
-recent work, STOPPING=1 on the first signal. Without NOTIFY_SOCKET every call is a no-op.
+WATCHDOG=1 from the dispatch loop only, each time it goes round (it does at least every HEARTBEAT_SECONDS) —
+never from a free-running thread, so a stuck loop is killed and restarted by systemd —, STATUS= with a one-line
+summary, STOPPING=1 on the first signal. Without NOTIFY_SOCKET every call is a no-op.
+
+The watchdog asks "is the loop alive", not "is MongoDB up": in a database outage the loop goes on (it retries,
+keeps finished runs, gives nothing up) and keeps feeding the watchdog, because a restart does not bring MongoDB
+back and a restart loop would hide the one line that says what is wrong. That line is STATUS=: "database
+unreachable since …" for as long as the outage lasts (`systemctl status` shows it), with /readyz answering 503
+and `collector_database_up` 0.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import TYPE_CHECKING
 from .observers import Observer, Saved
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .dbhealth import DatabaseHealth
     from .engine import Report
     from .run import RunResult
 
@@ -37,15 +44,23 @@ class Notifier:
 class Watchdog(Observer):
     """Pets the watchdog on real progress and keeps STATUS= up to date (at most once a second)."""
 
-    def __init__(self, notifier: Notifier, mode: str):
-        self.notifier, self.mode = notifier, mode
+    def __init__(self, notifier: Notifier, mode: str, database: DatabaseHealth | None = None):
+        self.notifier, self.mode, self.database = notifier, mode, database
         self.runs = self.new_items = 0
         self.last = 0.0
+        if database is not None:
+            database.listeners.append(lambda up: self.progress(force=True))  # an outage shows at once
+
+    def status(self) -> str:
+        text = f"STATUS={self.mode}: "
+        if self.database is not None and not self.database.up:
+            text += f"database {self.database.describe()}; "
+        return text + f"{self.runs} runs, {self.new_items} new items"
 
     def progress(self, force: bool = False) -> None:
         if force or time.monotonic() - self.last >= 1.0:
             self.last = time.monotonic()
-            self.notifier.send("WATCHDOG=1", f"STATUS={self.mode}: {self.runs} runs, {self.new_items} new items")
+            self.notifier.send("WATCHDOG=1", self.status())
 
     def on_claim(self, mode: str, claimed: int) -> None:
         self.progress()

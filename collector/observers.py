@@ -50,6 +50,9 @@ class Observer:
     def on_lag(self, mode: str, seconds: float) -> None:
         """A claim found its most overdue network this late (0 when nothing was due)."""
 
+    def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
+        """A database operation ended: how long it took and the error it raised (None: it answered)."""
+
 
 class Observers:
     def __init__(self, observers: Iterable[Observer] = ()):

@@ -77,5 +77,9 @@ class QuotaMemory:
         self._facts = {k: f for k, f in self._facts.items() if f.blocked_until and f.blocked_until > now}
         return before - len(self._facts)
 
+    def blocked(self, now: datetime) -> int:
+        """How many tokens are blocked at `now` (what the quota-memory gauge shows)."""
+        return sum(1 for f in self._facts.values() if f.blocked_until is not None and f.blocked_until > now)
+
     def __len__(self) -> int:
         return len(self._facts)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -116,6 +117,26 @@ class DatabaseDown(Exception):
 
 
 StateWrite = tuple[Any, dict, Iterable[str], Any]  # (network id, fields to set, fields to unset, lease epoch)
+# every Store method that talks to the database, by the name metrics and logs use for it
+OPERATIONS = (
+    "beat",
+    "forget_instance",
+    "save_quotas",
+    "load_quotas",
+    "clear_lapsed_leases",
+    "count_due",
+    "ensure_indexes",
+    "claim",
+    "claim_one",
+    "renew",
+    "release",
+    "users_by_email",
+    "insert_items",
+    "save_tokens",
+    "save_state",
+    "save_states",
+)
+Sink = Callable[[str, float, BaseException | None], None]  # (operation, seconds, the error or None)
 
 
 def state_update(
@@ -138,6 +159,30 @@ class Store:
         self.users = db["users"]
         self.quotas = db["quotas"]
         self.collectors = db["collectors"]
+
+    def observe(self, sink: Sink) -> None:
+        """Tell `sink` how each database operation went: its name, how long it took, the error it raised. An
+        operation made inside another (mongomock's `save_states` through `save_state`) is told once, as the outer
+        one."""
+        depth = [0]
+        for name in OPERATIONS:
+            original = getattr(self, name)
+
+            def watched(*args: Any, _original: Callable = original, _name: str = name, **kwargs: Any) -> Any:
+                depth[0] += 1
+                started = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    return _original(*args, **kwargs)
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    depth[0] -= 1
+                    if not depth[0]:
+                        sink(_name, time.perf_counter() - started, error)
+
+            setattr(self, name, watched)
 
     def beat(self, instance_id: str, doc: dict) -> None:
         """Upsert this collector's heartbeat document."""

@@ -81,7 +81,7 @@ def test_a_job_that_raises_is_logged_and_counted_and_the_others_still_run(jobs, 
         assert scheduler.executor.drain() == 2
     assert ran == [T0]
     errors = [r for r in caplog.records if r.name == "collector.jobs" and r.levelno >= logging.ERROR]
-    assert len(errors) == 1 and "job broken failed (RuntimeError)" in errors[0].getMessage()
+    assert len(errors) == 1 and "job broken failed (RuntimeError: boom)" in errors[0].getMessage()
     assert "Traceback" in caplog.text and 'raise RuntimeError("boom")' in caplog.text  # with the traceback
     assert scheduler.counts["broken", "error"] == 1 and scheduler.counts["fine", "ok"] == 1
     text = generate_latest(metrics.registry).decode()

@@ -62,7 +62,7 @@ def test_metrics_count_runs_items_requests_and_durations_of_a_real_pass(db, sett
         assert got[("collector_claim_batch_size_count", ())] == 1
         assert got[("collector_claim_batch_size_sum", ())] == 1
         assert ("collector_schedule_lag_seconds", (("mode", "initial"),)) in got
-        assert got[("collector_info", (("instance", "box-9"), ("mode", "initial"), ("version", "9.9")))] == 1
+        assert got[("collector_info", (("instance_id", "box-9"), ("mode", "initial"), ("version", "9.9")))] == 1
         assert got[("collector_last_progress_timestamp_seconds", ())] == 1000.0
         assert got[("process_resident_memory_bytes", ())] > 0
         assert TOKEN not in text
@@ -70,18 +70,19 @@ def test_metrics_count_runs_items_requests_and_durations_of_a_real_pass(db, sett
         server.close()
 
 
-def test_healthz_is_200_while_the_loop_progresses_and_503_with_a_reason_when_it_stalls():
+def test_healthz_is_200_while_the_loop_goes_round_and_503_with_a_reason_when_it_stalls():
     now = {"t": 1000.0}
     metrics = Metrics("normal", "box-8", "9.9", bound=75, clock=lambda: now["t"])
     server = MetricsServer(metrics, "127.0.0.1", 0)
     try:
         now["t"] += 70
-        assert get(server.port, "/healthz") == (200, "ok: last progress 70s ago\n")
+        assert get(server.port, "/healthz") == (200, "ok: loop alive, last progress 70s ago\n")
         now["t"] += 10
         status, body = get(server.port, "/healthz")
-        assert status == 503 and body == "no progress for 80s (bound 75s)\n"
-        metrics.on_tick(2)  # the loop went round
-        assert get(server.port, "/healthz")[0] == 200
+        assert status == 503 and body == "loop silent for 80s (bound 75s)\n"
+        metrics.on_tick(2)  # the loop went round: alive, though no work was done
+        assert get(server.port, "/healthz") == (200, "ok: loop alive, last progress 80s ago\n")
+        assert samples(get(server.port, "/metrics")[1])[("collector_last_progress_timestamp_seconds", ())] == 1000
     finally:
         server.close()
 
@@ -109,7 +110,7 @@ def test_the_daemon_serves_metrics_while_it_runs_and_stops_serving_on_exit(db, s
             time.sleep(0.02)
         assert get(port, "/healthz")[0] == 200
         text = get(port, "/metrics")[1]
-        assert 'collector_info{instance="box-7",mode="normal"' in text
+        assert 'collector_info{instance_id="box-7",mode="normal"' in text
     finally:
         daemon.stopping.set()
         thread.join(30)
