@@ -25,6 +25,13 @@ class AdminError(Exception):
     """A bad id, a network that cannot be changed now: one line for the operator."""
 
 
+class Changes(list):
+    """The lines of a change command, one per network; `refused` counts the networks left as they were because a
+    collector holds them (or took them between our read and our write)."""
+
+    refused = 0
+
+
 def state_filter(state: str, now: datetime) -> dict[str, Any]:
     if state == "due":
         query = due_query("initial", now)
@@ -75,6 +82,17 @@ def find(db: Any, key: str) -> list[dict]:
     return found
 
 
+def list_query(now: datetime, service: str | None, user: str | None, state: str | None) -> dict[str, Any]:
+    query: dict[str, Any] = {}
+    if service:
+        query["service"] = service
+    if user:
+        query["user"] = user
+    if state:
+        query.update(state_filter(state, now))
+    return query
+
+
 def list_networks(
     db: Any,
     now: datetime,
@@ -83,14 +101,15 @@ def list_networks(
     state: str | None = None,
     limit: int = 50,
 ) -> list[dict[str, Any]]:
-    query: dict[str, Any] = {}
-    if service:
-        query["service"] = service
-    if user:
-        query["user"] = user
-    if state:
-        query.update(state_filter(state, now))
+    query = list_query(now, service, user, state)
     return [row(d, now) for d in db.networks.find(query).sort([("scheduledTo", 1), ("_id", 1)]).limit(limit)]
+
+
+def count_networks(
+    db: Any, now: datetime, service: str | None = None, user: str | None = None, state: str | None = None
+) -> int:
+    """How many networks `list_networks` would show without a limit."""
+    return db.networks.count_documents(list_query(now, service, user, state))
 
 
 def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
@@ -131,7 +150,7 @@ def enable(
     kind: str | None = None,
     force: bool = False,
     dry_run: bool = False,
-) -> list[str]:
+) -> Changes:
     """Clear disabled, errors and lastError of the chosen networks and schedule them now; `unauthorized` stays
     (a fresh authorisation clears it) unless `force`. Returns one line per network: what changed, or why not."""
 
@@ -148,7 +167,7 @@ def enable(
     return _change(db, _chosen(db, ids, service, kind), now, plan, dry_run)
 
 
-def reset(db: Any, now: datetime, ids: Iterable[str], dry_run: bool = False) -> list[str]:
+def reset(db: Any, now: datetime, ids: Iterable[str], dry_run: bool = False) -> Changes:
     """Back to `initial` from the start of the history; items are kept (their unique key stops duplicates)."""
 
     def plan(network: Mapping[str, Any]) -> tuple[str, dict | None]:
@@ -165,19 +184,25 @@ def _change(
     now: datetime,
     plan: Callable[[Mapping[str, Any]], tuple[str, dict | None]],
     dry_run: bool,
-) -> list[str]:
+) -> Changes:
     """Apply `plan` to each network not leased now: one line each; the write only matches while the lease is
-    still the one read (a collector that claimed it meanwhile wins)."""
-    lines = []
+    still the one read (a collector that claimed it meanwhile wins, and the line says the network was not
+    changed)."""
+    lines = Changes()
     for network in networks:
         what = f"{network['_id']} {network.get('service')} {network.get('user')}"
         if _leased(network, now):
             lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
+            lines.refused += 1
             continue
         line, update = plan(network)
-        lines.append(f"{what}: {line}")
         if update is not None and not dry_run:
-            db.networks.update_one({"_id": network["_id"], "leaseUntil": network.get("leaseUntil")}, update)
+            fence = {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")}
+            if db.networks.update_one(fence, update).matched_count != 1:
+                lines.append(f"{what}: not changed: a collector took it (try again later)")
+                lines.refused += 1
+                continue
+        lines.append(f"{what}: {line}")
     return lines
 
 

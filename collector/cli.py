@@ -1,4 +1,12 @@
-"""Command line: `collector --mode initial|normal [--once]`, `collector --check-config`, `collector demo`."""
+"""Command line: `collector --mode initial|normal [--once]`, `collector --check-config`, and the commands (demo,
+status, healthcheck, networks, connectors, bench).
+
+Exit codes, the same for every command (README, "Exit codes"):
+0 done; 1 the command ran and the answer is no (no such network, a network a collector holds left alone, a
+write that matched nothing, a run that failed, an unhealthy instance, a --once pass that failed); 2 usage or
+settings (a bad option, an invalid setting, a settings file that cannot be read); 3 MongoDB cannot be reached.
+`status --check` follows the monitoring-plugin convention instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +27,8 @@ from .admin import STATES
 from .devtools.options import Options
 from .settings import MAX_CONCURRENCY, Settings, SettingsError, load_settings
 
-EXIT_CONFIG = 2
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
+EXIT_CONFIG = EXIT_USAGE
 
 
 def mode_arg(text: str) -> tuple[str, str]:
@@ -30,12 +39,41 @@ def mode_arg(text: str) -> tuple[str, str]:
     return mode, suffix
 
 
+def seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
+    if not 0 < value <= 366 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not from 0 to 366 days in seconds")
+    return value
+
+
+def limit_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid limit {text!r}: give a whole number, 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid limit {value}: give 1 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="collector",
         description="Collect what people like, star and favourite into MongoDB (likeastore-compatible).",
-        epilog="Settings come from config/, ./.env and the environment (COLLECTOR_ENV picks "
-        "development, test or production); see README.md.",
+        epilog="Settings come from config/, ./.env, the environment and the --env-file (COLLECTOR_ENV picks "
+        "development, test or production); see README.md. Exit codes: 0 done, 1 no (not found, left alone, "
+        "failed), 2 usage or settings, 3 MongoDB unreachable; status --check: 0 OK, 1 WARNING, 2 CRITICAL, "
+        "3 UNKNOWN.",
+    )
+    parser.add_argument(
+        "--env-file",
+        metavar="PATH",
+        default=None,
+        help="the operator's settings file (KEY=value lines; default: COLLECTOR_ENV_FILE): it wins over the "
+        "environment and a reload (SIGHUP) reads it again",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -70,10 +108,32 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 with one line when a mode has due networks but no live "
-        "collector, or when the schedule lag exceeds --max-lag",
+        help="one line naming every problem, with performance data; exit 0 OK, 1 WARNING (lag over --warn-lag), "
+        "2 CRITICAL (due networks and no live collector, lag over --crit-lag), 3 UNKNOWN (MongoDB unreachable)",
     )
-    status.add_argument("--max-lag", type=float, default=None, help="with --check: the most lag allowed, seconds")
+    status.add_argument(
+        "--warn-lag",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="with --check: WARNING past this schedule lag (default: the mode's interval, NORMAL_INTERVAL or "
+        "RATE_LIMIT_INTERVAL, at least 60 s)",
+    )
+    status.add_argument(
+        "--crit-lag",
+        "--max-lag",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="with --check: CRITICAL past this schedule lag (default: twice the warning bound)",
+    )
+    health = commands.add_parser(
+        "healthcheck",
+        help="ask this instance's own /healthz (or /readyz) on METRICS_ADDR:METRICS_PORT; exit 0 healthy, 1 not "
+        "(for container health checks without curl)",
+    )
+    health.add_argument("--ready", action="store_true", help="ask /readyz (MongoDB answers) instead of /healthz")
+    health.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds to wait for the answer (5)")
     networks = commands.add_parser(
         "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
     )
@@ -82,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--service")
     listing.add_argument("--user", metavar="EMAIL")
     listing.add_argument("--state", choices=STATES)
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=limit_arg, default=50, help="at most this many lines, 1 or more (50)")
     listing.add_argument("--json", action="store_true")
     show = verbs.add_parser("show", help="every field of a network (or of a user's networks), secrets masked")
     show.add_argument("key", metavar="ID|EMAIL")
@@ -197,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = load_settings()
+        settings = load_settings(env_file=args.env_file)
     except SettingsError as exc:
         print(f"collector: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -214,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "networks":
         return networks_command(settings, args)
     if args.command == "status":
-        return show_status(settings, args.json, args.check, args.max_lag)
+        return show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag)
+    if args.command == "healthcheck":
+        return healthcheck(settings, args.ready, args.timeout)
     if args.command == "bench":
         setup_logging("ERROR")
         from .devtools import bench
@@ -228,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(
             "collector: give --mode initial|normal, --check-config or a command "
-            "(demo, status, networks, connectors, bench)",
+            "(demo, status, healthcheck, networks, connectors, bench)",
             file=sys.stderr,
         )
         return EXIT_CONFIG
@@ -237,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(settings.log_level, settings.log_format)
     mode, suffix = args.mode
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
-    return serve(settings, mode, args.once, args.concurrency, instance_id)
+    return serve(settings, mode, args.once, args.concurrency, instance_id, args.env_file)
 
 
 def db_error(exc: Exception, settings: Settings) -> str:
@@ -249,59 +311,114 @@ def db_error(exc: Exception, settings: Settings) -> str:
     return text.split(", Topology Description:")[0][:240]
 
 
-def show_status(settings: Settings, as_json: bool, check: bool, max_lag: float | None) -> int:
+def show_status(
+    settings: Settings, as_json: bool, check: bool, warn: float | None = None, crit: float | None = None
+) -> int:
+    from .jsonout import dumps
     from .sdk.timeutil import utcnow
-    from .status import gather, problems, render
+    from .status import UNKNOWN, gather, render
+    from .status import check as check_status
 
     try:
         client = mongo_client(settings)
         status = gather(client.get_default_database("likeastore"), utcnow(), settings.heartbeat_seconds)
     except (PyMongoError, ValueError) as exc:
+        if check:
+            print(f"UNKNOWN: cannot read MongoDB: {db_error(exc, settings)}")
+            return UNKNOWN
         print(f"collector: cannot read MongoDB: {db_error(exc, settings)}", file=sys.stderr)
-        return 2
+        return EXIT_DATABASE
     if check:
-        found = problems(status, max_lag)
-        print(found[0] if found else "OK: every mode with due networks has a live collector, lag within bounds")
-        return 1 if found else 0
-    print(json.dumps(status, default=str, indent=2) if as_json else render(status))
-    return 0
+        code, line = check_status(status, settings, warn, crit)
+        print(line)
+        return code
+    print(dumps(status) if as_json else render(status))
+    return EXIT_OK
+
+
+def healthcheck(settings: Settings, ready: bool, timeout: float) -> int:
+    """`collector healthcheck`: this instance's own /healthz (or /readyz), for container health checks."""
+    import urllib.error
+    import urllib.request
+
+    if not settings.metrics_port:
+        print("collector: METRICS_PORT is not set, so this instance serves no health endpoint", file=sys.stderr)
+        return EXIT_NO
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(settings.metrics_addr, settings.metrics_addr)
+    host = f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{settings.metrics_port}/{'readyz' if ready else 'healthz'}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            code, body = reply.status, reply.read(1024)
+    except urllib.error.HTTPError as error:
+        code, body = error.code, error.read(1024)
+    except (OSError, ValueError) as exc:
+        print(f"unhealthy: {url} did not answer ({getattr(exc, 'reason', None) or exc})")
+        return EXIT_NO
+    print(("healthy: " if code == 200 else "unhealthy: ") + printable(body.decode("utf-8", "replace").strip()))
+    return EXIT_OK if code == 200 else EXIT_NO
+
+
+def printable(text: str) -> str:
+    """Text for a terminal: every control character (and DEL, C1, bidi controls) as a visible escape."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def networks_command(settings: Settings, args: argparse.Namespace) -> int:
     from . import admin
+    from .jsonout import dumps
     from .sdk.timeutil import utcnow
 
     now = utcnow()
+    code = EXIT_OK
     try:
         db = mongo_client(settings).get_default_database("likeastore")
         if args.verb == "list":
-            rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
-            print(json.dumps(rows, default=str, indent=2) if args.json else render_rows(rows, now))
+            list_command(db, args, now)
         elif args.verb == "show":
             for network in admin.find(db, args.key):
-                print(json.dumps(admin.shown(network, now), default=str, indent=2))
+                print(dumps(admin.shown(network, now)))
         elif args.verb == "run":
             return run_network(db, settings, args.id, args.dry_run, now)
-        elif args.verb == "enable":
-            lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
-            print("\n".join(lines) if lines else "no network to enable")
         else:
-            print("\n".join(admin.reset(db, now, args.ids, args.dry_run)))
+            if args.verb == "enable":
+                lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
+            else:
+                lines = admin.reset(db, now, args.ids, args.dry_run)
+            print("\n".join(printable(line) for line in lines) if lines else f"no network to {args.verb}")
+            code = EXIT_NO if lines.refused else EXIT_OK
     except admin.AdminError as exc:
-        print(f"collector: {exc}", file=sys.stderr)
-        return 1
+        print(f"collector: {printable(str(exc))}", file=sys.stderr)
+        return EXIT_NO
     except PyMongoError as exc:
         print(f"collector: cannot reach MongoDB: {db_error(exc, settings)}", file=sys.stderr)
-        return 2
+        return EXIT_DATABASE
     if getattr(args, "dry_run", False):
         print("(dry run: nothing changed)")
-    return 0
+    return code
+
+
+def list_command(db: Any, args: argparse.Namespace, now: datetime) -> None:
+    """`networks list`: the rows, and a line saying so when --limit cut the list."""
+    from . import admin
+    from .jsonout import dumps
+
+    rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
+    total = admin.count_networks(db, now, args.service, args.user, args.state) if len(rows) >= args.limit else len(rows)
+    if args.json:
+        print(dumps(rows))
+    else:
+        print(render_rows(rows, now))
+    if total > len(rows):
+        note = f"{len(rows):,} of {total:,} shown; use --limit"
+        print(note, file=sys.stderr if args.json else sys.stdout)
 
 
 def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datetime) -> int:
     """`collector networks run`: the network's requests as they happen, then its items and state change."""
     from .admin import AdminError, parse_id
     from .engine import Collector
+    from .jsonout import dumps
     from .sdk.http import where
     from .sdk.redaction import redact
     from .sdk.validate import SECRET_FIELDS
@@ -319,11 +436,12 @@ def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datet
         raise AdminError(str(exc)) from None
     finally:
         collector.close()
-    print(f"status: {result.status}" + (f" — {redact(result.error.message)}" if result.error is not None else ""))
-    titles = [str(item.get("title") or item.get("itemId"))[:80] for item in result.items[:5]]
+    error = f" — {printable(redact(result.error.message))}" if result.error is not None else ""
+    print(f"status: {result.status}{error}")
+    titles = [printable(str(item.get("title") or item.get("itemId"))[:80]) for item in result.items[:5]]
     print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
     values = {k: "***" if k in SECRET_FIELDS else v for k, v in result.update.values.items()}
-    print("state: " + json.dumps({"set": values, "unset": sorted(result.update.unset)}, default=str))
+    print("state: " + dumps({"set": values, "unset": sorted(result.update.unset)}, indent=None))
     if saved is None:
         print("(dry run: nothing written)")
     else:
@@ -371,15 +489,23 @@ def mongo_client(settings: Settings) -> MongoClient:
 
 
 def serve(
-    settings: Settings, mode: str, once: bool, concurrency: int | None = None, instance_id: str | None = None
+    settings: Settings,
+    mode: str,
+    once: bool,
+    concurrency: int | None = None,
+    instance_id: str | None = None,
+    env_file: str | None = None,
 ) -> int:
-    from .daemon import Daemon
+    from functools import partial
+
+    from .daemon import Daemon, StartupSignals, StopDuringStartup
     from .engine import Collector
     from .sdk.redaction import SECRETS
     from .settings import mask_text
 
     log = logging.getLogger("collector")
     SECRETS.add(settings.secrets())
+    early = StartupSignals().install()  # before the first blocking call: a SIGHUP then must not kill us
     try:
         client = mongo_client(settings)
     except (PyMongoError, ValueError, TypeError) as exc:
@@ -392,10 +518,16 @@ def serve(
     except PyMongoError as exc:
         log.error("cannot reach MongoDB: %s", db_error(exc, settings))
         client.close()
-        return 1
+        return EXIT_DATABASE
+    except StopDuringStartup as stop:
+        log.info("%s during start-up: exiting", stop)
+        client.close()
+        return EXIT_OK
     daemon = Daemon(collector, mode)
     daemon.configure_logging = setup_logging
+    daemon.load_settings = partial(load_settings, env_file=env_file)
     daemon.install_signal_handlers()
+    daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
     try:
         return daemon.run(once=once)
     finally:

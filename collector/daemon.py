@@ -77,7 +77,11 @@ class Daemon:
             self.metrics.on_settings(merged)  # /healthz's and /readyz's bounds follow HEARTBEAT_SECONDS
         if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
-        log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
+        log.info(
+            "reload: %s (read %s)",
+            "applied " + ", ".join(applied) if applied else "no change",
+            ", ".join(merged.sources) or "nothing",
+        )
         return applied
 
     def on_signal(self, signum: int, frame=None) -> None:
@@ -244,6 +248,31 @@ class Daemon:
             self.heartbeat.beat()
         except Exception as exc:
             log.warning("the first heartbeat failed (%s); the heartbeat job tries again", type(exc).__name__)
+
+
+class StopDuringStartup(Exception):
+    """SIGTERM or SIGINT arrived before the daemon was ready (MongoDB slow to answer, indexes being built)."""
+
+
+class StartupSignals:
+    """The handlers from the first line of `serve` until the daemon's own are installed: a SIGHUP is remembered
+    (and applied at the loop's first round), a SIGTERM or SIGINT ends the start-up at once, so no signal an
+    operator or systemd sends while MongoDB is slow to answer kills the process with a traceback."""
+
+    def __init__(self) -> None:
+        self.hangup = False
+
+    def install(self) -> StartupSignals:
+        signal.signal(signal.SIGHUP, self.on_hangup)
+        signal.signal(signal.SIGTERM, self.on_stop)
+        signal.signal(signal.SIGINT, self.on_stop)
+        return self
+
+    def on_hangup(self, signum: int, frame: object = None) -> None:
+        self.hangup = True
+
+    def on_stop(self, signum: int, frame: object = None) -> None:
+        raise StopDuringStartup(signal.Signals(signum).name)
 
 
 class Reloader(Observer):

@@ -219,6 +219,12 @@ class Collector:
             network = self.store.networks.find_one({"_id": network_id})
             if network is None:
                 raise LookupError(f"no network with id {network_id!r}")
+            until = network.get("leaseUntil")
+            if isinstance(until, datetime) and to_ms(until) > now:
+                raise LookupError(
+                    f"network {network_id} is leased by {str(network.get('leaseOwner'))[:80]} until {until}; "
+                    "left alone (try again later)"
+                )
         else:
             network = self.store.claim_one(network_id, now, self.instance_id, now + self.lease)
         if network is None:

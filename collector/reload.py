@@ -13,7 +13,7 @@ from .settings import SCHEMA, Settings
 # what a running process cannot change: its database connection, its metrics socket, its environment files
 FIXED = ("env", "mongodb_uri", "metrics_port", "metrics_addr")
 ENV_NAMES = {attr: env for env, attr, _ in SCHEMA} | {"env": "COLLECTOR_ENV"}
-NOT_COMPARED = ("raw", "file_keys")
+NOT_COMPARED = ("raw", "file_keys", "sources")
 
 
 def changed(old: Settings, new: Settings) -> list[str]:

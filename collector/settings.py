@@ -1,10 +1,15 @@
-"""Settings: declared once, read from config/, a .env file and the environment, validated at start.
+"""Settings: declared once, read from config/, a .env file, the environment and the operator's settings file,
+validated at start and at every reload.
 
-Precedence, lowest first: config/defaults.env, config/<COLLECTOR_ENV>.env, ./.env, the process environment.
+Precedence, lowest first: config/defaults.env, config/<COLLECTOR_ENV>.env, ./.env, the process environment, then
+the settings file named by `--env-file` or COLLECTOR_ENV_FILE. That file wins over the environment, as systemd's
+EnvironmentFile= wins over Environment=: it is where an operator edits settings, and a reload (SIGHUP) reads it
+again, while the environment of a running process cannot change.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -227,6 +232,7 @@ class Settings:
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
     file_keys: frozenset[str] = field(default=frozenset(), repr=False)
+    sources: tuple[str, ...] = field(default=(), repr=False)  # what was read, lowest precedence first
 
     def initial_interval_for(self, service: str) -> float:
         return self.initial_intervals.get(service.lower(), self.initial_interval)
@@ -353,27 +359,62 @@ def _read(path: Path) -> dict[str, str]:
     return {k: v for k, v in dotenv_values(path).items() if v is not None}
 
 
+MAX_ENV_FILE = 1 << 20  # a settings file is a few kilobytes; a megabyte is a mistake (a log, a binary)
+
+
+def read_env_file(path: str | Path) -> dict[str, str]:
+    """The operator's settings file, which must exist and be UTF-8 text of KEY=value lines. SettingsError (one line
+    naming the file) when it is missing, unreadable, too large or not text."""
+    name = "COLLECTOR_ENV_FILE"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_ENV_FILE + 1)
+    except OSError as exc:
+        raise SettingsError(name, f"cannot read {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_ENV_FILE:
+        raise SettingsError(name, f"{str(path)!r} is larger than {MAX_ENV_FILE} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(name, f"{str(path)!r} is not UTF-8 text (byte {exc.start})") from None
+    if "\x00" in text:
+        raise SettingsError(name, f"{str(path)!r} is not text (it holds a NUL byte)")
+    return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
+
+
 def load_settings(
     environ: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
     env: str | None = None,
     read_dotenv: bool = True,
+    env_file: str | Path | None = None,
 ) -> Settings:
-    """Merge the sources and validate. Raises SettingsError naming the first bad setting."""
+    """Merge the sources and validate. Raises SettingsError naming the first bad setting (or the settings file
+    that cannot be read). `env_file` defaults to COLLECTOR_ENV_FILE from `environ`; none is read without either."""
     environ = os.environ if environ is None else environ
-    env = env or environ.get("COLLECTOR_ENV") or DEFAULT_ENV
+    env_file = env_file or environ.get("COLLECTOR_ENV_FILE") or None
+    operator = read_env_file(env_file) if env_file else {}
+    env = env or operator.get("COLLECTOR_ENV") or environ.get("COLLECTOR_ENV") or DEFAULT_ENV
     if env not in ENVIRONMENTS:
         raise SettingsError("COLLECTOR_ENV", f"{env!r} is not one of {', '.join(ENVIRONMENTS)}")
     base = config_dir()
     merged: dict[str, str] = {}
-    sources = [base / "defaults.env", base / f"{env}.env"]
+    paths = [base / "defaults.env", base / f"{env}.env"]
     if read_dotenv:
-        sources.append(Path(cwd or os.getcwd()) / ".env")
-    for path in sources:
-        merged.update(_read(path))
-    file_keys = frozenset(merged)
+        paths.append(Path(cwd or os.getcwd()) / ".env")
+    read = []
+    for path in paths:
+        values = _read(path)
+        if values or path.is_file():
+            read.append(str(path))
+        merged.update(values)
+    file_keys = frozenset(merged) | frozenset(operator)
     merged.update({k: v for k, v in environ.items() if isinstance(v, str)})
-    return _build(env, merged, file_keys)
+    merged.update(operator)
+    read.append("the environment")
+    if env_file:
+        read.append(str(env_file))
+    return _build(env, merged, file_keys).with_(sources=tuple(read))
 
 
 def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Settings:

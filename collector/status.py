@@ -140,16 +140,45 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
     return {"at": now, "modes": modes, "services": services, "items": items, "instances": instances}
 
 
-def problems(status: dict[str, Any], max_lag: float | None) -> list[str]:
-    """Why `collector status --check` fails (empty: all is well)."""
-    found = []
+OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3  # the monitoring-plugin exit codes
+STATE_WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+
+
+def lag_bounds(settings: Any, mode: str, warn: float | None = None, crit: float | None = None) -> tuple[float, float]:
+    """The schedule-lag bounds of `mode` (seconds): WARNING past one interval of the mode — NORMAL_INTERVAL for
+    normal networks, RATE_LIMIT_INTERVAL for the initial collector (the longest wait it schedules when no reset
+    is given) — CRITICAL past two. Either can be given instead."""
+    interval = settings.normal_interval if mode == "normal" else settings.rate_limit_interval
+    interval = max(interval, 60.0)  # an interval of seconds (tests, demos) would make every hiccup an alarm
+    crit = crit if crit is not None else 2 * (warn if warn is not None else interval)
+    warn = warn if warn is not None else min(interval, crit)
+    return warn, crit
+
+
+def check(
+    status: dict[str, Any], settings: Any, warn: float | None = None, crit: float | None = None
+) -> tuple[int, str]:
+    """`collector status --check`: the exit code and one line naming every problem, with performance data."""
+    problems: list[tuple[int, str]] = []
+    perf = []
     for mode, info in status["modes"].items():
         live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
         if info["due"] and not live:
-            found.append(f"mode {mode}: {info['due']} networks due and no live collector")
-        if max_lag is not None and info["lagSeconds"] > max_lag:
-            found.append(f"mode {mode}: schedule lag {info['lagSeconds']:.0f}s exceeds {max_lag:.0f}s")
-    return found
+            problems.append((CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector"))
+        w, c = lag_bounds(settings, mode, warn, crit)
+        lag = info["lagSeconds"]
+        if lag > c:
+            problems.append((CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {c:.0f}s"))
+        elif lag > w:
+            problems.append((WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {w:.0f}s"))
+        perf += [f"lag_{mode}={lag:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
+        perf.append(f"live_{mode}={len(live)}")
+    code = max((level for level, _ in problems), default=OK)
+    if problems:
+        text = "; ".join(message for _, message in sorted(problems, key=lambda p: -p[0]))
+    else:
+        text = "every mode with due networks has a live collector, schedule lag within bounds"
+    return code, f"{STATE_WORDS[code]}: {text} | {' '.join(perf)}"
 
 
 def render(status: dict[str, Any]) -> str:

@@ -137,7 +137,7 @@ def test_enable_by_service_and_kind_and_never_under_a_running_lease(cli_db, caps
     ids, _ = seed(cli_db)
     assert cli.main(["networks", "enable", "--service", "github", "--kind", "badResponse"]) == 0
     assert "disabled" not in cli_db.networks.find_one({"_id": ids["disabled"]})
-    assert cli.main(["networks", "enable", str(ids["leased"])]) == 0
+    assert cli.main(["networks", "enable", str(ids["leased"])]) == 1  # left alone: exit 1
     assert "leased by box-1" in capsys.readouterr().out
     assert cli_db.networks.find_one({"_id": ids["leased"]})["disabled"] is True
 
@@ -154,7 +154,7 @@ def test_reset_walks_the_history_again_and_keeps_items(cli_db, capsys):
     assert cli_db.items.count_documents({}) == 1
 
 
-def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+def test_an_unreachable_database_is_one_line_and_exit_3_for_every_command(monkeypatch, tmp_path, capsys):
     from pymongo.errors import ServerSelectionTimeoutError
 
     class Down:
@@ -168,8 +168,13 @@ def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch, tmp_path, c
     monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: Down())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
-    assert cli.main(["networks", "list"]) == 2
+    for command in (["networks", "list"], ["networks", "show", "x@y.test"], ["networks", "reset", "1"], ["status"]):
+        assert cli.main(command) == 3
+        assert capsys.readouterr().err.startswith("collector: cannot re")
+    assert cli.main(["networks", "list"]) == 3
     assert capsys.readouterr().err == "collector: cannot reach MongoDB: db.example:27017: timed out, Timeout: 10.0s\n"
+    assert cli.main(["status", "--check"]) == 3  # UNKNOWN, on standard output as monitoring plugins do
+    assert capsys.readouterr().out.startswith("UNKNOWN: cannot read MongoDB: db.example:27017: timed out")
 
 
 def test_run_dry_run_calls_the_api_prints_what_it_would_store_and_writes_nothing(

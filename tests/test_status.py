@@ -13,7 +13,7 @@ from collector.engine import Collector
 from collector.heartbeat import Heartbeat
 from collector.registry import Registry
 from collector.sdk import Connector, Result
-from collector.status import gather, problems
+from collector.status import CRITICAL, OK, WARNING, check, gather
 from collector.store import Store
 
 from helpers import T0, add_network
@@ -116,12 +116,20 @@ def test_status_counts_modes_services_items_and_the_schedule_lag(db):
     assert status["items"] == {"total": 4, "lastHour": 2, "lastDay": 3}
 
 
-def test_check_fails_when_due_networks_have_no_live_collector_or_the_lag_is_too_high(db):
-    seed(db)
-    assert problems(gather(db, T0, 15), None) == ["mode normal: 2 networks due and no live collector"]
+def test_check_names_every_problem_with_its_level_and_performance_data(db, settings):
+    seed(db)  # normal: 2 due, the oldest 2400 s late; no collector alive
+    code, line = check(gather(db, T0, 15), settings)
+    assert code == CRITICAL
+    assert line.startswith("CRITICAL: mode normal: 2 networks due and no live collector; mode normal: schedule lag")
+    assert "lag_normal=2400s;900;1800;0" in line and "due_normal=2;;;0" in line and "live_normal=0" in line
     Store(db).beat("box-1", {"mode": "normal", "heartbeatAt": T0, "heartbeatSeconds": 15})
-    assert problems(gather(db, T0, 15), None) == []
-    assert problems(gather(db, T0, 15), 600) == ["mode normal: schedule lag 2400s exceeds 600s"]
+    # a live collector, and the default bounds derived from NORMAL_INTERVAL (900 s): 2400 s is past twice that
+    assert check(gather(db, T0, 15), settings)[0] == CRITICAL
+    assert check(gather(db, T0, 15), settings.with_(normal_interval=1500))[0] == WARNING
+    code, line = check(gather(db, T0, 15), settings.with_(normal_interval=3600))
+    assert code == OK and line.startswith("OK: ") and "lag_normal=2400s;3600;7200;0" in line
+    assert check(gather(db, T0, 15), settings, warn=3000, crit=6000)[0] == OK
+    assert check(gather(db, T0, 15), settings, warn=600, crit=6000)[0] == WARNING
 
 
 def test_the_status_command_prints_tables_json_and_exit_codes(cli_db, capsys):
@@ -135,8 +143,12 @@ def test_the_status_command_prints_tables_json_and_exit_codes(cli_db, capsys):
     assert cli.main(["status", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["modes"]["normal"]["due"] == 1 and shown["instances"] == []
-    assert cli.main(["status", "--check"]) == 1
-    assert capsys.readouterr().out.strip() == "mode normal: 1 networks due and no live collector"
+    assert cli.main(["status", "--check"]) == 2  # CRITICAL
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("CRITICAL: mode normal: 1 networks due and no live collector |") and "\n" not in out
     Store(cli_db).beat("box-1", {"mode": "normal", "heartbeatAt": now, "heartbeatSeconds": 15})
+    assert cli.main(["status", "--check"]) == 0  # 5 minutes late: within the default bounds
+    assert capsys.readouterr().out.startswith("OK: ")
     assert cli.main(["status", "--check", "--max-lag", "3600"]) == 0
-    assert cli.main(["status", "--check", "--max-lag", "60"]) == 1
+    assert cli.main(["status", "--check", "--warn-lag", "60", "--crit-lag", "3600"]) == 1  # WARNING
+    assert cli.main(["status", "--check", "--crit-lag", "60"]) == 2  # CRITICAL
