@@ -227,9 +227,9 @@ def setup_logging(level: str, log_format: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # APScheduler's INFO lines ("Running job", "executed successfully") would repeat every HEARTBEAT_SECONDS
-    # what collector.jobs logs only when it matters
-    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, root.level))
+    # APScheduler's INFO lines ("Running job", "executed successfully") and its warnings (a skip, a miss) would
+    # repeat what collector.jobs logs, rate-limited, only when it matters
+    logging.getLogger("apscheduler").setLevel(max(logging.ERROR, root.level))
 
 
 def json_formatter() -> logging.Formatter:

@@ -165,18 +165,9 @@ class Daemon:
         settings = self.collector.settings
         if not settings.metrics_port:
             return None
-        from .dbhealth import bound
-        from .metrics import Metrics, MetricsServer, progress_bound
+        from .metrics import MetricsServer
 
-        metrics = Metrics(
-            self.mode,
-            self.collector.instance_id,
-            version,
-            progress_bound(settings),
-            services=self.collector.registry.names(),
-            database=self.collector.database,
-            database_bound=bound(settings),
-        )
+        metrics = self.make_metrics(version)
         try:
             server = MetricsServer(metrics, settings.metrics_addr, settings.metrics_port)
         except OSError as exc:
@@ -191,6 +182,23 @@ class Daemon:
         self.metrics = metrics
         log.info("metrics: http://%s:%d/metrics and /healthz", settings.metrics_addr, server.port)
         return server
+
+    def make_metrics(self, version: str) -> Metrics:
+        """This collector's metrics: its registered services' counters at 0, liveness and readiness bounds from
+        the settings, readiness from the collector's database health."""
+        from .dbhealth import bound
+        from .metrics import Metrics, progress_bound
+
+        settings = self.collector.settings
+        return Metrics(
+            self.mode,
+            self.collector.instance_id,
+            version,
+            progress_bound(settings),
+            services=self.collector.registry.names(),
+            database=self.collector.database,
+            database_bound=bound(settings),
+        )
 
     def run(self, once: bool = False) -> int:
         """The continuous dispatch loop and the jobs until a stop is requested (with once=True: one pass and no

@@ -201,8 +201,10 @@ class Jobs(Observer):
             self.throttle.forget(job)
         elif outcome == "missed":
             log.warning("job %s: the run due at %s was dropped (the loop reached it too late)", job, event_time(event))
-        elif first_skip:
-            log.warning("job %s: its last run still waits for the dispatch loop; skipping until it runs", job)
+        elif first_skip and (held := self.throttle.allow("skip:" + job)) is not None:
+            log.warning(
+                "job %s: its last run still waits for the dispatch loop; skipping until it runs%s", job, held_note(held)
+            )
         else:
             log.debug("job %s: %s", job, outcome)
         for sink in self.sinks:

@@ -87,7 +87,7 @@ def test_the_daemon_loads_no_mongomock_multiprocessing_or_fake_api():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     result = json.loads(run.stdout.strip().splitlines()[-1])
     modules = set(result["modules"])
-    assert result["code"] == 3  # MongoDB unreachable: it tried MongoDB for real (unreachable here) through the daemon's own path
+    assert result["code"] == 3  # MongoDB unreachable (exit 3): it tried for real through the daemon's own path
     assert {"collector.engine", "collector.daemon", "pymongo"} <= modules
     loaded = {
         m

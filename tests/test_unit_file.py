@@ -37,7 +37,7 @@ def test_systemd_rates_the_unit_ok_or_better(tmp_path):
     security = subprocess.run([analyze, "security", "--offline=true", str(unit)], capture_output=True, text=True)
     exposure = re.search(r"Overall exposure level for .*: ([\d.]+) (\w+)", security.stdout)
     assert exposure, security.stdout + security.stderr
-    assert float(exposure.group(1)) < 5.0 and exposure.group(2) in ("OK", "SAFE")
+    assert float(exposure.group(1)) < 2.0 and exposure.group(2) in ("OK", "SAFE")
     verify = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     problems = [line for line in verify.stderr.splitlines() if line.strip() and "is not executable" not in line]
     assert problems == []

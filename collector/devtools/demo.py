@@ -15,6 +15,7 @@ from typing import Any
 
 import mongomock
 
+from ..daemon import Daemon
 from ..engine import Collector
 from ..settings import Settings, load_settings
 from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
@@ -87,41 +88,38 @@ def settle(collector: Collector, db, networks: int, out) -> int:
     return rate_limited
 
 
-def keep_polling(collector: Collector, db, fake: FakeGitHub, out) -> None:
-    """The normal-mode daemon loop over the demo users (each polled every 5 s, a new star now and then) until
-    Ctrl-C or SIGTERM; then what `collector status` shows."""
+def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
+    """The normal-mode daemon loop over the demo users (each polled every 5 s, a new star now and then) with the
+    daemon's own recurring jobs (heartbeat, housekeeping, gauges: every series the dashboard reads) until Ctrl-C
+    or SIGTERM; then what `collector status` shows."""
     import signal
-    import threading
 
     from .. import __version__
     from ..heartbeat import Heartbeat
-    from ..jobs import Jobs
     from ..status import gather, render
 
-    stop = threading.Event()
+    collector = daemon.collector
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda *_: (daemon.stopping.set(), daemon.wakeup.set()))
     collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
-    heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
-    collector.observers.add(heartbeat)
-    jobs = Jobs(grace=60, should_stop=stop.is_set)  # the daemon's heartbeat job, run by the loop below
-    jobs.every("heartbeat", 5, lambda now: heartbeat.beat(), first=datetime.now(UTC))
-    collector.observers.add(jobs)
-    jobs.start()
+    daemon.heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
+    collector.observers.add(daemon.heartbeat)
+    daemon.heartbeat.beat()
+    jobs = daemon.start_jobs()
     names = [name for name, _, _ in DEMO_USERS]
     starred = {"n": 0}
 
-    def wait(seconds: float) -> bool:  # the idle wait: a user stars something, then the loop looks again
+    def wait(seconds: float) -> None:  # the idle wait: a user stars something, then the loop looks again
         starred["n"] += 1
         name = names[starred["n"] % len(names)]
         fake.star(f"demo-token-{name}", make_star(9_000 + starred["n"], datetime.now(UTC)))
-        return stop.wait(seconds)
+        daemon.idle(seconds)
 
     print("demo: polling the demo users every 5 s; Ctrl-C to stop", file=out, flush=True)
-    collector.serve("normal", should_stop=stop.is_set, wait=wait)
+    collector.serve("normal", should_stop=daemon.stopping.is_set, wait=wait)
     jobs.stop()
     print(render(gather(db, datetime.now(UTC), 5)), file=out)
-    heartbeat.close()
+    daemon.heartbeat.close()
 
 
 def run(out=sys.stdout, metrics_port: int | None = None) -> int:
@@ -132,14 +130,14 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
     networks = db.networks.count_documents({})
     with FakeServer(fake) as url:
         collector = Collector(db, demo_settings(url), instance_id="demo-normal")
-        metrics = None
+        daemon = Daemon(collector, "normal")
         if metrics_port is not None:
             from .. import __version__
-            from ..metrics import Metrics, MetricsServer
+            from ..metrics import MetricsServer
 
-            metrics = Metrics("normal", "demo-normal", __version__, bound=60)
-            collector.observers.add(metrics)
-            server = MetricsServer(metrics, "127.0.0.1", metrics_port)
+            daemon.metrics = daemon.make_metrics(__version__)
+            collector.observers.add(daemon.metrics)
+            server = MetricsServer(daemon.metrics, "127.0.0.1", metrics_port)
             print(f"demo: metrics at http://127.0.0.1:{server.port}/metrics and /healthz", file=out)
         print(f"demo: fake GitHub API at {url}, {networks} networks, {fake.total_stars()} stars", file=out)
         rate_limited = settle(collector, db, networks, out)
@@ -162,8 +160,8 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
             "elapsed_s": round(time.perf_counter() - started, 2),
         }
         print(json.dumps(summary), file=out, flush=True)
-        if metrics is not None:
-            keep_polling(collector, db, fake, out)
+        if daemon.metrics is not None:
+            keep_polling(daemon, db, fake, out)
             server.close()
         collector.close()
     ok = summary["networks_normal"] == networks and summary["items"] == summary["items_expected"]
