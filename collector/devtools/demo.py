@@ -99,8 +99,12 @@ def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
     from ..status import gather, render
 
     collector = daemon.collector
+    def stop(*_: object) -> None:
+        daemon.stopping.set()
+        daemon.wakeup.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: (daemon.stopping.set(), daemon.wakeup.set()))
+        signal.signal(signum, stop)
     collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
     daemon.heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
     collector.observers.add(daemon.heartbeat)
