@@ -129,16 +129,19 @@ def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
 
 
 def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """Every field, secrets masked, times as 'absolute (relative)'."""
+    """Every field, secrets masked, times as they are (RFC 3339 once printed as JSON) and, in `relative`, how far
+    from now each one is."""
     out: dict[str, Any] = {"_id": network.get("_id")}
+    ages: dict[str, str] = {}
     for name, value in network.items():
         if name in SECRET_FIELDS or name == "leaseToken":
             out[name] = "***" if value else value
-        elif isinstance(value, datetime):
-            out[name] = f"{_aware(value, now):%Y-%m-%d %H:%M:%S} UTC ({relative(_aware(value, now), now)})"
         else:
             out[name] = value
+            if isinstance(value, datetime):
+                ages[str(name)] = relative(_aware(value, now), now)
     out["state"] = state_of(network, now)
+    out["relative"] = ages
     return out
 
 

@@ -103,7 +103,8 @@ def test_show_masks_secrets_and_gives_times_absolute_and_relative(cli_db, capsys
     out = capsys.readouterr().out
     shown = json.loads(out)
     assert shown["accessToken"] == "***" and TOKEN not in out
-    assert shown["scheduledTo"] == f"{now + timedelta(minutes=10):%Y-%m-%d %H:%M:%S} UTC (in 10m)"
+    assert shown["scheduledTo"] == f"{now + timedelta(minutes=10):%Y-%m-%dT%H:%M:%S}.000Z"
+    assert shown["relative"]["scheduledTo"] == "in 10m"
     assert cli.main(["networks", "show", "ada@x.test"]) == 0
     assert capsys.readouterr().out.count('"user": "ada@x.test"') == 2
 
@@ -207,3 +208,80 @@ def test_run_saves_like_the_daemon_and_refuses_a_network_another_collector_holds
     assert cli.main(["networks", "run", str(doc["_id"])]) == 1
     assert "is leased by box-1" in capsys.readouterr().err
     assert cli_db.items.count_documents({}) == 100
+
+
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+
+def test_run_dry_run_leaves_a_network_another_collector_holds_alone(cli_db, http_mock, monkeypatch, capsys):
+    monkeypatch.setenv("GITHUB_API_URL", "https://api.github.test")
+    GitHubStub(http_mock, stars=make_stars(150, seed=2), clock=utcnow())
+    doc = add_network(cli_db, leaseOwner="box-1", leaseUntil=utcnow() + timedelta(minutes=5))
+    before = list(cli_db.networks.find())
+    assert cli.main(["networks", "run", str(doc["_id"]), "--dry-run"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "leased by box-1" in captured.err
+    assert len(http_mock.calls) == 0 and list(cli_db.networks.find()) == before
+
+
+def test_reset_and_enable_of_a_held_network_exit_1_and_a_write_that_matched_nothing_says_so(
+    cli_db, monkeypatch, capsys
+):
+    from collector import admin
+
+    ids, now = seed(cli_db)
+    assert cli.main(["networks", "reset", str(ids["leased"])]) == 1
+    assert "leased by box-1, left as it is" in capsys.readouterr().out
+    assert cli.main(["networks", "reset", str(ids["walking"]), str(ids["leased"])]) == 1  # one of them held
+    assert cli_db.networks.find_one({"_id": ids["walking"]})["mode"] == "initial"
+    capsys.readouterr()
+    # a collector claims the network between our read and our write: the fenced write matches nothing
+    stale = cli_db.networks.find_one({"_id": ids["disabled"]})
+    cli_db.networks.update_one({"_id": ids["disabled"]}, {"$set": {"leaseUntil": now + timedelta(minutes=5)}})
+    monkeypatch.setattr(admin, "find", lambda db, key: [stale])
+    for verb in ("enable", "reset"):
+        assert cli.main(["networks", verb, str(ids["disabled"])]) == 1
+        out = capsys.readouterr().out
+        assert "not changed: a collector took it" in out and "cleared" not in out and "->" not in out
+    assert cli_db.networks.find_one({"_id": ids["disabled"]})["disabled"] is True
+
+
+def test_list_says_when_it_cut_the_list_and_refuses_a_limit_below_1(cli_db, capsys):
+    for k in range(7):
+        add_network(cli_db, user=f"u{k}@x.test")
+    assert cli.main(["networks", "list", "--limit", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 + 3 + 1 and out[-1] == "3 of 7 shown; use --limit"
+    assert cli.main(["networks", "list", "--limit", "7"]) == 0
+    assert "shown" not in capsys.readouterr().out
+    assert cli.main(["networks", "list", "--limit", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert len(json.loads(captured.out)) == 2 and captured.err.strip() == "2 of 7 shown; use --limit"
+    for bad in ("0", "-1", "x"):
+        try:
+            cli.main(["networks", "list", "--limit", bad])
+        except SystemExit as exit:
+            assert exit.code == 2  # usage
+        else:
+            raise AssertionError(f"--limit {bad} accepted")
+        assert "invalid limit" in capsys.readouterr().err
+
+
+def test_every_json_output_writes_datetimes_as_rfc3339_strings(cli_db, capsys):
+    import re
+
+    ids, _ = seed(cli_db)
+    cli_db.networks.update_one({"_id": ids["ok"]}, {"$set": {"ratio": float("nan"), "big": float("inf")}})
+    assert cli.main(["networks", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(re.match(RFC3339, r["scheduledTo"]) for r in rows if r["scheduledTo"] is not None)
+    assert cli.main(["networks", "show", str(ids["ok"])]) == 0
+    shown = capsys.readouterr().out
+    json.loads(shown, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict: no NaN/Infinity
+    assert '"ratio": null' in shown and '"big": null' in shown
+    assert (
+        re.match(RFC3339, json.loads(shown)["scheduledTo"]) and json.loads(shown)["relative"]["scheduledTo"] == "in 10m"
+    )
+    assert cli.main(["status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert re.match(RFC3339, status["at"])

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.daemon import Daemon
@@ -157,3 +158,174 @@ def test_a_port_in_use_is_logged_and_collection_goes_on_without_metrics(db, sett
         assert daemon.start_metrics("9.9") is None
     assert any("cannot listen" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
     assert not any(type(o).__name__ == "Metrics" for o in collector.observers.observers)
+
+
+def test_labels_are_bounded_counters_start_at_zero_and_no_label_is_prometheus_own():
+    from collector.registry import Registry
+    from collector.run import Status
+
+    services = Registry().names()
+    metrics = Metrics("normal", "box-5", "9.9", bound=60, services=services, jobs=["heartbeat"])
+    got = samples(generate_latest(metrics.registry).decode())
+    for service in services:
+        for status in Status:
+            assert got[("collector_runs_total", (("service", service), ("status", str(status))))] == 0
+        assert got[("collector_networks_disabled_total", (("service", service),))] == 0
+    assert got[("collector_jobs_total", (("name", "heartbeat"), ("outcome", "error")))] == 0
+    assert got[("collector_database_errors_total", (("operation", "claim"),))] == 0
+    assert got[("collector_database_up", ())] == 1
+    assert all("instance" not in dict(labels) and "job" not in dict(labels) for _, labels in got)
+    # a service string nobody registered, however many, is one `other` series
+    for name in ("pocket", "x" * 500, "new\nline", None, 42):
+        assert metrics.service(name) == "other"
+    assert metrics.service("github") == "github"
+
+
+def test_the_quota_gauge_counts_tokens_blocked_now_only():
+    from datetime import timedelta
+
+    from collector.quota import QuotaMemory
+    from collector.sdk.errors import Quota
+
+    memory = QuotaMemory()
+    memory.remember("github", "t1", Quota(remaining=0, limit=10, reset=T0 + timedelta(minutes=5)), None)
+    memory.remember("github", "t2", Quota(remaining=9, limit=10, reset=T0 + timedelta(minutes=5)), None)
+    memory.remember("github", "t3", None, T0 + timedelta(seconds=30))
+    assert len(memory) == 3 and memory.blocked(T0) == 2  # t2 has quota left: known, not blocked
+    assert memory.blocked(T0 + timedelta(minutes=1)) == 1 and memory.blocked(T0 + timedelta(hours=1)) == 0
+
+
+def test_readiness_follows_the_database_and_a_stop_and_reloads_move_both_bounds(settings):
+    from pymongo.errors import AutoReconnect, DuplicateKeyError
+
+    from collector.dbhealth import DatabaseHealth
+
+    now = {"t": 1000.0}
+    database = DatabaseHealth(clock=lambda: now["t"])
+    metrics = Metrics("normal", "b", "0", bound=75, clock=lambda: now["t"], database=database, database_bound=30)
+    assert metrics.readiness() == (True, "ok: database answering")
+    database.record("claim", 0.5, DuplicateKeyError("dup"))  # a refused document: the database answered
+    metrics.on_database("claim", 0.5, DuplicateKeyError("dup"))
+    assert database.up and metrics.readiness()[0]
+    database.record("claim", 1.0, AutoReconnect("connection refused"))
+    metrics.on_database("claim", 1.0, AutoReconnect("connection refused"))
+    now["t"] += 20
+    assert metrics.readiness()[0] and "within the bound" in metrics.readiness()[1]
+    now["t"] += 15
+    ready, reason = metrics.readiness()
+    assert not ready and reason.startswith("database not answering for 35s (bound 30s): unreachable since")
+    got = samples(generate_latest(metrics.registry).decode())
+    assert (
+        got[("collector_database_up", ())] == 0
+        and got[("collector_database_errors_total", (("operation", "claim"),))] == 2
+    )
+    metrics.on_settings(settings.with_(heartbeat_seconds=20, http_timeout=10))
+    assert (metrics.bound, metrics.database_bound) == (70, 40) and metrics.readiness()[0]
+    database.record("beat", 0.01, None)
+    metrics.stopping = True
+    assert metrics.readiness() == (False, "stopping: finishing the networks in flight")
+
+
+def test_a_failed_claim_round_is_no_progress_and_leaves_no_frozen_gauge(db, settings):
+    from pymongo.errors import ServerSelectionTimeoutError
+
+    now = {"t": 1000.0}
+    collector = Collector(db, settings)
+    metrics = Metrics("normal", "b", "0", bound=75, clock=lambda: now["t"], database=collector.database)
+    collector.observers.add(metrics)
+    metrics.sample(12, 0)
+    metrics.on_lag("normal", 40)
+
+    def down(*args, **kwargs):
+        raise ServerSelectionTimeoutError("db:27017: [Errno 111] Connection refused")
+
+    collector.store.networks.find = down  # the claim's first read
+    now["t"] += 100
+    stop = iter([False, True])
+    collector.serve("normal", should_stop=lambda: next(stop, True), wait=lambda s: None)
+    got = samples(generate_latest(metrics.registry).decode())
+    assert got[("collector_last_progress_timestamp_seconds", ())] == 1000  # a round that only failed
+    assert got[("collector_database_up", ())] == 0
+    assert (
+        got[("collector_networks_due", (("mode", "normal"),))] != got[("collector_networks_due", (("mode", "normal"),))]
+    )
+    assert (
+        got[("collector_schedule_lag_seconds", (("mode", "normal"),))]
+        != got[("collector_schedule_lag_seconds", (("mode", "normal"),))]
+    )
+    assert collector.database.describe().startswith("unreachable since")
+    collector.close()
+
+
+def test_the_demo_serves_every_series_the_dashboard_reads_and_promtool_accepts_the_scrape(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from proc import free_port, scrape, wait_until
+
+    port = free_port()
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from collector.cli import main; sys.exit(main())",
+            "demo",
+            "--metrics-port",
+            str(port),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        dashboard = json.loads((ROOT / "contrib/grafana/collector.json").read_text())
+        wanted = set().union(*(named_in(t["expr"]) for p in dashboard["panels"] for t in p["targets"]))
+
+        def all_served():
+            names = {name for name, _ in scrape(port)}
+            return names if {n for n in wanted if not n.endswith("_bucket")} <= names else None
+
+        names = wait_until(all_served, timeout=90)
+        text = get(port, "/metrics")[1]
+    finally:
+        demo.terminate()
+        demo.wait(60)
+    assert {n for n in wanted if n.endswith("_bucket")} <= names
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("REQUIRE_PROMTOOL"):
+            raise AssertionError("promtool is required here (Debian's prometheus package)")
+        return
+    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("REQUIRE_PROMTOOL"):
+            raise AssertionError("promtool is required here (Debian's prometheus package)")
+        pytest.skip("promtool not installed (apt-get install prometheus); .ci/run installs it and requires it")
+    rules = ROOT / "contrib/prometheus"
+    check = subprocess.run([promtool, "check", "rules", "alerts.yml"], cwd=rules, capture_output=True, text=True)
+    assert check.returncode == 0 and "SUCCESS: 11 rules found" in check.stdout, check.stdout + check.stderr
+    proof = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=rules, capture_output=True, text=True)
+    assert proof.returncode == 0, proof.stdout + proof.stderr
+    tested = {
+        t["alertname"]
+        for test in yaml.safe_load((rules / "alerts.test.yml").read_text())["tests"]
+        for t in test["alert_rule_test"]
+    }
+    alerts = {r["alert"] for g in yaml.safe_load((rules / "alerts.yml").read_text())["groups"] for r in g["rules"]}
+    assert (
+        tested == alerts
+        and {"CollectorAbsent", "CollectorDatabaseDown", "CollectorHeartbeatStale", "CollectorBacklogGrowing"} <= alerts
+    )

@@ -41,3 +41,19 @@ def test_systemd_rates_the_unit_ok_or_better(tmp_path):
     verify = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
     problems = [line for line in verify.stderr.splitlines() if line.strip() and "is not executable" not in line]
     assert problems == []
+
+
+def test_the_unit_documents_this_project_and_reads_the_operators_settings_file():
+    import tomllib
+
+    text = UNIT.read_text()
+    documentation = re.search(r"^Documentation=file:///opt/collector/(\S+)$", text, re.M)
+    assert documentation, "Documentation= names the README the package installs"
+    data_files = tomllib.loads((UNIT.parent.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    folder, name = documentation.group(1).rsplit("/", 1)
+    assert name in [Path(f).name for f in data_files[folder]] and "likeastore/collector" not in text
+    assert re.search(r"^ExecStart=\S+/collector --env-file /etc/collector/collector\.env --mode %i$", text, re.M)
+    assert "EnvironmentFile=" not in text  # its variables would beat every file a reload re-reads
+    assert re.search(r"^ProcSubset=pid$", text, re.M) and re.search(
+        r"^ExecReload=/bin/kill -HUP \$MAINPID$", text, re.M
+    )

@@ -99,6 +99,7 @@ def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
     from ..status import gather, render
 
     collector = daemon.collector
+
     def stop(*_: object) -> None:
         daemon.stopping.set()
         daemon.wakeup.set()
