@@ -514,7 +514,7 @@ class Pass:
             if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
                 delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
                 if delay:
-                    if not self.claim_failures:  # the database answered "nothing due": idle is progress
+                    if not self.claim_failures and self.c.database.up:  # it answered "nothing due": progress
                         self.c.observers.notify("on_idle", mode)
                     idle_wait(delay)
         self.release()
@@ -560,7 +560,7 @@ class Pass:
                 "claiming %s networks failed (%s); next try in %.0fs",
                 self.mode,
                 exc,
-                self.next_claim - time.monotonic(),
+                max(self.next_claim - time.monotonic(), 0.0),
                 level=logging.ERROR,
             )
             return
