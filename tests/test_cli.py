@@ -192,3 +192,14 @@ def test_a_numbered_mode_runs_that_mode_under_its_own_instance_id(shared_client,
     assert seen["mode"] == "normal" and seen["instance_id"] == f"{socket.gethostname()}-normal-2"
     with pytest.raises(SystemExit):
         cli.main(["--mode", "normal-"])
+
+
+def test_healthcheck_without_a_metrics_port_says_so_and_exits_1(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLLECTOR_ENV", "test")
+    monkeypatch.delenv("METRICS_PORT", raising=False)
+    assert cli.main(["healthcheck"]) == 1
+    assert "METRICS_PORT is not set" in capsys.readouterr().err
+    monkeypatch.setenv("METRICS_PORT", "1")  # nothing listens there
+    assert cli.main(["healthcheck", "--timeout", "2"]) == 1
+    assert capsys.readouterr().out.startswith("unhealthy: http://127.0.0.1:1/healthz did not answer")
