@@ -26,6 +26,7 @@ from . import __version__
 from .admin import STATES
 from .devtools.options import Options
 from .settings import MAX_CONCURRENCY, Settings, SettingsError, load_settings
+from .textout import EscapingFormatter, printable
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
 EXIT_CONFIG = EXIT_USAGE
@@ -221,7 +222,7 @@ def setup_logging(level: str, log_format: str = "text") -> None:
     handler.setFormatter(
         json_formatter()
         if log_format == "json"
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        else EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     handler.addFilter(RedactingFilter())  # and on the handler, for records made before install()
     root = logging.getLogger()
@@ -250,7 +251,18 @@ def json_formatter() -> logging.Formatter:
             if isinstance(run, dict):
                 log_record.update({k: redact(v) if isinstance(v, str) else v for k, v in run.items()})
 
-    return Formatter("%(message)s", json_ensure_ascii=False)
+    return Formatter("%(message)s", json_ensure_ascii=True, json_serializer=strict_json)
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """RFC 8259 only: NaN and the infinities (a float from a document or a server) become null."""
+    from .jsonout import plain
+
+    options.pop("allow_nan", None)
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(plain(value), allow_nan=False, **options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,11 +369,6 @@ def healthcheck(settings: Settings, ready: bool, timeout: float) -> int:
         return EXIT_NO
     print(("healthy: " if code == 200 else "unhealthy: ") + printable(body.decode("utf-8", "replace").strip()))
     return EXIT_OK if code == 200 else EXIT_NO
-
-
-def printable(text: str) -> str:
-    """Text for a terminal: every control character (and DEL, C1, bidi controls) as a visible escape."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def networks_command(settings: Settings, args: argparse.Namespace) -> int:

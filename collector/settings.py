@@ -126,10 +126,13 @@ def _address(text: str) -> str:
     return text.strip()
 
 
+MAX_DAYS = 36_500  # a century: past that the date arithmetic of the sweep overflows long before it matters
+
+
 def _days(text: str) -> int:
     value = int(text)
-    if value < 0:
-        raise ValueError("must be a whole number of days, 0 for off")
+    if not 0 <= value <= MAX_DAYS:
+        raise ValueError(f"must be a whole number of days from 0 (off) to {MAX_DAYS}")
     return value
 
 

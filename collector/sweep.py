@@ -1,7 +1,8 @@
 """The inactive-user sweep: no quota for users who left, and a quick return for those who come back.
 
 Networks of users whose `users.loginLastDate` is missing or older than INACTIVE_DAYS get `skip: true,
-skipReason: "inactive"`; a user who logged in since gets those networks back, scheduled now (the original
+skipReason: "inactive"` (the date is read in every form the web app may have stored, logindates.py; one that
+cannot be read counts as active); a user who logged in since gets those networks back, scheduled now (the original
 collector disabled them for good). Users are read through one cursor in batches, never all at once. Only
 networks whose user has a document in `users` are judged: a network of an unknown user is left alone.
 
@@ -13,15 +14,15 @@ thread, like every database access.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from itertools import islice
 from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
-from .sdk.timeutil import parse_iso
+from .logindates import UNREADABLE, login_date
 from .settings import Settings
+from .textout import printable
 
 log = logging.getLogger("collector.sweep")
 JOB_ID = "inactive-sweep"
@@ -47,48 +48,69 @@ def claim_day(db: Any, now: datetime, owner: str) -> bool:
 def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, int]:
     """Skip the networks of inactive users, revive those of users who are back. Returns the counts.
 
-    Users come from one cursor read `batch` at a time (the server sends them in batches too), so memory stays
-    bounded and every user is seen whatever the type of its `_id` (paging by `_id > last` would skip the ids of
-    another BSON type)."""
+    Users come from one cursor sorted by email and read `batch` at a time, so memory stays bounded and every
+    `users` document of one email is seen together, wherever the batches fall: the most recent login among
+    them decides. A date that cannot be read counts as active (logged once per sweep, with how many)."""
     cutoff = now - timedelta(days=days)
-    counts = {"users": 0, "skipped": 0, "revived": 0}
-    cursor = db.users.find({}, {"email": 1, "loginLastDate": 1}).batch_size(batch)
+    counts = {"users": 0, "skipped": 0, "revived": 0, "unreadable": 0}
+    cursor = db.users.find({}, {"email": 1, "loginLastDate": 1}, allow_disk_use=True).sort("email", 1)
+    verdicts: list[tuple[str, bool]] = []  # (email, active), flushed `batch` at a time
+    example: Any = None
     try:
-        while users := list(islice(cursor, batch)):
-            counts["users"] += len(users)
-            inactive: list[str] = []
-            active: list[str] = []
-            for user in users:
-                email = user.get("email")
-                if isinstance(email, str):
-                    seen = last_login(user.get("loginLastDate"), now)
-                    (active if seen is not None and seen >= cutoff else inactive).append(email)
-            if inactive:
-                counts["skipped"] += db.networks.update_many(
-                    {"user": {"$in": inactive}, "skip": {"$ne": True}},
-                    {"$set": {"skip": True, "skipReason": REASON}},
-                ).modified_count
-            if active:
-                counts["revived"] += db.networks.update_many(
-                    {"user": {"$in": active}, "skip": True, "skipReason": REASON},
-                    {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
-                ).modified_count
+        for email, dates in by_email(cursor.batch_size(batch), counts):
+            readable = [d for d in dates if isinstance(d, datetime)]
+            if any(d is UNREADABLE for d in dates) and not any(d >= cutoff for d in readable):
+                counts["unreadable"] += 1
+                example = example or email
+                verdicts.append((email, True))
+            else:
+                verdicts.append((email, any(d >= cutoff for d in readable)))
+            if len(verdicts) >= batch:
+                apply(db, verdicts, now, counts)
+                verdicts = []
+        apply(db, verdicts, now, counts)
     finally:
         cursor.close()
+    if counts["unreadable"]:
+        log.warning(
+            "inactive sweep: %d users have a loginLastDate that cannot be read (e.g. %s); counted as active",
+            counts["unreadable"],
+            printable(str(example))[:80],
+        )
     return counts
 
 
-def last_login(value: Any, now: datetime) -> datetime | None:
-    """`users.loginLastDate` as a UTC datetime: a date (naive ones are UTC), or an ISO 8601 string some writers
-    store; anything else counts as never."""
-    if isinstance(value, str):
-        try:
-            value = parse_iso(value.strip())
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=now.tzinfo)
+def by_email(cursor: Any, counts: dict[str, int]) -> Iterator[tuple[str, list[Any]]]:
+    """(email, every login date of its documents) for each email of a cursor sorted by email."""
+    current: str | None = None
+    dates: list[Any] = []
+    for user in cursor:
+        counts["users"] += 1
+        email = user.get("email")
+        if not isinstance(email, str):
+            continue
+        if email != current:
+            if current is not None:
+                yield current, dates
+            current, dates = email, []
+        dates.append(login_date(user.get("loginLastDate")))
+    if current is not None:
+        yield current, dates
+
+
+def apply(db: Any, verdicts: list[tuple[str, bool]], now: datetime, counts: dict[str, int]) -> None:
+    inactive = [email for email, active in verdicts if not active]
+    active = [email for email, active in verdicts if active]
+    if inactive:
+        counts["skipped"] += db.networks.update_many(
+            {"user": {"$in": inactive}, "skip": {"$ne": True}},
+            {"$set": {"skip": True, "skipReason": REASON}},
+        ).modified_count
+    if active:
+        counts["revived"] += db.networks.update_many(
+            {"user": {"$in": active}, "skip": True, "skipReason": REASON},
+            {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
+        ).modified_count
 
 
 class InactiveSweep:
