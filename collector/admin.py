@@ -6,15 +6,20 @@ Secrets are never shown; a network leased to a running collector is not changed 
 
 from __future__ import annotations
 
+import json
+import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from bson import ObjectId
+from bson import ObjectId, json_util
+from bson.binary import Binary, UuidRepresentation
 from bson.errors import InvalidId
 
 from .sdk.validate import SECRET_FIELDS
 from .store import due_query
+from .textout import printable
 
 STATES = ("due", "leased", "rateLimit", "disabled", "unauthorized", "erroring", "skipped")
 # the connector's walk through the history: unset by `reset` so the next run starts from the first page
@@ -63,22 +68,63 @@ def state_of(network: Mapping[str, Any], now: datetime) -> str:
     return "erroring" if _errors(network) else "waiting"
 
 
-def parse_id(text: str) -> Any:
-    """A network id as the database holds it: an ObjectId (24 hex digits), else the text itself."""
+ID_JSON = json_util.RELAXED_JSON_OPTIONS.with_options(uuid_representation=UuidRepresentation.STANDARD)
+HEX24 = re.compile(r"[0-9a-fA-F]{24}")
+INTEGER = re.compile(r"-?\d{1,19}")
+BARE = re.compile(r"[A-Za-z0-9_.:@+/=-]{1,200}")  # a string id printed as it is (no quotes needed)
+
+
+def format_id(value: Any) -> str:
+    """A network `_id` as `networks list` prints it, in a form `parse_id` reads back to the same BSON value: an
+    ObjectId as 24 hex digits, an integer as digits, a plain string as it is, a string that would read as
+    something else (24 hex digits, digits, JSON, spaces or control characters) as a JSON string, any other type
+    (a compound id, a float, a UUID, …) as relaxed Extended JSON. ASCII only."""
+    if isinstance(value, ObjectId):
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        if BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value):
+            return value
+        return json.dumps(value)
+    return json_util.dumps(value, json_options=ID_JSON)
+
+
+def _reads_as_other(text: str) -> bool:
+    if INTEGER.fullmatch(text) or text in ("true", "false", "null"):
+        return True
     try:
-        return ObjectId(text) if len(text) == 24 else text
-    except InvalidId:
-        return text
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_id(text: str) -> Any:
+    """The BSON value `format_id` printed as `text` (and, for a bare word, the word itself)."""
+    text = text.strip()
+    if HEX24.fullmatch(text):
+        return ObjectId(text)
+    if INTEGER.fullmatch(text) and -(2**63) <= int(text) < 2**63:
+        return int(text)
+    if text[:1] in ('"', "{", "[") or _reads_as_other(text):
+        try:
+            value = json_util.loads(text, json_options=ID_JSON)
+        except (ValueError, TypeError, InvalidId) as exc:
+            raise AdminError(f"id {printable(text)[:80]} is not valid JSON ({printable(str(exc))[:80]})") from None
+        # a UUID goes back as the Binary the database holds (a client without a UUID representation sends that)
+        return Binary.from_uuid(value) if isinstance(value, uuid.UUID) else value
+    return text
 
 
 def find(db: Any, key: str) -> list[dict]:
     """The network with this id, or the networks of the user with this email."""
-    if "@" in key:
+    if "@" in key and key.strip()[:1] not in ('"', "{", "["):
         found = list(db.networks.find({"user": key}).sort("service", 1))
     else:
         found = [d for d in [db.networks.find_one({"_id": parse_id(key)})] if d is not None]
     if not found:
-        raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{key!r}")
+        raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{printable(key)[:200]}")
     return found
 
 
@@ -116,7 +162,7 @@ def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     last = network.get("lastError")
     error: Mapping[str, Any] = last if isinstance(last, Mapping) else {}
     return {
-        "id": str(network.get("_id")),
+        "id": format_id(network.get("_id")),
         "user": network.get("user"),
         "service": network.get("service"),
         "mode": network.get("mode") or "initial",
@@ -193,7 +239,7 @@ def _change(
     changed)."""
     lines = Changes()
     for network in networks:
-        what = f"{network['_id']} {network.get('service')} {network.get('user')}"
+        what = printable(f"{format_id(network['_id'])} {network.get('service')} {network.get('user')}")
         if _leased(network, now):
             lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
             lines.refused += 1

@@ -430,11 +430,13 @@ def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datet
     from .sdk.redaction import redact
     from .sdk.validate import SECRET_FIELDS
 
-    collector = Collector(db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1)
+    collector = Collector(
+        db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1, ensure_indexes=not dry_run
+    )
 
     def show(response: Any, *args: Any, **kwargs: Any) -> None:
         ms = response.elapsed.total_seconds() * 1000
-        print(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)")
+        print(printable(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)"))
 
     collector.http.session.hooks["response"].append(show)
     try:
@@ -464,13 +466,14 @@ def render_rows(rows: list[dict], now: datetime) -> str:
 
     lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
     for r in rows:
-        kind = str(r["lastErrorKind"])[:24] if r["lastErrorKind"] is not None else None
+        kind = printable(str(r["lastErrorKind"]))[:24] if r["lastErrorKind"] is not None else None
         error = " ".join(x for x in (kind, r["lastErrorAt"] and relative(r["lastErrorAt"], now)) if x) or "-"
         at = r["scheduledTo"]
         nxt = relative(at, now) if isinstance(at, datetime) else "now"
         nxt = HELD.get(r["state"], nxt)
+        user, service, mode = (printable(str(r[k])) for k in ("user", "service", "mode"))
         lines.append(
-            f"{r['id'][:24]:<24} {str(r['user'])[:28]:<28} {str(r['service'])[:13]:<13} {str(r['mode'])[:9]:<9} "
+            f"{r['id']:<24} {user[:28]:<28} {service[:13]:<13} {mode[:9]:<9} "
             f"{r['state']:<12} {r['errors']:>6}  {error}  {nxt}"
         )
     if not rows:

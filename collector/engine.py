@@ -112,6 +112,7 @@ class Collector:
         instance_id: str | None = None,
         concurrency: int | None = None,
         observers: Iterable[Observer] | None = None,
+        ensure_indexes: bool = True,
     ):
         self.settings = settings
         self.store = Store(db)
@@ -129,7 +130,8 @@ class Collector:
         SECRETS.add(settings.secrets())
         self.database = DatabaseHealth()
         self.store.observe(self.on_database)
-        self.store.ensure_indexes()
+        if ensure_indexes:  # a dry run writes nothing, indexes included
+            self.store.ensure_indexes()
 
     def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
         """Every database operation: the health (readiness, STATUS=) and the observers (metrics) hear of it."""

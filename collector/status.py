@@ -9,10 +9,12 @@ Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .store import due_query
+from .textout import printable
 
 MODES = ("initial", "normal")
 
@@ -57,7 +59,7 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
     services: dict[str, dict[str, int]] = {}
     for group in groups:
         mode = mode_of(group["_id"].get("mode"))
-        service = str(group["_id"].get("service"))
+        service = text(group["_id"].get("service"))
         modes[mode]["networks"] += group["networks"]
         if group["_id"].get("mode") == "rateLimit":
             modes[mode]["rateLimit"] += group["networks"]
@@ -78,7 +80,7 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         ]
     ):
         errors = modes[mode_of(group["_id"].get("mode"))]["erroring"]
-        kind = str(group["_id"].get("kind"))
+        kind = text(group["_id"].get("kind"))
         errors[kind] = errors.get(kind, 0) + group["n"]
     for group in db.networks.aggregate(
         [
@@ -98,12 +100,15 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         mode = mode_of(group["_id"].get("mode"))
         if group["_id"].get("live"):
             leased = modes[mode]["leased"]
-            leased[str(group["_id"]["owner"])] = leased.get(str(group["_id"]["owner"]), 0) + group["n"]
+            owner = text(group["_id"].get("owner"))
+            leased[owner] = leased.get(owner, 0) + group["n"]
         else:
             modes[mode]["expiredLeases"] += group["n"]
     for mode in MODES:
         lags = [
-            (now - d["scheduledTo"]).total_seconds() if isinstance(d.get("scheduledTo"), datetime) else 0.0
+            max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
+            if isinstance(d.get("scheduledTo"), datetime)
+            else 0.0
             for d in db.networks.find(due_query(mode, now), {"scheduledTo": 1})
         ]
         modes[mode].update(
@@ -119,25 +124,70 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         "lastHour": db.items.count_documents({"date": {"$gte": now - timedelta(hours=1)}}),
         "lastDay": db.items.count_documents({"date": {"$gte": now - timedelta(days=1)}}),
     }
-    instances = []
-    for doc in db.collectors.find():
-        beat = doc.get("heartbeatAt")
-        every = doc.get("heartbeatSeconds") or heartbeat_seconds
-        live = isinstance(beat, datetime) and (now - beat).total_seconds() <= 3 * every
-        instances.append(
-            {
-                "instance": doc["_id"],
-                "mode": doc.get("mode"),
-                "host": doc.get("host"),
-                "pid": doc.get("pid"),
-                "live": live,
-                "heartbeatAt": beat,
-                "inflight": doc.get("inflight"),
-                "lastMinute": doc.get("lastMinute"),
-                "sinceStart": doc.get("sinceStart"),
-            }
-        )
+    instances = [instance(doc, now, heartbeat_seconds) for doc in db.collectors.find().limit(MAX_INSTANCES)]
     return {"at": now, "modes": modes, "services": services, "items": items, "instances": instances}
+
+
+MAX_INSTANCES = 10_000  # heartbeat documents read; a fleet is tens, a flood of junk must not exhaust memory
+MAX_SKEW = 60.0  # a heartbeat this far in the future is a wrong clock (or a forged document), not a live collector
+MAX_TEXT = 80
+
+
+def believed_interval(claimed: Any, heartbeat_seconds: float) -> float:
+    """The heartbeat interval a document claims, believed up to max(4 × our own HEARTBEAT_SECONDS, one hour)
+    (so a document claiming a year cannot keep a dead collector "live"); anything else: our own interval."""
+    cap = max(4 * heartbeat_seconds, 3600.0)
+    value = number(claimed)
+    return min(value, cap) if value > 0 else heartbeat_seconds
+
+
+def instance(doc: dict, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
+    """One heartbeat document as `status` shows it, whatever it holds: text cut and made printable, counters
+    as whole numbers, live only for a heartbeat neither too old nor from the future."""
+    beat = doc.get("heartbeatAt")
+    every = believed_interval(doc.get("heartbeatSeconds"), heartbeat_seconds)
+    age = (now - as_utc(beat)).total_seconds() if isinstance(beat, datetime) else None
+    last = doc.get("lastMinute")
+    minute: dict = last if isinstance(last, dict) else {}
+    mode = doc.get("mode")
+    return {
+        "instance": text(doc.get("_id")),
+        "mode": mode if mode in MODES else text(mode),
+        "host": text(doc.get("host")),
+        "pid": count(doc.get("pid")),
+        "live": age is not None and -MAX_SKEW <= age <= 3 * every,
+        "clockAhead": age is not None and age < -MAX_SKEW,
+        "heartbeatAt": as_utc(beat) if isinstance(beat, datetime) else None,
+        "inflight": count(doc.get("inflight")),
+        "lastMinute": {"runs": runs(minute.get("runs")), "newItems": count(minute.get("newItems"))},
+    }
+
+
+def as_utc(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def number(value: Any) -> float:
+    """A finite real number from a document field, else 0 (bools, strings, NaN, infinities are no numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    return float(value) if math.isfinite(value) else 0.0
+
+
+def count(value: Any) -> int:
+    """A count from a document: a whole number from 0 to 10^12, else 0."""
+    n = number(value)
+    return int(n) if 0 <= n <= 1e12 else 0
+
+
+def text(value: Any) -> str:
+    return printable(str(value))[:MAX_TEXT]
+
+
+def runs(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {text(k): count(v) for k, v in list(value.items())[:20]}
 
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3  # the monitoring-plugin exit codes
@@ -197,7 +247,7 @@ def render(status: dict[str, Any]) -> str:
         )
     lines += ["", f"{'service':<14} {'networks':>9} {'erroring':>9} {'disabled':>9}"]
     for service, s in sorted(status["services"].items()):
-        lines.append(f"{service:<14} {s['networks']:>9} {s['erroring']:>9} {s['disabled']:>9}")
+        lines.append(f"{service[:14]:<14} {s['networks']:>9} {s['erroring']:>9} {s['disabled']:>9}")
     items = status["items"]
     lines += [
         "",
@@ -206,11 +256,11 @@ def render(status: dict[str, Any]) -> str:
         f"{'instance':<28} {'mode':<8} {'state':<5} {'inflight':>8} {'runs/min':>9} {'new/min':>8}",
     ]
     for i in status["instances"]:
-        minute = i.get("lastMinute") or {}
+        minute = i["lastMinute"]
+        state = "ahead" if i["clockAhead"] else "live" if i["live"] else "dead"
         lines.append(
-            f"{str(i['instance'])[:28]:<28} {str(i['mode']):<8} {'live' if i['live'] else 'dead':<5} "
-            f"{i.get('inflight') or 0:>8} {sum((minute.get('runs') or {}).values()):>9} "
-            f"{minute.get('newItems', 0):>8}"
+            f"{i['instance'][:28]:<28} {i['mode'][:8]:<8} {state:<5} "
+            f"{i['inflight']:>8} {sum(minute['runs'].values()):>9} {minute['newItems']:>8}"
         )
     if not status["instances"]:
         lines.append("(no collector has a heartbeat)")

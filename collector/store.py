@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bson import Decimal128, ObjectId
@@ -150,8 +150,22 @@ def state_update(
     return query, {"$set": set_fields, "$unset": unset}
 
 
+def tz_aware(db: Database) -> Database:
+    """`db` as one whose datetimes come back timezone-aware in UTC. pymongo's default client returns naive
+    datetimes (which are UTC); rather than compare naive with aware deep in the rules, the store reads through a
+    tz-aware view of the same database (same client, same connections). mongomock cannot give such a view:
+    a mongomock client must be made with tz_aware=True."""
+    options = getattr(db, "codec_options", None)
+    if options is None or options.tz_aware:
+        return db
+    if type(db).__module__.startswith("mongomock"):
+        raise ValueError("a mongomock database must come from mongomock.MongoClient(tz_aware=True)")
+    return db.with_options(codec_options=options.with_options(tz_aware=True, tzinfo=UTC))
+
+
 class Store:
     def __init__(self, db: Database):
+        db = tz_aware(db)
         self.db = db
         self.mongomock = type(db).__module__.startswith("mongomock")
         self.networks = db["networks"]

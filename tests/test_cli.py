@@ -112,7 +112,7 @@ def test_first_signal_finishes_the_network_in_flight_then_exits_zero(settings, r
 def test_second_signal_exits_at_once(settings, monkeypatch):
     exits = []
     monkeypatch.setattr("os._exit", lambda code: exits.append(code))
-    daemon = Daemon(Collector(mongomock.MongoClient()["d"], settings), "normal")
+    daemon = Daemon(Collector(mongomock.MongoClient(tz_aware=True)["d"], settings), "normal")
     daemon.on_signal(signal.SIGTERM)
     assert daemon.stopping.is_set() and exits == []
     daemon.on_signal(signal.SIGINT)
@@ -120,7 +120,7 @@ def test_second_signal_exits_at_once(settings, monkeypatch):
 
 
 def test_a_failing_loop_does_not_stop_the_daemon(settings, monkeypatch):
-    collector = Collector(mongomock.MongoClient()["d"], settings)
+    collector = Collector(mongomock.MongoClient(tz_aware=True)["d"], settings)
     daemon = Daemon(collector, "normal")
     calls = []
 
@@ -136,7 +136,7 @@ def test_a_failing_loop_does_not_stop_the_daemon(settings, monkeypatch):
 
 
 def test_once_exits_nonzero_when_the_pass_fails(settings, monkeypatch):
-    collector = Collector(mongomock.MongoClient()["d"], settings)
+    collector = Collector(mongomock.MongoClient(tz_aware=True)["d"], settings)
     monkeypatch.setattr(collector, "run_pass", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
     assert Daemon(collector, "initial").run(once=True) == 1
 
