@@ -17,6 +17,7 @@ from bson import ObjectId, json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.errors import InvalidId
 
+from .sdk.redaction import redact, secret_name
 from .sdk.validate import SECRET_FIELDS
 from .store import due_query
 from .textout import printable
@@ -84,10 +85,13 @@ def format_id(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, str):
-        if BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value):
+        if BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value) and value[0] != "-":
             return value
-        return json.dumps(value)
-    return json_util.dumps(value, json_options=ID_JSON)
+        return json.dumps(value)  # (a leading "-" would read as an option on the command line)
+    text = json_util.dumps(value, json_options=ID_JSON)
+    if text.startswith("-") and not INTEGER.fullmatch(text):  # -1.5e-07: an option to argparse, so the canonical
+        text = json_util.dumps(value, json_options=json_util.CANONICAL_JSON_OPTIONS)  # {"$numberDouble": ...}
+    return text
 
 
 def _reads_as_other(text: str) -> bool:
@@ -180,15 +184,29 @@ def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     out: dict[str, Any] = {"_id": network.get("_id")}
     ages: dict[str, str] = {}
     for name, value in network.items():
-        if name in SECRET_FIELDS or name == "leaseToken":
-            out[name] = "***" if value else value
-        else:
-            out[name] = value
-            if isinstance(value, datetime):
-                ages[str(name)] = relative(_aware(value, now), now)
+        out[name] = masked(value, name)
+        if isinstance(value, datetime):
+            ages[str(name)] = relative(_aware(value, now), now)
     out["state"] = state_of(network, now)
     out["relative"] = ages
     return out
+
+
+def masked(value: Any, name: object = None, depth: int = 0) -> Any:
+    """`value` with every secret hidden: a field whose name holds a secret (at any depth: `accessToken`,
+    `oauth.token`, `tokenSecret`, `password`, `apiKey`, …) as `***`, and in every string any secret the
+    process knows or any value of a credential's shape (sdk.redaction)."""
+    if name in SECRET_FIELDS or secret_name(name):
+        return "***" if value not in (None, "", [], {}) else value
+    if depth > 100:
+        return "…"
+    if isinstance(value, Mapping):
+        return {k: masked(v, k, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v, None, depth + 1) for v in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value
 
 
 def enable(

@@ -423,12 +423,11 @@ def list_command(db: Any, args: argparse.Namespace, now: datetime) -> None:
 
 def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datetime) -> int:
     """`collector networks run`: the network's requests as they happen, then its items and state change."""
-    from .admin import AdminError, parse_id
+    from .admin import AdminError, masked, parse_id
     from .engine import Collector
     from .jsonout import dumps
     from .sdk.http import where
     from .sdk.redaction import redact
-    from .sdk.validate import SECRET_FIELDS
 
     collector = Collector(
         db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1, ensure_indexes=not dry_run
@@ -449,7 +448,7 @@ def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datet
     print(f"status: {result.status}{error}")
     titles = [printable(str(item.get("title") or item.get("itemId"))[:80]) for item in result.items[:5]]
     print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
-    values = {k: "***" if k in SECRET_FIELDS else v for k, v in result.update.values.items()}
+    values = masked(dict(result.update.values))
     print("state: " + dumps({"set": values, "unset": sorted(result.update.unset)}, indent=None))
     if saved is None:
         print("(dry run: nothing written)")

@@ -198,6 +198,7 @@ class Daemon:
             services=self.collector.registry.names(),
             database=self.collector.database,
             database_bound=bound(settings),
+            exhausted=lambda: self.collector.exhausted_at,
         )
 
     def run(self, once: bool = False) -> int:

@@ -30,7 +30,7 @@ from .quota import Facts, QuotaMemory
 from .registry import Registry
 from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
 from .schedule import MODES, Update, schedule_lag
-from .sdk.errors import BadResponse
+from .sdk.errors import BadResponse, OutOfDescriptors
 from .sdk.http import Http
 from .sdk.redaction import SECRETS, install
 from .sdk.timeutil import to_ms, utcnow
@@ -42,6 +42,7 @@ log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
+DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
 
 
 def default_instance_id() -> str:
@@ -129,6 +130,7 @@ class Collector:
         install()  # every log record of the process is redacted from now on
         SECRETS.add(settings.secrets())
         self.database = DatabaseHealth()
+        self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
         self.store.observe(self.on_database)
         if ensure_indexes:  # a dry run writes nothing, indexes included
             self.store.ensure_indexes()
@@ -137,6 +139,25 @@ class Collector:
         """Every database operation: the health (readiness, STATUS=) and the observers (metrics) hear of it."""
         self.database.record(operation, seconds, error)
         self.observers.notify("on_database", operation, seconds, error)
+
+    def out_of_descriptors(self) -> None:
+        """A run met EMFILE/ENFILE: the collector's own trouble (the network was left as it was)."""
+        import resource
+
+        self.exhausted_at = time.time()
+        try:
+            open_now = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            open_now = -1
+        self.trouble(
+            "descriptors",
+            "out of file descriptors (%d open, limit %d): the runs are put back, no network is charged; claims "
+            "wait %gs",
+            open_now,
+            resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+            DESCRIPTOR_PAUSE,
+            level=logging.ERROR,
+        )
 
     def trouble(self, key: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
         """A failure line that repeats while the trouble lasts: at most one a minute per `key` (loglimit)."""
@@ -665,6 +686,9 @@ class Pass:
         except Exception as exc:
             return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
         self.c.learn(result)
+        if isinstance(result.error, OutOfDescriptors):
+            self.c.out_of_descriptors()
+            self.next_claim = max(self.next_claim, time.monotonic() + DESCRIPTOR_PAUSE)
         return result
 
     def save(self, results: list[RunResult]) -> None:

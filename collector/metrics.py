@@ -52,6 +52,7 @@ BATCH_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 DATABASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 OTHER = "other"  # the label of every service no connector is registered for
 NAN = float("nan")
+DESCRIPTORS_RECENT = 60.0  # /readyz answers 503 this long after the process ran out of file descriptors
 
 
 def progress_bound(settings: Settings) -> float:
@@ -75,8 +76,10 @@ class Metrics(Observer):
         database: DatabaseHealth | None = None,
         database_bound: float = 30.0,
         jobs: Iterable[str] = (),
+        exhausted: Callable[[], float | None] = lambda: None,
     ):
         self.mode, self.bound, self.clock = mode, bound, clock
+        self.exhausted = exhausted  # when the process last ran out of file descriptors (Unix time), or None
         self.database, self.database_bound = database, database_bound
         self.services = frozenset(services)
         self.stopping = False
@@ -281,6 +284,9 @@ class Metrics(Observer):
         """Readiness: MongoDB answered within `database_bound`, and no stop was requested."""
         if self.stopping:
             return False, "stopping: finishing the networks in flight"
+        exhausted = self.exhausted()
+        if exhausted is not None and self.clock() - exhausted < DESCRIPTORS_RECENT:
+            return False, f"out of file descriptors {self.clock() - exhausted:.0f}s ago (runs put back, none charged)"
         if self.database is not None:
             silent = self.database.silent_for()
             if silent > self.database_bound:
@@ -293,8 +299,39 @@ class Metrics(Observer):
         return True, "ok: database answering"
 
 
+MAX_CONNECTIONS = 16  # scrapers and probes served at once; more are closed at once (a scrape retries)
+CONNECTION_TIMEOUT = 10.0  # seconds a connection may stay silent before it is closed
+
+
 class _Server(ThreadingMixIn, WSGIServer):
+    """A threading WSGI server whose connections are bounded in number and in silence: a flood of connections
+    that never speak holds neither threads nor descriptors for long, so it cannot starve the collector."""
+
     daemon_threads = True
+    request_queue_size = MAX_CONNECTIONS
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: close at once rather than queue a thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went silent (timed out) or away: its connection is closed, nothing to report."""
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Server6(_Server):
@@ -302,6 +339,8 @@ class _Server6(_Server):
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = CONNECTION_TIMEOUT  # every read of a request waits at most this long
+
     def log_message(self, format: str, *args: Any) -> None:  # scrapes every 15 s are not news
         pass
 

@@ -10,7 +10,7 @@ import inspect
 from importlib.metadata import EntryPoint, entry_points
 
 from .sdk.connector import Connector
-from .sdk.errors import Retired, UnknownService
+from .sdk.errors import OutOfDescriptors, Retired, UnknownService, exhausted
 
 GROUP = "likeastore.connectors"
 # Services of the original collector whose APIs are gone: their networks are disabled, no request is made.
@@ -55,6 +55,8 @@ class Registry:
         try:
             cls = point.load()
         except Exception as exc:  # a broken plugin is an error on its networks, not a crash
+            if exhausted(exc):  # no descriptor to read the module with: the collector's trouble, not the plugin's
+                raise OutOfDescriptors(f"collector out of file descriptors loading connector {name!r}") from None
             raise UnknownService(f"connector {name!r} failed to load: {type(exc).__name__}: {exc}") from None
         if not (isinstance(cls, type) and issubclass(cls, Connector)):
             raise UnknownService(f"connector {name!r} ({point.value}) is not a Connector subclass")

@@ -22,7 +22,7 @@ from .quota import QuotaMemory
 from .registry import Registry
 from .schedule import Mode, Update
 from .sdk.connector import Connector, Job
-from .sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, redact
+from .sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
 from .sdk.http import Http
 from .sdk.items import Item
 from .sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
@@ -155,7 +155,11 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
             network, job.mode, BadResponse("the API answer is nested too deeply to read"), settings, now, run.jitter
         )
     except Exception as exc:  # a connector bug must not stop the pass
-        outcome = crashed(network, job.mode, exc, settings, now, run.jitter)
+        if exhausted(exc):  # the collector's own trouble: the network is left as it was
+            own = OutOfDescriptors(f"collector out of file descriptors ({type(exc).__name__})")
+            outcome = fail(network, job.mode, own, settings, now, run.jitter)
+        else:
+            outcome = crashed(network, job.mode, exc, settings, now, run.jitter)
     succeeded = outcome.error is None
     return replace(
         outcome,

@@ -84,6 +84,28 @@ class Interrupted(NetworkError):
     counts_as_error = False
 
 
+class OutOfDescriptors(Interrupted):
+    """The collector itself ran out of file descriptors (EMFILE/ENFILE) while running the network: the
+    collector's trouble, never the network's. Like a stop, the network is left as it was; the collector waits a
+    little, logs it and says so in /readyz."""
+
+
+def exhausted(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an error it was raised from, says this process (or the system) has no file descriptor
+    left."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        if "Too many open files" in str(exc)[:2000]:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
 @dataclass(frozen=True)
 class Quota:
     """Rate-limit facts from the last response of a run."""

@@ -36,7 +36,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
-from .errors import BadResponse, Interrupted, Transient
+from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .safeurl import is_public
 
 log = logging.getLogger(__name__)
@@ -345,6 +345,8 @@ class Http:
         except Exception as exc:
             if entry.fired:
                 raise self._expired(entry, what) from None
+            if exhausted(exc):
+                raise OutOfDescriptors(f"collector out of file descriptors: {what}") from None
             if isinstance(exc, requests.Timeout):
                 raise Transient(f"timed out after {self.timeout:g}s: {what}") from None
             if isinstance(exc, (requests.ConnectionError, OSError, urllib3.exceptions.ProtocolError)):

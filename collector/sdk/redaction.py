@@ -22,16 +22,41 @@ from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_LENGTH = 4
-_QUOTE = r"""(?:\\*["'])?"""  # a quote, maybe escaped (JSON inside JSON, as pymongo logs replies)
-_SHAPES = re.compile(
-    _QUOTE + r"(?P<name>accessToken|accessTokenSecret|refreshToken|access_token|refresh_token|client_secret|"
-    r"oauth_token|oauth_token_secret|oauth_signature|accessJwt|refreshJwt|api_key|apikey|password|key)"
-    + _QUOTE
-    + r"(?P<sep>\s*[:=]\s*)"
-    + _QUOTE
-    + r"""(?P<value>[^"'\s&,;)}\\]+)"""
-    r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
+# a field name that holds a secret, at any depth and in any writer's spelling: accessToken, oauth.token,
+# tokenSecret, client_secret, password, apiKey, app-key, privateKey, refreshJwt, oauth_signature, key, ...
+SECRET_NAME = (
+    r"(?:[A-Za-z_$][\w$.-]*?)?(?:token|secret|passw(?:or)?d|api[_-]?key|app[_-]?key|private[_-]?key|credential|jwt"
+    r"|signature|authorization|cookie)[\w$-]*|key"
 )
+_SECRET_NAME = re.compile(rf"(?:{SECRET_NAME})", re.IGNORECASE)
+_SHAPES = re.compile(
+    r"""(?P<q1>\\*["'])?(?P<name>\b""" + SECRET_NAME + r""")(?P=q1)?(?P<sep>\s*[:=]\s*)"""
+    r"""(?:(?P<schemed>(?:Bearer|Basic|OAuth|Digest|token)\s+[^\s"',\\]+)|(?P<esc>\\+")(?P<escaped>(?:(?!\\+").){0,8192})\\+"|"(?P<quoted>(?:[^"\\]|\\.){0,8192})"|'(?P<single>[^']{0,8192})'"""
+    r"""|(?P<value>[^"'\s&,;)}\\]+))"""
+    r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth|token)\s+)(?P<cred>[^\s"',\\]+)""",
+    re.IGNORECASE,
+)
+# values that are credentials by their shape alone, whatever field or text they sit in
+_CREDENTIALS = re.compile(
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
+    r"|\bgithub_pat_[A-Za-z0-9_]{40,}"
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs (Bluesky, Google, ...)
+    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|\bya29\.[A-Za-z0-9_-]{20,}"  # Google OAuth access tokens
+    r"|\b1//0[A-Za-z0-9_-]{20,}"  # Google refresh tokens
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
+    r"|\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe-style secret keys
+)
+
+
+def secret_name(name: object) -> bool:
+    """Whether a field of this name holds a secret (masked by `networks show` at any depth)."""
+    return isinstance(name, str) and _SECRET_NAME.fullmatch(name) is not None
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with every value of a known credential shape masked."""
+    return _CREDENTIALS.sub(MASK, text)
 
 
 class Secrets:
@@ -76,13 +101,20 @@ class Secrets:
         for value in ordered:  # a substring test per value is far cheaper than one big alternation
             if value in text:
                 text = text.replace(value, MASK)
-        return _SHAPES.sub(_mask_shape, text)
+        return mask_credentials(_SHAPES.sub(_mask_shape, text))
 
 
 def _mask_shape(match: re.Match[str]) -> str:
-    if match.group("name") is not None:
-        return match.group(0)[: match.start("value") - match.start()] + MASK
-    return match.group("scheme") + MASK
+    if match.group("name") is None:
+        return match.group("scheme") + MASK
+    for group in ("schemed", "escaped", "quoted", "single", "value"):
+        if match.group(group) is not None:
+            start, end = match.span(group)
+            if end == start:
+                return match.group(0)  # an empty value hides nothing
+            whole = match.group(0)
+            return whole[: start - match.start()] + MASK + whole[end - match.start() :]
+    return match.group(0)  # pragma: no cover - one of the groups always matched
 
 
 SECRETS = Secrets()
