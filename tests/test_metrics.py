@@ -329,3 +329,35 @@ def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
         tested == alerts
         and {"CollectorAbsent", "CollectorDatabaseDown", "CollectorHeartbeatStale", "CollectorBacklogGrowing"} <= alerts
     )
+
+
+def test_the_metrics_server_bounds_its_connections_and_closes_silent_ones(monkeypatch):
+    import threading
+
+    from collector import metrics as module
+
+    monkeypatch.setattr(module._Quiet, "timeout", 0.5)
+    server = MetricsServer(Metrics("normal", "b", "0", bound=60), "127.0.0.1", 0)
+    threads_before = threading.active_count()
+    silent = []
+    try:
+        for _ in range(120):  # connections that never say a word
+            silent.append(socket.create_connection(("127.0.0.1", server.port)))
+        time.sleep(0.3)
+        assert threading.active_count() - threads_before <= module.MAX_CONNECTIONS
+        deadline = time.monotonic() + 30
+        while get_or_none(server.port) is None:  # the silent ones time out and free their slots
+            assert time.monotonic() < deadline, "the server never served again"
+            time.sleep(0.2)
+        assert threading.active_count() - threads_before <= module.MAX_CONNECTIONS
+    finally:
+        for sock in silent:
+            sock.close()
+        server.close()
+
+
+def get_or_none(port: int):
+    try:
+        return get(port, "/healthz")
+    except OSError:
+        return None
