@@ -360,3 +360,27 @@ def test_running_out_of_descriptors_charges_no_network(db, settings, http_mock):
     assert report.by_status == {"interrupted": 1}
     assert saved["errors"] == 1 and saved["lastError"] == {"kind": "transient"} and "disabled" not in saved
     assert collector.exhausted_at is not None and exhausted(OSError(errno.ENFILE, "x"))
+
+
+def test_through_real_processes_a_hostile_user_forges_no_log_line_and_no_terminal_escape(tmp_path):
+    from collector.devtools.mongowire import WireServer
+
+    from proc import run, start, write_env
+
+    forged = "x@y.test\n2026-12-01 00:00:00,000 INFO collector.run: run service=github user=boss status=ok"
+    with WireServer() as wire:
+        client = __import__("pymongo").MongoClient(wire.uri)
+        db = client.get_default_database()
+        db.networks.insert_one({"user": forged, "service": "no\x1b]0;title\x07such", "accessToken": TOKEN})
+        db.collectors.insert_one({"_id": "evil\x1b[2J\u202e", "mode": "normal", "heartbeatAt": utcnow()})
+        env_file = write_env(tmp_path / "collector.env", MONGODB_URI=wire.uri, LOG_LEVEL="INFO")
+        log = tmp_path / "collector.log"
+        assert start(["--mode", "initial", "--once"], env_file, log).wait(60) == 0
+        outputs = [run(argv, env_file) for argv in (["status"], ["networks", "list"], ["status", "--check"])]
+        client.close()
+    text = log.read_text()
+    assert "run service=github user=boss" not in [line.split(": ", 1)[-1] for line in text.splitlines()]
+    assert "\\n2026-12-01 00:00:00,000 INFO collector.run" in text  # the forged line stays inside its record
+    for result in outputs:
+        assert not TERMINAL_HOSTILE.search(result.stdout + result.stderr), result
+    assert "evil\\x1b[2J\\u202e" in outputs[0].stdout
