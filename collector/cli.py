@@ -23,8 +23,8 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from . import __version__
-from .admin import STATES
 from .devtools.options import Options
+from .ops.networks import STATES
 from .settings import MAX_CONCURRENCY, Settings, SettingsError, load_settings
 from .textout import EscapingFormatter, printable
 
@@ -327,9 +327,9 @@ def show_status(
     settings: Settings, as_json: bool, check: bool, warn: float | None = None, crit: float | None = None
 ) -> int:
     from .jsonout import dumps
+    from .ops.status import UNKNOWN, gather, render
+    from .ops.status import check as check_status
     from .sdk.timeutil import utcnow
-    from .status import UNKNOWN, gather, render
-    from .status import check as check_status
 
     try:
         client = mongo_client(settings)
@@ -372,8 +372,8 @@ def healthcheck(settings: Settings, ready: bool, timeout: float) -> int:
 
 
 def networks_command(settings: Settings, args: argparse.Namespace) -> int:
-    from . import admin
     from .jsonout import dumps
+    from .ops import networks as admin
     from .sdk.timeutil import utcnow
 
     now = utcnow()
@@ -407,8 +407,8 @@ def networks_command(settings: Settings, args: argparse.Namespace) -> int:
 
 def list_command(db: Any, args: argparse.Namespace, now: datetime) -> None:
     """`networks list`: the rows, and a line saying so when --limit cut the list."""
-    from . import admin
     from .jsonout import dumps
+    from .ops import networks as admin
 
     rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
     total = admin.count_networks(db, now, args.service, args.user, args.state) if len(rows) >= args.limit else len(rows)
@@ -423,9 +423,9 @@ def list_command(db: Any, args: argparse.Namespace, now: datetime) -> None:
 
 def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datetime) -> int:
     """`collector networks run`: the network's requests as they happen, then its items and state change."""
-    from .admin import AdminError, masked, parse_id
     from .engine import Collector
     from .jsonout import dumps
+    from .ops.networks import AdminError, masked, parse_id
     from .sdk.http import where
     from .sdk.redaction import redact
 
@@ -461,7 +461,7 @@ HELD = {"disabled": "not until enabled", "unauthorized": "not until authorised",
 
 
 def render_rows(rows: list[dict], now: datetime) -> str:
-    from .admin import relative
+    from .ops.networks import relative
 
     lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
     for r in rows:
@@ -481,7 +481,7 @@ def render_rows(rows: list[dict], now: datetime) -> str:
 
 
 def list_connectors() -> int:
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
 
     registry = Registry()
     for name in registry.names():
@@ -507,7 +507,7 @@ def serve(
 ) -> int:
     from functools import partial
 
-    from .daemon import Daemon, StartupSignals, StopDuringStartup
+    from .daemon.process import Daemon, StartupSignals, StopDuringStartup
     from .engine import Collector
     from .sdk.redaction import SECRETS
     from .settings import mask_text

@@ -227,7 +227,7 @@ def test_run_dry_run_leaves_a_network_another_collector_holds_alone(cli_db, http
 def test_reset_and_enable_of_a_held_network_exit_1_and_a_write_that_matched_nothing_says_so(
     cli_db, monkeypatch, capsys
 ):
-    from collector import admin
+    from collector.ops import networks as admin
 
     ids, now = seed(cli_db)
     assert cli.main(["networks", "reset", str(ids["leased"])]) == 1

@@ -12,14 +12,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ONLY = (
-    "collector.engine",
-    "collector.run",
-    "collector.store",
-    "collector.daemon",
+    "collector.engine.collector",
+    "collector.engine.run",
+    "collector.engine.store",
+    "collector.daemon.process",
     "collector.cli",
-    "collector.schedule",
-    "collector.quota",
-    "collector.registry",
+    "collector.engine.rules",
+    "collector.engine.quota",
+    "collector.engine.registry",
 )
 
 
@@ -88,7 +88,7 @@ def test_the_daemon_loads_no_mongomock_multiprocessing_or_fake_api():
     result = json.loads(run.stdout.strip().splitlines()[-1])
     modules = set(result["modules"])
     assert result["code"] == 3  # MongoDB unreachable (exit 3): it tried for real through the daemon's own path
-    assert {"collector.engine", "collector.daemon", "pymongo"} <= modules
+    assert {"collector.engine.collector", "collector.daemon.process", "pymongo"} <= modules
     loaded = {
         m
         for m in modules
@@ -123,7 +123,7 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
     import re
 
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    refs = set(re.findall(r"`((?:sdk/)?[a-z_]+\.py):([A-Za-z_.]+)`", text))
+    refs = set(re.findall(r"`((?:[a-z]+/)?[a-z_]+\.py):([A-Za-z_.]+)`", text))
     assert len(refs) >= 8
     for path, name in refs:
         source = (ROOT / "collector" / path).read_text()

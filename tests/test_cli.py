@@ -15,7 +15,7 @@ from collector.daemon import Daemon
 from collector.devtools import demo
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.timeutil import utcnow
 

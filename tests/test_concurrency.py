@@ -10,7 +10,7 @@ import pytest
 
 from collector import run_once
 from collector.devtools.fakeapi import FakeGitHub, make_stars
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.settings import settings_for_tests
 

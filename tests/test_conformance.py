@@ -4,7 +4,7 @@ does. Third-party connectors installed beside the project are not this suite's b
 
 from __future__ import annotations
 
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.testing import conformance_tests
 
 from services import SPECS

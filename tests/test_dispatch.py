@@ -10,10 +10,10 @@ from datetime import timedelta
 import mongomock
 
 from collector.engine import Collector
-from collector.observers import Observer
-from collector.registry import Registry
+from collector.engine.events import Observer
+from collector.engine.registry import Registry
+from collector.engine.store import Store
 from collector.sdk import Connector, Result
-from collector.store import Store
 
 from helpers import T0, add_network, network
 

@@ -10,7 +10,7 @@ import pytest
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
-from collector.store import item_key
+from collector.engine.store import item_key
 
 from helpers import T0, TOKEN, GitHubStub, add_network, network
 
@@ -170,7 +170,7 @@ def test_one_log_line_per_network_run(db, settings, http_mock, caplog):
 
 
 def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock):
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
     from connectors.github import GitHubConnector
 
     class Broken(GitHubConnector):
@@ -189,7 +189,7 @@ def test_a_crashing_connector_is_an_error_on_its_network(db, settings, http_mock
 
 
 def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db, settings):
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
     from collector.sdk.connector import Connector, Result
 
     class Sloppy(Connector):
@@ -215,7 +215,7 @@ def test_items_a_connector_maps_wrongly_are_skipped_and_counted_the_rest_kept(db
 
 
 def test_a_page_with_no_storable_item_fails_the_run(db, settings):
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
     from collector.sdk.connector import Connector, Result
 
     class Sloppy(Connector):
@@ -284,7 +284,7 @@ def test_run_once_rejects_an_unknown_mode(db, settings):
 
 
 def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
     from collector.sdk.connector import Connector
 
     class Leaky(Connector):

@@ -14,10 +14,10 @@ from pymongo.errors import AutoReconnect, BulkWriteError, WriteError
 
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
-from collector.registry import Registry
+from collector.engine.registry import Registry
+from collector.engine.store import item_key
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import TokenExpired
-from collector.store import item_key
 
 from helpers import T0, TOKEN, FixedRefresh, GitHubStub, add_network, network
 

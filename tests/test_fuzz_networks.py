@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
+from collector.engine.store import due_query
 from collector.settings import settings_for_tests
-from collector.store import due_query
 
 from helpers import API, T0, TOKEN, GitHubStub
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from collector import cli
+from collector.engine.store import Store
+from collector.ops.status import CRITICAL, check, gather, render
 from collector.sdk.timeutil import utcnow
-from collector.status import CRITICAL, check, gather, render
-from collector.store import Store
 
 from helpers import TOKEN
 

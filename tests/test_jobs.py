@@ -13,14 +13,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from collector.daemon import Daemon
+from collector.daemon.heartbeat import Heartbeat
+from collector.daemon.housekeeping import housekeeping
+from collector.daemon.jobs import Jobs
+from collector.daemon.metrics import Metrics
 from collector.engine import Collector
-from collector.heartbeat import Heartbeat
-from collector.housekeeping import housekeeping
-from collector.jobs import Jobs
-from collector.metrics import Metrics
-from collector.quota import Facts
+from collector.engine.quota import Facts
+from collector.engine.store import Store
 from collector.sdk.timeutil import utcnow
-from collector.store import Store
 
 from helpers import T0, add_network
 

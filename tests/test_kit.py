@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.sdk import BadResponse, Item, PagedConnector, PageNumber, body_true, parse_iso
 from collector.testing import T0, Spec, conformance_tests
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
-from collector.engine import Collector, Saving
-from collector.run import execute, prepare
+from collector.engine.collector import Collector, Saving
+from collector.engine.run import execute, prepare
 
 from helpers import T0, GitHubStub, add_network, network
 
@@ -108,7 +108,7 @@ def test_stopping_gives_back_unstarted_leases(db, settings, http_mock):
 def test_long_runs_have_their_leases_renewed(db, settings, monkeypatch):
     import threading
 
-    from collector.registry import Registry
+    from collector.engine.registry import Registry
     from collector.sdk.connector import Connector, Result
 
     release = threading.Event()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from collector.jobs import Jobs
-from collector.loglimit import Throttle
+from collector.daemon.jobs import Jobs
+from collector.engine.loglimit import Throttle
 from collector.sdk.timeutil import utcnow
 
 from helpers import T0

@@ -17,9 +17,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.daemon import Daemon
+from collector.daemon.metrics import Metrics, MetricsServer, progress_bound
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
-from collector.metrics import Metrics, MetricsServer, progress_bound
 
 from helpers import T0, TOKEN, GitHubStub, add_network
 
@@ -161,8 +161,8 @@ def test_a_port_in_use_is_logged_and_collection_goes_on_without_metrics(db, sett
 
 
 def test_labels_are_bounded_counters_start_at_zero_and_no_label_is_prometheus_own():
-    from collector.registry import Registry
-    from collector.run import Status
+    from collector.engine.registry import Registry
+    from collector.engine.run import Status
 
     services = Registry().names()
     metrics = Metrics("normal", "box-5", "9.9", bound=60, services=services, jobs=["heartbeat"])
@@ -184,7 +184,7 @@ def test_labels_are_bounded_counters_start_at_zero_and_no_label_is_prometheus_ow
 def test_the_quota_gauge_counts_tokens_blocked_now_only():
     from datetime import timedelta
 
-    from collector.quota import QuotaMemory
+    from collector.engine.quota import QuotaMemory
     from collector.sdk.errors import Quota
 
     memory = QuotaMemory()
@@ -198,7 +198,7 @@ def test_the_quota_gauge_counts_tokens_blocked_now_only():
 def test_readiness_follows_the_database_and_a_stop_and_reloads_move_both_bounds(settings):
     from pymongo.errors import AutoReconnect, DuplicateKeyError
 
-    from collector.dbhealth import DatabaseHealth
+    from collector.engine.dbhealth import DatabaseHealth
 
     now = {"t": 1000.0}
     database = DatabaseHealth(clock=lambda: now["t"])
@@ -334,7 +334,7 @@ def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
 def test_the_metrics_server_bounds_its_connections_and_closes_silent_ones(monkeypatch):
     import threading
 
-    from collector import metrics as module
+    from collector.daemon import metrics as module
 
     monkeypatch.setattr(module._Quiet, "timeout", 0.5)
     server = MetricsServer(Metrics("normal", "b", "0", bound=60), "127.0.0.1", 0)

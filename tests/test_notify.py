@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from collector.daemon import Daemon
+from collector.daemon.systemd import Notifier
 from collector.engine import Collector
-from collector.notify import Notifier
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.sdk import Connector, Result
 
 from helpers import add_network

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from collector import registry as registry_module
 from collector import run_once
-from collector.registry import GROUP, Registry
+from collector.engine import registry as registry_module
+from collector.engine.registry import GROUP, Registry
 from collector.sdk.errors import UnknownService
 from connectors.github import GitHubConnector
 

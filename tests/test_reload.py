@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-from collector.daemon import Daemon, Reloader
+from collector.daemon.process import Daemon, Reloader
+from collector.daemon.reload import changed, merge
 from collector.engine import Collector
-from collector.reload import changed, merge
 from collector.settings import SettingsError
 
 

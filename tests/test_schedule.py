@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from collector import schedule
+from collector.engine import rules as schedule
 from collector.sdk.connector import Result
 from collector.sdk.errors import BadResponse, Quota, RateLimited, Transient, Unauthorized
 

@@ -11,7 +11,7 @@ import pytest
 
 from collector import cli
 from collector.engine import Collector
-from collector.registry import Registry
+from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import Transient
 from collector.sdk.redaction import SECRETS

@@ -14,7 +14,7 @@ from pymongo import MongoClient
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
 from collector.devtools.mongowire import WireServer
-from collector.quota import QuotaMemory
+from collector.engine.quota import QuotaMemory
 from collector.sdk.timeutil import utcnow
 
 from helpers import TOKEN, GitHubStub

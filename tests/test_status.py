@@ -9,12 +9,12 @@ from datetime import timedelta
 
 from collector import cli
 from collector.daemon import Daemon
+from collector.daemon.heartbeat import Heartbeat
 from collector.engine import Collector
-from collector.heartbeat import Heartbeat
-from collector.registry import Registry
+from collector.engine.registry import Registry
+from collector.engine.store import Store
+from collector.ops.status import CRITICAL, OK, WARNING, check, gather
 from collector.sdk import Connector, Result
-from collector.status import CRITICAL, OK, WARNING, check, gather
-from collector.store import Store
 
 from helpers import T0, add_network
 

@@ -10,9 +10,9 @@ import pytest
 from pymongo.errors import DuplicateKeyError
 
 from collector.daemon import Daemon
+from collector.daemon.jobs import Jobs
+from collector.daemon.sweep import InactiveSweep, claim_day, sweep
 from collector.engine import Collector
-from collector.jobs import Jobs
-from collector.sweep import InactiveSweep, claim_day, sweep
 
 from helpers import T0, add_network
 
@@ -132,7 +132,7 @@ def test_a_database_failure_gives_the_day_back_for_a_retry(db, settings, monkeyp
     def broken(*args, **kwargs):
         raise mongomock.OperationFailure("not primary")
 
-    monkeypatch.setattr("collector.sweep.sweep", broken)
+    monkeypatch.setattr("collector.daemon.sweep.sweep", broken)
     with pytest.raises(mongomock.OperationFailure):
         job(now)
     assert db.jobs.find_one({"_id": "inactive-sweep"})["day"] is None
@@ -172,7 +172,7 @@ JS_FORMS = {
 
 
 def test_every_form_the_web_app_may_have_stored_is_read(db):
-    from collector.logindates import login_date
+    from collector.daemon.logindates import login_date
 
     recent, old = T0 - timedelta(days=1, minutes=7), T0 - timedelta(days=400)
     for form, write in JS_FORMS.items():

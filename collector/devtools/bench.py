@@ -26,8 +26,8 @@ from datetime import timedelta
 from typing import Any
 
 from ..engine import Collector
-from ..observers import Observer, Saved
-from ..run import RunResult
+from ..engine.events import Observer, Saved
+from ..engine.run import RunResult
 from ..settings import Settings, load_settings
 from .fakeapi import GENERATED_NEWEST, FakeGitHub, FakeProcess, fetch_stats, generated_star
 from .options import Options

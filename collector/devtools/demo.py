@@ -15,7 +15,7 @@ from typing import Any
 
 import mongomock
 
-from ..daemon import Daemon
+from ..daemon.process import Daemon
 from ..engine import Collector
 from ..settings import Settings, load_settings
 from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
@@ -95,8 +95,8 @@ def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
     import signal
 
     from .. import __version__
-    from ..heartbeat import Heartbeat
-    from ..status import gather, render
+    from ..daemon.heartbeat import Heartbeat
+    from ..ops.status import gather, render
 
     collector = daemon.collector
 
@@ -138,7 +138,7 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
         daemon = Daemon(collector, "normal")
         if metrics_port is not None:
             from .. import __version__
-            from ..metrics import MetricsServer
+            from ..daemon.metrics import MetricsServer
 
             daemon.metrics = daemon.make_metrics(__version__)
             collector.observers.add(daemon.metrics)

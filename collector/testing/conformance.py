@@ -33,7 +33,7 @@ import pytest
 import responses
 
 from ..engine import run_once
-from ..registry import Registry
+from ..engine.registry import Registry
 from ..settings import settings_for_tests
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

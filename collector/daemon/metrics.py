@@ -35,15 +35,15 @@ from prometheus_client import (
     make_wsgi_app,
 )
 
-from .observers import Observer, Saved
+from ..engine.events import Observer, Saved
+from ..engine.run import Status
+from ..engine.store import OPERATIONS, unavailable
 from .procmetrics import SandboxProcessCollector
-from .run import Status
-from .store import OPERATIONS, unavailable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .dbhealth import DatabaseHealth
-    from .run import RunResult
-    from .settings import Settings
+    from ..engine.dbhealth import DatabaseHealth
+    from ..engine.run import RunResult
+    from ..settings import Settings
 
 disable_created_metrics()  # no *_created series: they double the exposition and no dashboard uses them
 
@@ -183,7 +183,7 @@ class Metrics(Observer):
 
     def on_settings(self, settings: Settings) -> None:
         """A reload: the bounds of /healthz and /readyz follow the new settings."""
-        from .dbhealth import bound
+        from ..engine.dbhealth import bound
 
         self.bound, self.database_bound = progress_bound(settings), bound(settings)
 

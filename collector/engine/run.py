@@ -17,16 +17,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from . import schedule
+from ..sdk.connector import Connector, Job
+from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
+from ..sdk.http import Http
+from ..sdk.items import Item
+from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
+from ..settings import Settings
+from . import rules as schedule
 from .quota import QuotaMemory
 from .registry import Registry
-from .schedule import Mode, Update
-from .sdk.connector import Connector, Job
-from .sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
-from .sdk.http import Http
-from .sdk.items import Item
-from .sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
-from .settings import Settings
+from .rules import Mode, Update
 from .store import item_key
 
 log = logging.getLogger("collector.run")

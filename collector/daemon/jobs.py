@@ -34,10 +34,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .dbhealth import reason_of
-from .loglimit import Throttle, held_note
-from .observers import Observer
-from .sdk.timeutil import utcnow
+from ..engine.dbhealth import reason_of
+from ..engine.events import Observer
+from ..engine.loglimit import Throttle, held_note
+from ..sdk.timeutil import utcnow
 
 log = logging.getLogger("collector.jobs")
 # APScheduler's run_job logs every failure with its traceback and every miss; our listener writes those lines

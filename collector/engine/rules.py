@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from .sdk.connector import Result
-from .sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
-from .settings import Settings
+from ..sdk.connector import Result
+from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from ..settings import Settings
 
 
 class Mode(StrEnum):

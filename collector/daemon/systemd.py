@@ -17,12 +17,12 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from .observers import Observer, Saved
+from ..engine.events import Observer, Saved
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .dbhealth import DatabaseHealth
-    from .engine import Report
-    from .run import RunResult
+    from ..engine import Report
+    from ..engine.dbhealth import DatabaseHealth
+    from ..engine.run import RunResult
 
 
 class Notifier:

@@ -17,10 +17,10 @@ from bson import ObjectId, json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.errors import InvalidId
 
-from .sdk.redaction import redact, secret_name
-from .sdk.validate import SECRET_FIELDS
-from .store import due_query
-from .textout import printable
+from ..engine.store import due_query
+from ..sdk.redaction import redact, secret_name
+from ..sdk.validate import SECRET_FIELDS
+from ..textout import printable
 
 STATES = ("due", "leased", "rateLimit", "disabled", "unauthorized", "erroring", "skipped")
 # the connector's walk through the history: unset by `reset` so the next run starts from the first page

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .store import unavailable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .settings import Settings
+    from ..settings import Settings
 
 log = logging.getLogger("collector.database")
 

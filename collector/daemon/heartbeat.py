@@ -16,13 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .observers import Observer, Saved
-from .sdk.timeutil import utcnow
+from ..engine.events import Observer, Saved
+from ..sdk.timeutil import utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Report
-    from .run import RunResult
-    from .store import Store
+    from ..engine import Report
+    from ..engine.run import RunResult
+    from ..engine.store import Store
 
 WINDOW = 60.0  # seconds of the "last minute" counters
 

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from .sdk.errors import Quota
+from ..sdk.errors import Quota
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 from importlib.metadata import EntryPoint, entry_points
 
-from .sdk.connector import Connector
-from .sdk.errors import OutOfDescriptors, Retired, UnknownService, exhausted
+from ..sdk.connector import Connector
+from ..sdk.errors import OutOfDescriptors, Retired, UnknownService, exhausted
 
 GROUP = "likeastore.connectors"
 # Services of the original collector whose APIs are gone: their networks are disabled, no request is made.

@@ -22,20 +22,20 @@ from typing import Any
 
 from pymongo.database import Database
 
-from . import schedule
+from ..sdk.errors import BadResponse, OutOfDescriptors
+from ..sdk.http import Http
+from ..sdk.redaction import SECRETS, install
+from ..sdk.timeutil import to_ms, utcnow
+from ..sdk.validate import SECRET_FIELDS
+from ..settings import Settings, load_settings
+from . import rules as schedule
 from .dbhealth import DatabaseHealth, reason_of
+from .events import Observer, Observers, PassLog, RunLog, Saved
 from .loglimit import Throttle, held_note
-from .observers import Observer, Observers, PassLog, RunLog, Saved
 from .quota import Facts, QuotaMemory
 from .registry import Registry
+from .rules import MODES, Update, schedule_lag
 from .run import Run, RunResult, Status, crashed, execute, fail, prepare, secrets_of, stored_items
-from .schedule import MODES, Update, schedule_lag
-from .sdk.errors import BadResponse, OutOfDescriptors
-from .sdk.http import Http
-from .sdk.redaction import SECRETS, install
-from .sdk.timeutil import to_ms, utcnow
-from .sdk.validate import SECRET_FIELDS
-from .settings import Settings, load_settings
 from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 
 log = logging.getLogger("collector.engine")

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Collector
+    from ..engine import Collector
 
 log = logging.getLogger("collector.housekeeping")
 

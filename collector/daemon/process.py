@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .engine import Collector
-from .notify import Notifier, Watchdog
-from .observers import Observer
+from ..engine import Collector
+from ..engine.events import Observer
+from ..sdk.timeutil import utcnow
+from ..settings import Settings, SettingsError, load_settings
 from .reload import changed, merge
-from .sdk.timeutil import utcnow
-from .settings import Settings, SettingsError, load_settings
+from .systemd import Notifier, Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover
     from .heartbeat import Heartbeat
@@ -186,7 +186,7 @@ class Daemon:
     def make_metrics(self, version: str) -> Metrics:
         """This collector's metrics: its registered services' counters at 0, liveness and readiness bounds from
         the settings, readiness from the collector's database health."""
-        from .dbhealth import bound
+        from ..engine.dbhealth import bound
         from .metrics import Metrics, progress_bound
 
         settings = self.collector.settings
@@ -215,7 +215,7 @@ class Daemon:
             finally:
                 log.info("collector %s stopped", self.mode)
             return 0
-        from . import __version__
+        from .. import __version__
         from .heartbeat import Heartbeat
 
         settings = self.collector.settings

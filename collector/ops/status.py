@@ -13,8 +13,8 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .store import due_query
-from .textout import printable
+from ..engine.store import due_query
+from ..textout import printable
 
 MODES = ("initial", "normal")
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from ..settings import Settings
+from ..textout import printable
 from .logindates import UNREADABLE, login_date
-from .settings import Settings
-from .textout import printable
 
 log = logging.getLogger("collector.sweep")
 JOB_ID = "inactive-sweep"

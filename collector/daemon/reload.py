@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .settings import SCHEMA, Settings
+from ..settings import SCHEMA, Settings
 
 # what a running process cannot change: its database connection, its metrics socket, its environment files
 FIXED = ("env", "mongodb_uri", "metrics_port", "metrics_addr")

@@ -18,7 +18,7 @@ from typing import Any
 
 from bson import Decimal128, Int64, Timestamp
 
-from .sdk.timeutil import parse_iso
+from ..sdk.timeutil import parse_iso
 
 
 class _Marker:

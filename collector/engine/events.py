@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Report
+    from .collector import Report
     from .run import RunResult
 
 log = logging.getLogger("collector.observers")
