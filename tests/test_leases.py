@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
-from collector.engine.collector import Collector, Saving
+from collector.engine import Collector
+from collector.engine.saving import Saving
 from collector.engine.run import execute, prepare
 
 from helpers import T0, GitHubStub, add_network, network
@@ -69,7 +70,7 @@ def test_a_stale_collectors_state_write_is_refused_but_its_items_are_kept_once(d
     late = T0 + LEASE + timedelta(seconds=2)
     run = prepare(claimed[0], stalled.registry, settings, stalled.http, late, 0.5)
     saving = Saving(execute(run, settings, late))
-    stalled.persist([saving], {})
+    stalled.saver.persist([saving], {})
     assert saving.state_saved is True and saving.accepted is False
     state = network(db, doc)
     assert state["page"] == 2 and state["lastExecution"] == T0 + LEASE + timedelta(seconds=1)

@@ -18,7 +18,7 @@ log = logging.getLogger("collector.housekeeping")
 def housekeeping(collector: Collector, now: datetime) -> dict[str, int]:
     """One round; returns what it did. Database errors propagate (the job is then counted as failed)."""
     forgotten = collector.quotas.prune(now)
-    collector.share_quotas()
+    collector.sharing.share()
     cleared, owners = collector.store.clear_lapsed_leases(now - collector.lease)
     if cleared:
         log.info(

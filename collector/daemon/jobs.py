@@ -34,9 +34,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ..engine.dbhealth import reason_of
 from ..engine.events import Observer
-from ..engine.loglimit import Throttle, held_note
+from ..engine.loglimit import Throttle, held_note, reason_of
 from ..sdk.timeutil import utcnow
 
 log = logging.getLogger("collector.jobs")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from .loglimit import reason_of
 from .store import unavailable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,12 +32,6 @@ log = logging.getLogger("collector.database")
 def bound(settings: Settings) -> float:
     """Seconds MongoDB may go unanswered before readiness fails: two heartbeat intervals."""
     return 2 * settings.heartbeat_seconds
-
-
-def reason_of(exc: BaseException) -> str:
-    """An error in a short line: its type and the first line of its text, without pymongo's topology dump."""
-    text = str(exc).split(", Topology Description:")[0].split(" (configured timeouts:")[0]
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:200]
 
 
 class DatabaseHealth:

@@ -1,17 +1,19 @@
-"""Observers: cross-cutting reactions to runs and passes (the run log line, metrics, the systemd watchdog,
-heartbeats), called by the engine after each save. Like dramatiq's middleware: every hook has a no-op default,
-and an observer that raises is logged and never breaks a pass.
+"""Event records and the observer protocol — a leaf module: the engine emits, listeners (the run log lines,
+metrics, the systemd watchdog, heartbeats, the recurring jobs) listen, and both import only this.
+
+`Report` says what one pass (or one minute of the continuous loop) did, `Saved` how the save of one run went.
+Observers are cross-cutting reactions called on the dispatch loop's thread; like dramatiq's middleware, every
+hook has a no-op default, and an observer that raises is logged and never breaks the work.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .collector import Report
     from .run import RunResult
 
 log = logging.getLogger("collector.observers")
@@ -24,6 +26,38 @@ class Saved:
     new_items: int
     state_saved: bool  # False: the lease was lost to another collector (items were kept)
     dropped: bool = False  # never saved: the database stayed away until the lease lapsed
+
+
+@dataclass
+class Report:
+    """What one pass did. `runs` counts the runs saved (or settled without running); `tasks` is its old name."""
+
+    mode: str
+    runs: int = 0
+    new_items: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    requests_skipped: int = 0  # networks moved to their quota reset without an API call
+    stale: int = 0  # state writes refused because the lease was lost
+    save_failures: int = 0
+    released: int = 0  # leases given back unrun (shutdown)
+    dropped: int = 0  # finished runs whose results could not be saved before their leases lapsed
+    skipped: int = 0  # entries not kept (unreadable, or refused by the database)
+    db_seconds: float = 0.0  # time spent saving items and state
+    duration: float = 0.0
+
+    @property
+    def tasks(self) -> int:
+        return self.runs
+
+    def count(self, result: RunResult, saved: Saved) -> None:
+        self.runs += 1
+        self.new_items += saved.new_items
+        self.skipped += result.skipped
+        self.by_status[str(result.status)] = self.by_status.get(str(result.status), 0) + 1
+        if str(result.status) == "rateLimit" and not result.called:
+            self.requests_skipped += 1
+        if not saved.state_saved:
+            self.stale += 1
 
 
 class Observer:
@@ -67,68 +101,3 @@ class Observers:
                 getattr(observer, hook)(*args)
             except Exception:  # an observer never breaks the work
                 log.exception("observer %s failed in %s", type(observer).__name__, hook)
-
-
-class RunLog(Observer):
-    """One log line per run."""
-
-    log = logging.getLogger("collector.run")
-
-    def on_run(self, result: RunResult, saved: Saved) -> None:
-        network = result.network
-        error = result.error
-        level = logging.WARNING if error is not None and error.counts_as_error else logging.INFO
-        message = "run service=%s user=%s mode=%s new_items=%d items=%d skipped=%d duration_ms=%.0f status=%s"
-        args: list[Any] = [
-            str(network.get("service"))[:40],
-            str(network.get("user"))[:80],
-            result.mode,
-            saved.new_items,
-            len(result.items),
-            result.skipped,
-            result.duration * 1000,
-            result.status,
-        ]
-        if result.skip_reason:
-            message += " skip_reason=%r"
-            args.append(result.skip_reason)
-        if error is not None:
-            message += " error=%r"
-            args.append(error.message)
-        if saved.dropped:
-            message += " saved=no"
-        fields = {
-            "service": args[0],
-            "network": str(network.get("_id")),
-            "user": args[1],
-            "mode": result.mode,
-            "status": str(result.status),
-            "new_items": saved.new_items,
-            "skipped": result.skipped,
-            "duration_ms": round(result.duration * 1000),
-            "requests": result.requests,
-            "items": len(result.items),
-            "saved": not saved.dropped,
-            "error_kind": str(error.kind) if error is not None else None,
-        }
-        self.log.log(level, message, *args, extra={"run": fields})
-
-
-class PassLog(Observer):
-    """One log line per pass that ran networks."""
-
-    log = logging.getLogger("collector.daemon")
-
-    def on_pass(self, report: Report) -> None:
-        if report.tasks:
-            self.log.info(
-                "pass %s: %d networks, %d new items, %s, %.1fs, skipped for quota %d, lost leases %d, save failures %d",
-                report.mode,
-                report.tasks,
-                report.new_items,
-                report.by_status,
-                report.duration,
-                report.requests_skipped,
-                report.stale,
-                report.save_failures,
-            )

@@ -6,18 +6,28 @@ the first traceback of each kind of failure is still there to read.
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 EVERY = 60.0  # seconds between two lines of one key
 KNOWN = 256  # distinct errors remembered (oldest forgotten first)
 
 
+def reason_of(exc: BaseException) -> str:
+    """An error in a short line: its type and the first line of its text, without pymongo's topology dump."""
+    text = str(exc).split(", Topology Description:")[0].split(" (configured timeouts:")[0]
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:200]
+
+
 class Throttle:
-    def __init__(self, every: float = EVERY, clock: Callable[[], float] = time.monotonic):
-        self.every, self.clock = every, clock
+    def __init__(
+        self, every: float = EVERY, clock: Callable[[], float] = time.monotonic, logger: logging.Logger | None = None
+    ):
+        self.every, self.clock, self.logger = every, clock, logger or logging.getLogger("collector")
         self.last: dict[str, float] = {}
         self.held: dict[str, int] = {}
         self.seen: OrderedDict[tuple, None] = OrderedDict()
@@ -46,6 +56,14 @@ class Throttle:
         while len(self.seen) > KNOWN:
             self.seen.popitem(last=False)
         return True
+
+    def trouble(self, key: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+        """A failure line that repeats while the trouble lasts: at most one every `every` seconds per `key`,
+        errors among the arguments shown as `reason_of` gives them."""
+        held = self.allow(key)
+        if held is not None:
+            shown = [reason_of(a) if isinstance(a, BaseException) else a for a in args]
+            self.logger.log(level, message + held_note(held), *shown)
 
     def forget(self, key: str) -> None:
         """The trouble of `key` is over: its next line is written at once."""

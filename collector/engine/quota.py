@@ -9,10 +9,19 @@ collector of every mode, and one that restarts, skips a spent token until its re
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ..sdk.errors import Quota
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .loglimit import Throttle
+    from .registry import Registry
+    from .store import Store
+
+log = logging.getLogger("collector.engine")
 
 
 @dataclass(frozen=True)
@@ -83,3 +92,46 @@ class QuotaMemory:
 
     def __len__(self) -> int:
         return len(self._facts)
+
+
+class QuotaSharing:
+    """The one place quota facts cross between collectors: `share()` writes the blocking facts this collector
+    learnt (after each save, and again from housekeeping when that failed), `adopt(networks, now)` reads, in one
+    query, what others shared for the tokens of the networks just claimed."""
+
+    def __init__(self, store: Store, memory: QuotaMemory, registry: Registry, throttle: Throttle):
+        self.store, self.memory, self.registry, self.throttle = store, memory, registry, throttle
+
+    def share(self) -> None:
+        """Write the blocking quota facts learnt since the last share (a failure keeps them for the next)."""
+        facts = self.memory.unshared()
+        if not facts:
+            return
+        try:
+            self.store.save_quotas(facts)
+        except Exception as exc:
+            self.memory.share_again(facts)
+            self.throttle.trouble(
+                "quotas", "sharing %d quota facts failed (%s); kept for the next save", len(facts), exc
+            )
+
+    def adopt(self, networks: list[dict], now: datetime) -> None:
+        keys: dict[str, Any] = {}
+        for network in networks:
+            token = network.get("accessToken")
+            try:
+                cls = self.registry.get(network.get("service"))
+            except Exception:  # an unknown or broken service is reported when the network is prepared
+                continue
+            if isinstance(token, str):
+                keys[QuotaMemory.key(cls.quota_group or cls.name, token)] = True
+        if not keys:
+            return
+        try:
+            shared = self.store.load_quotas(keys, now)
+        except Exception as exc:
+            self.throttle.trouble(
+                "adopt", "reading shared quota facts failed (%s); going on with this collector's own", exc
+            )
+            return
+        self.memory.adopt({k: Facts(remaining, limit, until) for k, (remaining, limit, until) in shared.items()})

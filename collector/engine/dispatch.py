@@ -1,0 +1,309 @@
+"""The dispatcher: one mode's networks from claim to save. It keeps up to `concurrency` networks in flight (and
+at most the per-service cap of each service), claims the next batch when few claimed networks still wait, refills
+free slots before saving, saves finished runs in batches (saving.py), and holds the leases of everything it has
+(leases.py). Two ways drive it: `run_pass()`, one pass over what was claimed (`--once`, `run_once`), and
+`serve()`, the daemon's continuous loop.
+
+Nothing in it may end the work because of one network: a network the engine itself cannot handle gets an
+`internal` error, and database errors delay saves (kept and retried) rather than drop runs that finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..sdk.errors import OutOfDescriptors
+from .events import Report, Saved
+from .leases import Leases
+from .run import Run, RunResult, crashed, execute, prepare
+from .saving import Saving
+from .store import DatabaseDown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .collector import Collector
+
+log = logging.getLogger("collector.engine")
+STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
+REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
+HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
+DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
+
+
+def service_key(network: Mapping[str, Any]) -> str | None:
+    """The service a network counts against for the per-service cap (None for a garbage value)."""
+    service = network.get("service")
+    return service if isinstance(service, str) else None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        collector: Collector,
+        pending: deque,
+        report: Report,
+        clock: Callable[[], datetime],
+        should_stop: Callable[[], bool],
+    ):
+        self.c = collector
+        self.pending = pending
+        self.users: dict = {}  # users looked up for the runs held (saving.py), kept while their networks are
+        self.report = report
+        self.clock = clock
+        self.should_stop = should_stop
+        self.inflight: dict[Future, Mapping[str, Any]] = {}
+        self.unsaved: list[Saving] = []
+        self.per_service: Counter = Counter()
+        self.leases = Leases(
+            collector.store, collector.instance_id, lambda: collector.lease, clock, self.held_ids, collector.throttle
+        )
+        self.retry_at = 0.0
+        self.retries = 0
+        self.stop_seen: float | None = None
+        self.claims_open = False  # serve() claims as slots free up; a pass runs what it was given
+        self.mode = report.mode
+        self.next_claim = 0.0
+        self.claim_failures = 0
+
+    def run_pass(self) -> None:
+        """Drive it as one pass: run what was claimed, until all of it is saved (or dropped)."""
+        while self.pending or self.inflight or self.unsaved:
+            self.step()
+        self.leases.release()  # one last try for leases a failed release kept
+
+    def serve(self, mode: str, idle_wait: Callable[[float], object]) -> None:
+        """Drive it as the daemon's loop: claim as slots free up, until a stop is requested and everything held
+        is saved."""
+        self.mode, self.claims_open = mode, True
+        report_at = time.monotonic() + REPORT_EVERY
+        while True:
+            self.step()
+            if time.monotonic() >= report_at:
+                self.report.duration = REPORT_EVERY
+                self.c.observers.notify("on_pass", self.report)
+                self.report, report_at = Report(str(mode)), time.monotonic() + REPORT_EVERY
+            if self.stop_seen is not None and not (self.pending or self.inflight or self.unsaved):
+                break
+            if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
+                delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
+                if delay:
+                    if not self.claim_failures and self.c.database.up:  # it answered "nothing due": progress
+                        self.c.observers.notify("on_idle", mode)
+                    idle_wait(delay)
+        self.leases.release()
+        self.report.duration = REPORT_EVERY - max(report_at - time.monotonic(), 0.0)
+        self.c.observers.notify("on_pass", self.report)
+
+    def step(self) -> None:
+        if self.should_stop():
+            self.stopping()
+        self.claim()
+        self.save(self.dispatch())
+        if self.inflight:
+            done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
+            results = [self.finish(future) for future in done]
+            results += self.dispatch()  # refill the free slots from what waits, then claim, then save
+            self.claim()
+            results += self.dispatch()
+            self.save(results)
+        elif self.unsaved:
+            self.pause()
+        self.leases.renew()
+        self.expire()
+        self.leases.release()
+        self.c.observers.notify("on_tick", len(self.inflight))
+        self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved))
+
+    def claim(self) -> None:
+        """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
+        the next look after an empty claim or a failed one)."""
+        if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
+            return
+        saturated = self.saturated()
+        wanted = self.wanted(saturated)
+        if not wanted:
+            return
+        try:
+            networks = self.c.claim_batch(self.mode, wanted, self.clock(), saturated)
+        except Exception as exc:  # the database is away: try again soon, the held runs go on
+            self.claim_failures += 1
+            self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
+            self.c.throttle.trouble(
+                "claim",
+                "claiming %s networks failed (%s); next try in %.0fs",
+                self.mode,
+                exc,
+                max(self.next_claim - time.monotonic(), 0.0),
+                level=logging.ERROR,
+            )
+            return
+        self.claim_failures = 0
+        self.c.throttle.forget("claim")
+        if not networks:
+            self.next_claim = time.monotonic() + self.c.settings.loop_idle_pause
+            return
+        if len(self.users) > 8 * self.c.concurrency:  # keep the user look-ups of held networks only
+            held = {n.get("user") for n in self.held_networks()}
+            self.users = {email: data for email, data in self.users.items() if email in held}
+        if not (self.pending or self.inflight):
+            self.leases.restart()
+        self.pending.extend(networks)
+
+    def wait_time(self) -> float:
+        """How long to wait for a run to finish: until the next renewal, save retry, claim or tick is due."""
+        now = time.monotonic()
+        until = min(self.leases.renew_in(), self.c.settings.heartbeat_seconds)
+        if self.unsaved:
+            until = min(until, self.retry_at - now)
+        if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
+            until = min(until, self.next_claim - now)  # networks may come due while others run
+        return max(until, 0.0)
+
+    def wanted(self, saturated: set[str]) -> int:
+        """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
+        waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
+        network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
+        few; waiting networks keep their leases, renewed with the others. Networks of a service at its cap
+        (SERVICE_CONCURRENCY) that has a cap's worth waiting do not count as ready: the next claim skips that
+        service and brings the others' networks, so one busy service never leaves the other slots idle."""
+        c = self.c.concurrency
+        if len(self.pending) >= HOLD_LIMIT * c:
+            return 0
+        ready = sum(1 for n in self.pending if service_key(n) not in saturated) if saturated else len(self.pending)
+        if ready > max(c // 4, 1):
+            return 0
+        return max(c - len(self.inflight), 0) + 2 * c - ready
+
+    def saturated(self) -> set[str]:
+        """Services held back by their own cap (below the concurrency: a cap as large as the concurrency never
+        holds a network that a free slot could take) that have a cap's worth of networks already waiting."""
+        c = self.c.concurrency
+        full = {
+            s
+            for s, n in self.per_service.items()
+            if s is not None and n >= self.c.service_cap(s) and self.c.service_cap(s) < c
+        }
+        if not full:
+            return set()
+        waiting = Counter(service_key(n) for n in self.pending)
+        return {s for s in full if waiting[s] >= self.c.service_cap(s)}
+
+    def pause(self) -> None:
+        """Nothing running, saves waiting for the database: wait a little before the next try."""
+        delay = self.retry_at - time.monotonic()
+        if delay > 0:
+            time.sleep(min(delay, 0.25))
+
+    def stopping(self) -> None:
+        if self.pending:
+            log.info("stop requested: %d claimed networks given back unrun", len(self.pending))
+            self.leases.give_back(self.pending)
+            self.report.released += len(self.pending)
+            for network in self.pending:
+                self.c.forget(network, {})
+            self.pending.clear()
+        if self.stop_seen is None:
+            self.stop_seen = time.monotonic()
+
+    def dispatch(self) -> list[RunResult]:
+        """Start what capacity allows; returns the results of networks settled without running (bad input,
+        spent quota)."""
+        if self.should_stop():  # a stop requested while runs were finishing: start nothing more
+            self.stopping()
+            return []
+        settled: list[RunResult] = []
+        waiting: deque[Mapping[str, Any]] = deque()
+        while self.pending and len(self.inflight) < self.c.concurrency:
+            network = self.pending.popleft()
+            service = network.get("service")
+            key = service_key(network)
+            if self.per_service[key] >= self.c.service_cap(service):
+                waiting.append(network)
+                continue
+            now, jitter = self.clock(), self.c.rng.random()
+            try:
+                prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter, self.c.quotas)
+            except Exception as exc:  # our bug, shown on that network only
+                prepared = crashed(network, None, exc, self.c.settings, now, jitter)
+            if isinstance(prepared, Run):
+                self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now)] = network
+                self.per_service[key] += 1
+            else:
+                settled.append(prepared)
+        self.pending.extendleft(reversed(waiting))
+        return settled
+
+    def finish(self, future: Future) -> RunResult:
+        network = self.inflight.pop(future)
+        self.per_service[service_key(network)] -= 1
+        try:
+            result = future.result()  # execute() never raises, but a bug must not take the pass with it
+        except Exception as exc:
+            return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
+        self.c.learn(result)
+        if isinstance(result.error, OutOfDescriptors):
+            self.c.out_of_descriptors()
+            self.next_claim = max(self.next_claim, time.monotonic() + DESCRIPTOR_PAUSE)
+        return result
+
+    def save(self, results: list[RunResult]) -> None:
+        if not results and (not self.unsaved or time.monotonic() < self.retry_at):
+            return
+        batch = self.unsaved + [Saving(result) for result in results]
+        started = time.perf_counter()
+        try:
+            self.c.saver.persist(batch, self.users)
+            self.unsaved, self.retries = [], 0
+        except DatabaseDown as exc:
+            self.unsaved = [s for s in batch if not s.state_saved]
+            self.report.save_failures += 1
+            self.retries += 1
+            self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
+            self.c.throttle.trouble(
+                "save",
+                "database unavailable while saving (%s): %d finished networks kept, retrying",
+                exc,
+                len(self.unsaved),
+                level=logging.ERROR,
+            )
+        self.report.db_seconds += time.perf_counter() - started
+        for saving in batch:
+            if saving.state_saved:
+                self.settle(saving, saving.outcome())
+
+    def settle(self, saving: Saving, saved: Saved) -> None:
+        if not saved.dropped:
+            self.report.count(saving.result, saved)
+        self.c.observers.notify("on_run", saving.result, saved)
+        self.c.forget(saving.network, saving.result.tokens)
+
+    def expire(self) -> None:
+        """Saves that waited for the database past their lease (or past a stop's grace) are dropped: the
+        networks run again once another pass claims them, and their items are stored once all the same."""
+        if not self.unsaved:
+            return
+        lapsed = self.leases.lapsed()
+        grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
+        if not (lapsed or grace_over) or (grace_over and not lapsed and self.inflight):
+            return
+        log.error(
+            "dropping %d finished networks whose results could not be saved (%s); they run again "
+            "when their leases lapse",
+            len(self.unsaved),
+            "lease lapsed" if lapsed else "stopping",
+        )
+        for saving in self.unsaved:
+            self.report.dropped += 1
+            self.settle(saving, saving.outcome(dropped=True))
+        self.unsaved = []
+
+    def held_networks(self) -> list[Mapping[str, Any]]:
+        return [*self.inflight.values(), *self.pending, *(s.network for s in self.unsaved)]
+
+    def held_ids(self) -> list:
+        return [n["_id"] for n in self.held_networks()]
