@@ -123,7 +123,7 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
     import re
 
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    refs = set(re.findall(r"`((?:[a-z]+/)?[a-z_]+\.py):([A-Za-z_.]+)`", text))
+    refs = set(re.findall(r"`((?:[a-z]+/)*[a-z_]+\.py):([A-Za-z_.]+)`", text))
     assert len(refs) >= 8
     for path, name in refs:
         source = (ROOT / "collector" / path).read_text()

@@ -23,6 +23,7 @@ from .events import Report, Saved
 from .leases import Leases
 from .run import Run, RunResult, crashed, execute, prepare
 from .saving import Saving
+from .sizing import claim_size, saturated_services, service_key
 from .store import DatabaseDown
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,14 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
-HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
-
-
-def service_key(network: Mapping[str, Any]) -> str | None:
-    """The service a network counts against for the per-service cap (None for a garbage value)."""
-    service = network.get("service")
-    return service if isinstance(service, str) else None
 
 
 class Dispatcher:
@@ -165,33 +159,10 @@ class Dispatcher:
         return max(until, 0.0)
 
     def wanted(self, saturated: set[str]) -> int:
-        """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
-        waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
-        network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
-        few; waiting networks keep their leases, renewed with the others. Networks of a service at its cap
-        (SERVICE_CONCURRENCY) that has a cap's worth waiting do not count as ready: the next claim skips that
-        service and brings the others' networks, so one busy service never leaves the other slots idle."""
-        c = self.c.concurrency
-        if len(self.pending) >= HOLD_LIMIT * c:
-            return 0
-        ready = sum(1 for n in self.pending if service_key(n) not in saturated) if saturated else len(self.pending)
-        if ready > max(c // 4, 1):
-            return 0
-        return max(c - len(self.inflight), 0) + 2 * c - ready
+        return claim_size(self.pending, len(self.inflight), self.c.concurrency, saturated)
 
     def saturated(self) -> set[str]:
-        """Services held back by their own cap (below the concurrency: a cap as large as the concurrency never
-        holds a network that a free slot could take) that have a cap's worth of networks already waiting."""
-        c = self.c.concurrency
-        full = {
-            s
-            for s, n in self.per_service.items()
-            if s is not None and n >= self.c.service_cap(s) and self.c.service_cap(s) < c
-        }
-        if not full:
-            return set()
-        waiting = Counter(service_key(n) for n in self.pending)
-        return {s for s in full if waiting[s] >= self.c.service_cap(s)}
+        return saturated_services(self.per_service, self.pending, self.c.concurrency, self.c.service_cap)
 
     def pause(self) -> None:
         """Nothing running, saves waiting for the database: wait a little before the next try."""

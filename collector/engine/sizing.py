@@ -1,0 +1,48 @@
+"""Claim sizing: how many networks the dispatcher asks for, and which services it leaves out. Pure functions of
+what the dispatcher holds (networks claimed and waiting, runs in flight per service) and the concurrencies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
+
+
+def service_key(network: Mapping[str, Any]) -> str | None:
+    """The service a network counts against for the per-service cap (None for a garbage value)."""
+    service = network.get("service")
+    return service if isinstance(service, str) else None
+
+
+def claim_size(pending: Collection[Mapping[str, Any]], inflight: int, concurrency: int, saturated: set[str]) -> int:
+    """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
+    waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
+    network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
+    few; waiting networks keep their leases, renewed with the others. Networks of a service at its cap
+    (SERVICE_CONCURRENCY) that has a cap's worth waiting do not count as ready: the next claim skips that
+    service and brings the others' networks, so one busy service never leaves the other slots idle."""
+    c = concurrency
+    if len(pending) >= HOLD_LIMIT * c:
+        return 0
+    ready = sum(1 for n in pending if service_key(n) not in saturated) if saturated else len(pending)
+    if ready > max(c // 4, 1):
+        return 0
+    return max(c - inflight, 0) + 2 * c - ready
+
+
+def saturated_services(
+    per_service: Mapping[str | None, int],
+    pending: Collection[Mapping[str, Any]],
+    concurrency: int,
+    cap: Callable[[object], int],
+) -> set[str]:
+    """Services held back by their own cap (below the concurrency: a cap as large as the concurrency never
+    holds a network that a free slot could take) that have a cap's worth of networks already waiting."""
+    full = {s for s, n in per_service.items() if s is not None and n >= cap(s) and cap(s) < concurrency}
+    if not full:
+        return set()
+    waiting = Counter(service_key(n) for n in pending)
+    return {s for s in full if waiting[s] >= cap(s)}

@@ -1,0 +1,129 @@
+"""MongoDB access: the likeastore collections `networks`, `items` and `users`, and the collector's own `quotas`,
+`collectors` and `jobs`. The only code that writes `networks`, `items` and `quotas` (tests/test_architecture.py
+checks it).
+
+Only documented pymongo operations. Item uniqueness on (user, type, itemId) comes from the item `_id`, a
+12-byte hash of those three fields, so re-collecting is idempotent and costs no extra index on a fresh database;
+the unique index on (user, type, itemId) is created as well, so that items written by the original collector
+(random `_id`s) are never duplicated either.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any
+
+from pymongo.database import Database
+
+from .filters import (
+    BAD_EPOCH,
+    DUPLICATE_KEY,
+    ITEM_KEY,
+    LEASE_FIELDS,
+    MAX_EPOCH,
+    USER_FIELDS,
+    DatabaseDown,
+    StateWrite,
+    due_query,
+    item_key,
+    lease_claim,
+    lease_free,
+    state_update,
+    unavailable,
+    usable_epoch,
+)
+from .networks import NetworkStore
+from .others import ItemStore
+
+OPERATIONS = (
+    "beat",
+    "forget_instance",
+    "save_quotas",
+    "load_quotas",
+    "clear_lapsed_leases",
+    "count_due",
+    "ensure_indexes",
+    "claim",
+    "claim_one",
+    "renew",
+    "release",
+    "users_by_email",
+    "insert_items",
+    "save_tokens",
+    "save_state",
+    "save_states",
+)
+Sink = Callable[[str, float, BaseException | None], None]  # (operation, seconds, the error or None)
+
+
+def tz_aware(db: Database) -> Database:
+    """`db` as one whose datetimes come back timezone-aware in UTC. pymongo's default client returns naive
+    datetimes (which are UTC); rather than compare naive with aware deep in the rules, the store reads through a
+    tz-aware view of the same database (same client, same connections). mongomock cannot give such a view:
+    a mongomock client must be made with tz_aware=True."""
+    options = getattr(db, "codec_options", None)
+    if options is None or options.tz_aware:
+        return db
+    if type(db).__module__.startswith("mongomock"):
+        raise ValueError("a mongomock database must come from mongomock.MongoClient(tz_aware=True)")
+    return db.with_options(codec_options=options.with_options(tz_aware=True, tzinfo=UTC))
+
+
+class Store(NetworkStore, ItemStore):
+    def __init__(self, db: Database):
+        db = tz_aware(db)
+        self.db = db
+        self.mongomock = type(db).__module__.startswith("mongomock")
+        self.networks = db["networks"]
+        self.items = db["items"]
+        self.users = db["users"]
+        self.quotas = db["quotas"]
+        self.collectors = db["collectors"]
+
+    def observe(self, sink: Sink) -> None:
+        """Tell `sink` how each database operation went: its name, how long it took, the error it raised. An
+        operation made inside another (mongomock's `save_states` through `save_state`) is told once, as the outer
+        one."""
+        depth = [0]
+        for name in OPERATIONS:
+            original = getattr(self, name)
+
+            def watched(*args: Any, _original: Callable = original, _name: str = name, **kwargs: Any) -> Any:
+                depth[0] += 1
+                started = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    return _original(*args, **kwargs)
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    depth[0] -= 1
+                    if not depth[0]:
+                        sink(_name, time.perf_counter() - started, error)
+
+            setattr(self, name, watched)
+
+
+__all__ = [
+    "BAD_EPOCH",
+    "DUPLICATE_KEY",
+    "ITEM_KEY",
+    "LEASE_FIELDS",
+    "MAX_EPOCH",
+    "OPERATIONS",
+    "USER_FIELDS",
+    "DatabaseDown",
+    "StateWrite",
+    "Store",
+    "due_query",
+    "item_key",
+    "lease_claim",
+    "lease_free",
+    "state_update",
+    "tz_aware",
+    "unavailable",
+    "usable_epoch",
+]

@@ -1,0 +1,177 @@
+"""Reads and writes of `networks`: claims and leases, state and token writes, the backlog count."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pymongo import ASCENDING, UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, WriteError
+
+from .filters import (
+    BAD_EPOCH,
+    LEASE_FIELDS,
+    StateWrite,
+    due_query,
+    lease_claim,
+    lease_free,
+    state_update,
+    unavailable,
+    usable_epoch,
+)
+
+log = logging.getLogger("collector.engine.store")
+
+
+class NetworkStore:
+    """The `networks` part of the Store (a mixin: `self.networks` and `self.mongomock` come from Store)."""
+
+    networks: Collection
+    mongomock: bool
+
+    def claim(
+        self, mode: str, now: datetime, limit: int, owner: str, until: datetime, skip_services: Iterable[str] = ()
+    ) -> list[dict]:
+        """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
+        claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
+        still due and free, so two collectors never both win one), and read back what this collector won.
+        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save.
+        Networks of `skip_services` are left for later (services the caller cannot start more of now).
+
+        One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
+        absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
+        and the one that fails is left out."""
+        query = due_query(mode, now)
+        skipped = sorted(set(skip_services))
+        if skipped:  # services this collector cannot start more of now
+            query["service"] = {"$nin": skipped}
+        found = list(self.networks.find(query, {"leaseEpoch": 1}).sort("scheduledTo", ASCENDING).limit(limit))
+        if not found:
+            return []
+        ids = [d["_id"] for d in found]
+        token, claim = lease_claim(owner, until)
+        suspect = [d["_id"] for d in found if not usable_epoch(d)]
+        if suspect:  # rare: the filter, not this look, decides what is reset
+            repaired = self.networks.update_many({**BAD_EPOCH, "_id": {"$in": suspect}}, {"$set": {"leaseEpoch": 0}})
+            if repaired.modified_count:
+                log.warning(
+                    "%d networks had a leaseEpoch that was not a usable number: reset to 0", repaired.modified_count
+                )
+        try:
+            # the id list last: an in-memory database (mongomock) tests the cheap conditions first
+            self.networks.update_many({**query, "_id": {"$in": ids}}, claim)
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            log.warning(
+                "claiming %d networks at once failed (%s: %s); claiming them one by one",
+                len(ids),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
+            self._claim_each(ids, query, claim)
+        return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
+
+    def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
+        """Lease one network by id, due or not (a run by hand), unless another collector holds it now."""
+        token, claim = lease_claim(owner, until)
+        self.networks.update_many({"_id": network_id, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
+        self.networks.update_one({"_id": network_id, **lease_free(now)}, claim)
+        return self.networks.find_one({"_id": network_id, "leaseToken": token})
+
+    def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
+        for network_id in ids:
+            try:
+                self.networks.update_one({"_id": network_id, **query}, claim)
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                log.error(
+                    "network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__, str(exc)[:200]
+                )
+
+    def renew(self, ids: list, owner: str, until: datetime) -> int:
+        """Extend the leases this collector still holds on `ids`."""
+        if not ids:
+            return 0
+        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, {"$set": {"leaseUntil": until}})
+        return result.modified_count
+
+    def release(self, leases: list[tuple[Any, Any]]) -> None:
+        """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
+        for network_id, epoch in leases:
+            self.networks.update_one(
+                {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
+            )
+
+    def clear_lapsed_leases(self, before: datetime, limit: int = 1000) -> tuple[int, dict[str, int]]:
+        """Unset the lease fields of networks whose lease lapsed before `before` (their collector died or gave
+        up): up to `limit` of them, found through the sparse `leaseToken` index. `leaseEpoch` stays, so a late
+        save of the old lease is still fenced as before. Returns how many were cleared and their owners."""
+        query = {"leaseToken": {"$exists": True}, "leaseUntil": {"$lt": before}}
+        found = list(self.networks.find(query, {"leaseOwner": 1}).limit(limit))
+        if not found:
+            return 0, {}
+        owners: dict[str, int] = {}
+        for doc in found:
+            owner = str(doc.get("leaseOwner"))[:80]
+            owners[owner] = owners.get(owner, 0) + 1
+        # the filter is checked again per document: a network claimed meanwhile is left alone
+        ids = [d["_id"] for d in found]
+        result = self.networks.update_many({**query, "_id": {"$in": ids}}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")})
+        return result.modified_count, owners
+
+    def count_due(self, mode: str, now: datetime) -> int:
+        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
+        return self.networks.count_documents(due_query(mode, now))
+
+    def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
+        """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
+        spent once used, so losing the new one locks the user out. Only if the document still holds the refresh
+        token that was used (nobody stored newer ones meanwhile)."""
+        query: dict[str, Any] = {"_id": network_id}
+        if isinstance(previous_refresh, str):
+            query["refreshToken"] = previous_refresh
+        return self.networks.update_one(query, {"$set": tokens}).matched_count == 1
+
+    def save_state(
+        self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (), epoch: int | None = None
+    ) -> bool:
+        """Save a run's state and release its lease. With `epoch`, only if the lease epoch is still the one
+        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved."""
+        return self.networks.update_one(*state_update(network_id, set_fields, unset_fields, epoch)).matched_count == 1
+
+    def save_states(self, writes: list[StateWrite]) -> list[bool | Exception]:
+        """Save many runs' states in one round trip (`bulk_write` of fenced `UpdateOne`s, unordered). For each
+        write: True (saved), False (its lease epoch moved on: refused alone), or the error the database gave that
+        document. A database that cannot be reached raises."""
+        if not writes:
+            return []
+        if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
+            return [self._save_one(write) for write in writes]
+        ops = [UpdateOne(*state_update(*write)) for write in writes]
+        errors: dict[int, Exception] = {}
+        try:
+            matched = self.networks.bulk_write(ops, ordered=False).matched_count
+        except BulkWriteError as exc:
+            matched = exc.details.get("nMatched", 0)
+            errors = {e["index"]: WriteError(e.get("errmsg", ""), e.get("code")) for e in exc.details["writeErrors"]}
+        if matched == len(writes) - len(errors):
+            return [errors.get(i, True) for i in range(len(writes))]
+        # some writes were fenced off: the documents whose epoch is still ours were saved, the others were not
+        epochs = {
+            d["_id"]: d.get("leaseEpoch")
+            for d in self.networks.find({"_id": {"$in": [w[0] for w in writes]}}, {"leaseEpoch": 1})
+        }
+        return [errors.get(i, w[3] is None or epochs.get(w[0]) == w[3]) for i, w in enumerate(writes)]
+
+    def _save_one(self, write: StateWrite) -> bool | Exception:
+        try:
+            return self.save_state(*write)
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            return exc

@@ -1,0 +1,124 @@
+"""Reads and writes of the other collections: `items` (inserted once each), `users` (read only), `quotas`
+(shared blocks), `collectors` (heartbeats), and the indexes of all of them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pymongo import ASCENDING
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from .filters import DUPLICATE_KEY, ITEM_KEY, USER_FIELDS, unavailable
+
+log = logging.getLogger("collector.engine.store")
+
+
+class ItemStore:
+    """`items`, `users`, `quotas` and `collectors` (a mixin: the collections come from Store)."""
+
+    networks: Collection
+    items: Collection
+    users: Collection
+    quotas: Collection
+    collectors: Collection
+
+    def beat(self, instance_id: str, doc: dict) -> None:
+        """Upsert this collector's heartbeat document."""
+        self.collectors.update_one({"_id": instance_id}, {"$set": doc}, upsert=True)
+
+    def forget_instance(self, instance_id: str) -> None:
+        self.collectors.delete_one({"_id": instance_id})
+
+    def save_quotas(self, facts: dict[str, Any]) -> None:
+        """Share blocking quota facts (by token hash): one upsert each, expiring with the block (TTL index)."""
+        for key, fact in facts.items():
+            if fact.blocked_until is None:
+                continue
+            self.quotas.update_one(
+                {"_id": key},
+                {
+                    "$set": {
+                        "blockedUntil": fact.blocked_until,
+                        "remaining": fact.remaining,
+                        "limit": fact.limit,
+                        "expiresAt": fact.blocked_until,
+                    }
+                },
+                upsert=True,
+            )
+
+    def load_quotas(self, keys: Iterable[str], now: datetime) -> dict[str, tuple[Any, Any, datetime]]:
+        """The blocks other collectors shared for these token hashes that still hold at `now`."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        found = self.quotas.find({"_id": {"$in": wanted}, "blockedUntil": {"$gt": now}})
+        return {d["_id"]: (d.get("remaining"), d.get("limit"), d["blockedUntil"]) for d in found}
+
+    def users_by_email(self, emails: Iterable[str]) -> dict[str, dict]:
+        wanted = sorted({e for e in emails if isinstance(e, str)})
+        if not wanted:
+            return {}
+        projection = dict.fromkeys(USER_FIELDS, 1) | {"_id": 1}
+        found = {}
+        for user in self.users.find({"email": {"$in": wanted}}, projection):
+            # public profile fields that are plain short text only: a user document is not ours to trust
+            data = {f: user[f] for f in USER_FIELDS if isinstance(user.get(f), str) and len(user[f]) <= 1024}
+            found[user["email"]] = {"_id": user["_id"], **data}
+        return found
+
+    def insert_items(self, items: list[dict]) -> list[tuple[int, int | None, str]]:
+        """Insert items in one unordered batch. Returns (index, error code, message) of each item not inserted:
+        code 11000 for one stored already, another code (or None) for one the database refused. A database
+        that cannot be reached raises; a batch the driver refuses as a whole is retried item by item."""
+        if not items:
+            return []
+        try:
+            self.items.insert_many(items, ordered=False)
+        except BulkWriteError as exc:
+            return [
+                (e["index"], e.get("code"), str(e.get("errmsg", ""))[:300]) for e in exc.details.get("writeErrors", [])
+            ]
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            log.warning(
+                "a batch of %d items was refused as a whole (%s: %s); inserting one by one",
+                len(items),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
+            return self._insert_each(items)
+        return []
+
+    def _insert_each(self, items: list[dict]) -> list[tuple[int, int | None, str]]:
+        errors: list[tuple[int, int | None, str]] = []
+        for index, item in enumerate(items):
+            try:
+                self.items.insert_one(item)
+            except DuplicateKeyError:
+                errors.append((index, DUPLICATE_KEY, "duplicate"))
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {str(exc)[:200]}"))
+        return errors
+
+    def ensure_indexes(self) -> None:
+        self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
+        self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
+        self._index(self.items, ITEM_KEY, unique=True)
+        self._index(self.items, [("date", ASCENDING)])  # `collector status`: items of the last hour and day
+        self._index(self.quotas, [("expiresAt", ASCENDING)], expireAfterSeconds=0)  # blocks vanish after them
+        self._index(self.collectors, [("heartbeatAt", ASCENDING)], expireAfterSeconds=86400)  # silent for a day
+
+    @staticmethod
+    def _index(collection, keys, **options) -> None:
+        try:
+            collection.create_index(keys, **options)
+        except OperationFailure as exc:  # e.g. an existing index on the same keys with other options
+            log.warning("index %s on %s not created: %s", keys, collection.name, exc)
