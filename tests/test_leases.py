@@ -7,8 +7,8 @@ from datetime import timedelta
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
-from collector.engine.saving import Saving
 from collector.engine.run import execute, prepare
+from collector.engine.saving import Saving
 
 from helpers import T0, GitHubStub, add_network, network
 
