@@ -1,35 +1,20 @@
-"""Command line: `collector --mode initial|normal [--once]`, `collector --check-config`, and the commands (demo,
-status, healthcheck, networks, connectors, bench).
-
-Exit codes, the same for every command (README, "Exit codes"):
-0 done; 1 the command ran and the answer is no (no such network, a network a collector holds left alone, a
-write that matched nothing, a run that failed, an unhealthy instance, a --once pass that failed); 2 usage or
-settings (a bad option, an invalid setting, a settings file that cannot be read); 3 MongoDB cannot be reached.
-`status --check` follows the monitoring-plugin convention instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+"""The command line: the parser and the dispatch to the rooms that do the work — `--mode` runs the daemon
+(daemon/process.py: serve), `status`, `healthcheck` and `networks` are the operator's (ops/commands.py), `demo`
+and `bench` the devtools'. Exit codes are one table for every command (exitcodes.py, README "Exit codes").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
-import re
 import socket
 import sys
-from datetime import datetime
-from typing import Any
-
-from pymongo import MongoClient
-from pymongo.errors import PyMongoError
 
 from . import __version__
 from .devtools.options import Options
+from .exitcodes import EXIT_USAGE
 from .ops.networks import STATES
-from .settings import MAX_CONCURRENCY, Settings, SettingsError, load_settings
-from .textout import EscapingFormatter, printable
-
-EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
-EXIT_CONFIG = EXIT_USAGE
+from .settings import MAX_CONCURRENCY, SettingsError, load_settings
 
 
 def mode_arg(text: str) -> tuple[str, str]:
@@ -214,57 +199,6 @@ BENCH_FLAGS = (
 )
 
 
-def setup_logging(level: str, log_format: str = "text") -> None:
-    from .sdk.redaction import RedactingFilter, install
-
-    install()  # every record redacted when made, whoever logs it
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        json_formatter()
-        if log_format == "json"
-        else EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
-    handler.addFilter(RedactingFilter())  # and on the handler, for records made before install()
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # APScheduler's INFO lines ("Running job", "executed successfully") and its warnings (a skip, a miss) would
-    # repeat what collector.jobs logs, rate-limited, only when it matters
-    logging.getLogger("apscheduler").setLevel(max(logging.ERROR, root.level))
-
-
-def json_formatter() -> logging.Formatter:
-    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and a run line's fields."""
-    from datetime import UTC, datetime
-
-    from pythonjsonlogger.json import JsonFormatter
-
-    from .sdk.redaction import redact
-
-    class Formatter(JsonFormatter):
-        def add_fields(self, log_record: dict, record: logging.LogRecord, message_dict: dict) -> None:
-            super().add_fields(log_record, record, message_dict)
-            log_record["time"] = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-            log_record["level"] = record.levelname
-            log_record["logger"] = record.name
-            run = log_record.pop("run", None)
-            if isinstance(run, dict):
-                log_record.update({k: redact(v) if isinstance(v, str) else v for k, v in run.items()})
-
-    return Formatter("%(message)s", json_ensure_ascii=True, json_serializer=strict_json)
-
-
-def strict_json(value: Any, **options: Any) -> str:
-    """RFC 8259 only: NaN and the infinities (a float from a document or a server) become null."""
-    from .jsonout import plain
-
-    options.pop("allow_nan", None)
-    try:
-        return json.dumps(value, allow_nan=False, **options)
-    except ValueError:
-        return json.dumps(plain(value), allow_nan=False, **options)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -272,10 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(env_file=args.env_file)
     except SettingsError as exc:
         print(f"collector: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     if args.check_config:
         print(json.dumps(settings.describe(), indent=2))
         return 0
+    from .daemon.logs import setup_logging
+
     if args.command == "demo":
         setup_logging("WARNING")
         from .devtools import demo
@@ -283,12 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         return demo.run(metrics_port=args.metrics_port)
     if args.command == "connectors":
         return list_connectors()
-    if args.command == "networks":
-        return networks_command(settings, args)
-    if args.command == "status":
-        return show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag)
-    if args.command == "healthcheck":
-        return healthcheck(settings, args.ready, args.timeout)
+    if args.command in ("networks", "status", "healthcheck"):
+        from .ops import commands
+
+        if args.command == "networks":
+            return commands.networks_command(settings, args)
+        if args.command == "status":
+            return commands.show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag)
+        return commands.healthcheck(settings, args.ready, args.timeout)
     if args.command == "bench":
         setup_logging("ERROR")
         from .devtools import bench
@@ -305,179 +243,15 @@ def main(argv: list[str] | None = None) -> int:
             "(demo, status, healthcheck, networks, connectors, bench)",
             file=sys.stderr,
         )
-        return EXIT_CONFIG
+        return EXIT_USAGE
     if args.concurrency is not None and not 1 <= args.concurrency <= MAX_CONCURRENCY:
         parser.error(f"--concurrency must be from 1 to {MAX_CONCURRENCY}")
     setup_logging(settings.log_level, settings.log_format)
     mode, suffix = args.mode
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
+    from .daemon.process import serve
+
     return serve(settings, mode, args.once, args.concurrency, instance_id, args.env_file)
-
-
-def db_error(exc: Exception, settings: Settings) -> str:
-    """A driver error in one short line: the server and the reason, without pymongo's topology dump; the URI's
-    password masked."""
-    from .settings import mask_text
-
-    text = re.sub(r" \(configured timeouts:[^)]*\)", "", mask_text(str(exc), settings.mongodb_uri))
-    return text.split(", Topology Description:")[0][:240]
-
-
-def show_status(
-    settings: Settings, as_json: bool, check: bool, warn: float | None = None, crit: float | None = None
-) -> int:
-    from .jsonout import dumps
-    from .ops.status import UNKNOWN, gather, render
-    from .ops.status import check as check_status
-    from .sdk.timeutil import utcnow
-
-    try:
-        client = mongo_client(settings)
-        status = gather(client.get_default_database("likeastore"), utcnow(), settings.heartbeat_seconds)
-    except (PyMongoError, ValueError) as exc:
-        if check:
-            print(f"UNKNOWN: cannot read MongoDB: {db_error(exc, settings)}")
-            return UNKNOWN
-        print(f"collector: cannot read MongoDB: {db_error(exc, settings)}", file=sys.stderr)
-        return EXIT_DATABASE
-    if check:
-        code, line = check_status(status, settings, warn, crit)
-        print(line)
-        return code
-    print(dumps(status) if as_json else render(status))
-    return EXIT_OK
-
-
-def healthcheck(settings: Settings, ready: bool, timeout: float) -> int:
-    """`collector healthcheck`: this instance's own /healthz (or /readyz), for container health checks."""
-    import urllib.error
-    import urllib.request
-
-    if not settings.metrics_port:
-        print("collector: METRICS_PORT is not set, so this instance serves no health endpoint", file=sys.stderr)
-        return EXIT_NO
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(settings.metrics_addr, settings.metrics_addr)
-    host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{settings.metrics_port}/{'readyz' if ready else 'healthz'}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            code, body = reply.status, reply.read(1024)
-    except urllib.error.HTTPError as error:
-        code, body = error.code, error.read(1024)
-    except (OSError, ValueError) as exc:
-        print(f"unhealthy: {url} did not answer ({getattr(exc, 'reason', None) or exc})")
-        return EXIT_NO
-    print(("healthy: " if code == 200 else "unhealthy: ") + printable(body.decode("utf-8", "replace").strip()))
-    return EXIT_OK if code == 200 else EXIT_NO
-
-
-def networks_command(settings: Settings, args: argparse.Namespace) -> int:
-    from .jsonout import dumps
-    from .ops import networks as admin
-    from .sdk.timeutil import utcnow
-
-    now = utcnow()
-    code = EXIT_OK
-    try:
-        db = mongo_client(settings).get_default_database("likeastore")
-        if args.verb == "list":
-            list_command(db, args, now)
-        elif args.verb == "show":
-            for network in admin.find(db, args.key):
-                print(dumps(admin.shown(network, now)))
-        elif args.verb == "run":
-            return run_network(db, settings, args.id, args.dry_run, now)
-        else:
-            if args.verb == "enable":
-                lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
-            else:
-                lines = admin.reset(db, now, args.ids, args.dry_run)
-            print("\n".join(printable(line) for line in lines) if lines else f"no network to {args.verb}")
-            code = EXIT_NO if lines.refused else EXIT_OK
-    except admin.AdminError as exc:
-        print(f"collector: {printable(str(exc))}", file=sys.stderr)
-        return EXIT_NO
-    except PyMongoError as exc:
-        print(f"collector: cannot reach MongoDB: {db_error(exc, settings)}", file=sys.stderr)
-        return EXIT_DATABASE
-    if getattr(args, "dry_run", False):
-        print("(dry run: nothing changed)")
-    return code
-
-
-def list_command(db: Any, args: argparse.Namespace, now: datetime) -> None:
-    """`networks list`: the rows, and a line saying so when --limit cut the list."""
-    from .jsonout import dumps
-    from .ops import networks as admin
-
-    rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
-    total = admin.count_networks(db, now, args.service, args.user, args.state) if len(rows) >= args.limit else len(rows)
-    if args.json:
-        print(dumps(rows))
-    else:
-        print(render_rows(rows, now))
-    if total > len(rows):
-        note = f"{len(rows):,} of {total:,} shown; use --limit"
-        print(note, file=sys.stderr if args.json else sys.stdout)
-
-
-def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datetime) -> int:
-    """`collector networks run`: the network's requests as they happen, then its items and state change."""
-    from .engine import Collector
-    from .jsonout import dumps
-    from .ops.networks import AdminError, masked, parse_id
-    from .sdk.http import where
-    from .sdk.redaction import redact
-
-    collector = Collector(
-        db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1, ensure_indexes=not dry_run
-    )
-
-    def show(response: Any, *args: Any, **kwargs: Any) -> None:
-        ms = response.elapsed.total_seconds() * 1000
-        print(printable(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)"))
-
-    collector.http.session.hooks["response"].append(show)
-    try:
-        result, saved = collector.run_one(parse_id(key), now, dry_run=dry_run)
-    except LookupError as exc:
-        raise AdminError(str(exc)) from None
-    finally:
-        collector.close()
-    error = f" — {printable(redact(result.error.message))}" if result.error is not None else ""
-    print(f"status: {result.status}{error}")
-    titles = [printable(str(item.get("title") or item.get("itemId"))[:80]) for item in result.items[:5]]
-    print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
-    values = masked(dict(result.update.values))
-    print("state: " + dumps({"set": values, "unset": sorted(result.update.unset)}, indent=None))
-    if saved is None:
-        print("(dry run: nothing written)")
-    else:
-        print(f"saved: {saved.new_items} new items, state {'saved' if saved.state_saved else 'not saved (lease lost)'}")
-    return 0 if result.error is None else 1
-
-
-HELD = {"disabled": "not until enabled", "unauthorized": "not until authorised", "skipped": "not while skipped"}
-
-
-def render_rows(rows: list[dict], now: datetime) -> str:
-    from .ops.networks import relative
-
-    lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
-    for r in rows:
-        kind = printable(str(r["lastErrorKind"]))[:24] if r["lastErrorKind"] is not None else None
-        error = " ".join(x for x in (kind, r["lastErrorAt"] and relative(r["lastErrorAt"], now)) if x) or "-"
-        at = r["scheduledTo"]
-        nxt = relative(at, now) if isinstance(at, datetime) else "now"
-        nxt = HELD.get(r["state"], nxt)
-        user, service, mode = (printable(str(r[k])) for k in ("user", "service", "mode"))
-        lines.append(
-            f"{r['id']:<24} {user[:28]:<28} {service[:13]:<13} {mode[:9]:<9} "
-            f"{r['state']:<12} {r['errors']:>6}  {error}  {nxt}"
-        )
-    if not rows:
-        lines.append("(no network matches)")
-    return "\n".join(lines)
 
 
 def list_connectors() -> int:
@@ -487,61 +261,6 @@ def list_connectors() -> int:
     for name in registry.names():
         print(f"{name}\t{'built-in' if registry.is_builtin(name) else 'third-party'}")
     return 0
-
-
-def mongo_client(settings: Settings) -> MongoClient:
-    """A tz-aware client; the URI's own serverSelectionTimeoutMS wins over our 10 s default."""
-    options: dict = {"tz_aware": True}
-    if "serverselectiontimeoutms" not in settings.mongodb_uri.lower():
-        options["serverSelectionTimeoutMS"] = 10_000
-    return MongoClient(settings.mongodb_uri, **options)
-
-
-def serve(
-    settings: Settings,
-    mode: str,
-    once: bool,
-    concurrency: int | None = None,
-    instance_id: str | None = None,
-    env_file: str | None = None,
-) -> int:
-    from functools import partial
-
-    from .daemon.process import Daemon, StartupSignals, StopDuringStartup
-    from .engine import Collector
-    from .sdk.redaction import SECRETS
-    from .settings import mask_text
-
-    log = logging.getLogger("collector")
-    SECRETS.add(settings.secrets())
-    early = StartupSignals().install()  # before the first blocking call: a SIGHUP then must not kill us
-    try:
-        client = mongo_client(settings)
-    except (PyMongoError, ValueError, TypeError) as exc:
-        print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        collector = Collector(
-            client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
-        )
-    except PyMongoError as exc:
-        log.error("cannot reach MongoDB: %s", db_error(exc, settings))
-        client.close()
-        return EXIT_DATABASE
-    except StopDuringStartup as stop:
-        log.info("%s during start-up: exiting", stop)
-        client.close()
-        return EXIT_OK
-    daemon = Daemon(collector, mode)
-    daemon.configure_logging = setup_logging
-    daemon.load_settings = partial(load_settings, env_file=env_file)
-    daemon.install_signal_handlers()
-    daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
-    try:
-        return daemon.run(once=once)
-    finally:
-        collector.close()
-        client.close()
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ def http_mock():
 @pytest.fixture
 def cli_db(monkeypatch, tmp_path):
     """The database the command line connects to: mongomock, injected where the CLI makes its client."""
-    from collector import cli
+    from collector.engine import store
 
     client = mongomock.MongoClient("mongodb://localhost:27017/likeastore_test", tz_aware=True)
-    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: client)
+    monkeypatch.setattr(store, "MongoClient", lambda uri, **options: client)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     return client.get_default_database()

@@ -9,6 +9,7 @@ from bson import ObjectId
 
 from collector import cli
 from collector.devtools.fakeapi import make_stars
+from collector.engine import store
 from collector.sdk import utcnow
 
 from helpers import TOKEN, GitHubStub, add_network
@@ -166,7 +167,7 @@ def test_an_unreachable_database_is_one_line_and_exit_3_for_every_command(monkey
                 "Unknown, servers: [<ServerDescription ('db.example', 27017) server_type: Unknown, rtt: None>]>"
             )
 
-    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: Down())
+    monkeypatch.setattr(store, "MongoClient", lambda uri, **options: Down())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     for command in (["networks", "list"], ["networks", "show", "x@y.test"], ["networks", "reset", "1"], ["status"]):

@@ -14,7 +14,7 @@ from collector import cli
 from collector.daemon import Daemon
 from collector.devtools import demo
 from collector.devtools.fakeapi import make_stars
-from collector.engine import Collector
+from collector.engine import Collector, store
 from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.timeutil import utcnow
@@ -31,7 +31,7 @@ def shared_client(monkeypatch, tmp_path):
         assert given_uri == uri and options["tz_aware"] is True
         return client
 
-    monkeypatch.setattr(cli, "MongoClient", connect)
+    monkeypatch.setattr(store, "MongoClient", connect)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     monkeypatch.setenv("GITHUB_API_URL", "https://api.github.test")

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from collector import cli
+from collector.daemon import logs
+from collector.engine import store
 from collector.engine.store import Store
 from collector.ops.status import CRITICAL, check, gather, render
 from collector.sdk.timeutil import utcnow
@@ -65,7 +67,7 @@ def fresh_db():
 
 def run_cli(monkeypatch, client, argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    monkeypatch.setattr(cli, "MongoClient", lambda uri, **options: client)
+    monkeypatch.setattr(store, "MongoClient", lambda uri, **options: client)
     monkeypatch.setattr("sys.stdout", out)
     monkeypatch.setattr("sys.stderr", err)
     try:
@@ -144,11 +146,11 @@ def test_a_text_log_record_is_one_line_whatever_it_quotes(user, message):
 
 
 def test_a_json_log_line_is_strict_ascii_json(capsys):
-    cli.setup_logging("INFO", "json")
+    logs.setup_logging("INFO", "json")
     try:
         logging.getLogger("collector.run").info("run user=%s", "a\u202eb\nc", extra={"run": {"ratio": float("nan")}})
     finally:
-        cli.setup_logging("WARNING")
+        logs.setup_logging("WARNING")
     line = capsys.readouterr().err.strip()
     assert line.isascii() and "\n" not in line
     record = json.loads(line, parse_constant=lambda c: pytest.fail(c))

@@ -10,7 +10,8 @@ import socket
 import pytest
 
 from collector import cli
-from collector.engine import Collector
+from collector.daemon import logs
+from collector.engine import Collector, store
 from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import Transient
@@ -187,15 +188,15 @@ def test_the_uris_own_server_selection_timeout_is_respected(in_tmp, monkeypatch,
         def __init__(self, given, **options):
             seen.update(options, uri=given)
 
-    monkeypatch.setattr(cli, "MongoClient", Client)
-    cli.mongo_client(load_settings())
+    monkeypatch.setattr(store, "MongoClient", Client)
+    store.connect(load_settings())
     assert seen["uri"] == uri and seen.get("serverSelectionTimeoutMS") == expected and seen["tz_aware"] is True
 
 
 def test_json_log_lines_redact_messages_and_tracebacks(capsys):
     SECRETS.add(["json-secret-token-98765"])
     try:
-        cli.setup_logging("INFO", "json")
+        logs.setup_logging("INFO", "json")
         try:
             raise ValueError("refused json-secret-token-98765")
         except ValueError:

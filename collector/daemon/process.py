@@ -16,8 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pymongo.errors import PyMongoError
+
 from ..engine import Collector
 from ..engine.events import Observer
+from ..exitcodes import EXIT_DATABASE, EXIT_OK, EXIT_USAGE
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError, load_settings
 from .reload import changed, merge
@@ -48,6 +51,8 @@ class Daemon:
         self.reload_wanted = False
         self.load_settings: Callable[[], Settings] = load_settings
         self.configure_logging: Callable[[str, str], None] | None = None  # the CLI's: level and format
+        self.on_idle: Callable[[], object] | None = None  # called before each idle wait (the demo stars something)
+        self.before_exit: Callable[[], object] | None = None  # called after the loop, before the heartbeat goes
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.on_signal)
@@ -105,6 +110,8 @@ class Daemon:
 
     def idle(self, seconds: float) -> None:
         """The loop's wait when nothing is due: until `seconds` pass, a stop, or a job is handed to the loop."""
+        if self.on_idle is not None:
+            self.on_idle()
         if self.wakeup.wait(seconds):
             self.wakeup.clear()
 
@@ -215,6 +222,23 @@ class Daemon:
             finally:
                 log.info("collector %s stopped", self.mode)
             return 0
+        self.start_up()
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.collector.serve(self.mode, should_stop=self.stopping.is_set, wait=self.idle)
+                except Exception:
+                    pause = self.collector.settings.loop_idle_pause
+                    log.exception("dispatch loop failed; starting again in %gs", pause)
+                    self.stopping.wait(pause)
+        finally:
+            self.shut_down()
+        log.info("collector %s stopped", self.mode)
+        return 0
+
+    def start_up(self) -> None:
+        """The one place a daemon is wired: heartbeat (and its first beat), READY=1, the watchdog, the reloader,
+        /metrics, /healthz and /readyz, the recurring jobs. The CLI's daemon and the demo both come through here."""
         from .. import __version__
         from .heartbeat import Heartbeat
 
@@ -228,27 +252,24 @@ class Daemon:
         self.notifier.send("READY=1", f"STATUS={self.mode}: started")
         self.collector.observers.add(Watchdog(self.notifier, self.mode, self.collector.database))
         self.collector.observers.add(Reloader(self))
-        self.metrics_server = self.start_metrics(__version__)
+        if self.metrics_server is None:  # (the demo serves them from its first pass on)
+            self.metrics_server = self.start_metrics(__version__)
         self.jobs = self.start_jobs()
-        self.collector.observers.notify("on_tick", 0)  # the start itself is progress (watchdog, /healthz)
-        try:
-            while not self.stopping.is_set():
-                try:
-                    self.collector.serve(self.mode, should_stop=self.stopping.is_set, wait=self.idle)
-                except Exception:
-                    pause = self.collector.settings.loop_idle_pause
-                    log.exception("dispatch loop failed; starting again in %gs", pause)
-                    self.stopping.wait(pause)
-        finally:
+        self.collector.observers.notify("on_tick", 0)  # the start itself: the loop is alive (watchdog, /healthz)
+
+    def shut_down(self) -> None:
+        """Jobs stopped, metrics closed, the heartbeat removed (a clean exit: no longer listed)."""
+        if self.before_exit is not None:
+            self.before_exit()
+        if self.jobs is not None:
             self.jobs.stop()
-            if self.metrics_server is not None:
-                self.metrics_server.close()
-            try:
-                self.heartbeat.close()  # a clean exit: no longer listed
-            except Exception as exc:
-                log.warning("removing the heartbeat failed (%s); it expires", type(exc).__name__)
-        log.info("collector %s stopped", self.mode)
-        return 0
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+        try:
+            if self.heartbeat is not None:
+                self.heartbeat.close()
+        except Exception as exc:
+            log.warning("removing the heartbeat failed (%s); it expires", type(exc).__name__)
 
     def first_beat(self) -> None:
         """The first heartbeat, at once (the `heartbeat` job writes the next ones)."""
@@ -293,3 +314,51 @@ class Reloader(Observer):
     def on_tick(self, inflight: int) -> None:
         if self.daemon.reload_wanted:
             self.daemon.reload()
+
+
+def serve(
+    settings: Settings,
+    mode: str,
+    once: bool,
+    concurrency: int | None = None,
+    instance_id: str | None = None,
+    env_file: str | None = None,
+) -> int:
+    from functools import partial
+
+    from ..engine import Collector
+    from ..engine.store import connect, short_error
+    from ..sdk.redaction import SECRETS
+    from ..settings import load_settings, mask_text
+    from .logs import setup_logging
+
+    log = logging.getLogger("collector")
+    SECRETS.add(settings.secrets())
+    early = StartupSignals().install()  # before the first blocking call: a SIGHUP then must not kill us
+    try:
+        client = connect(settings)
+    except (PyMongoError, ValueError, TypeError) as exc:
+        print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        collector = Collector(
+            client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
+        )
+    except PyMongoError as exc:
+        log.error("cannot reach MongoDB: %s", short_error(exc, settings))
+        client.close()
+        return EXIT_DATABASE
+    except StopDuringStartup as stop:
+        log.info("%s during start-up: exiting", stop)
+        client.close()
+        return EXIT_OK
+    daemon = Daemon(collector, mode)
+    daemon.configure_logging = setup_logging
+    daemon.load_settings = partial(load_settings, env_file=env_file)
+    daemon.install_signal_handlers()
+    daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
+    try:
+        return daemon.run(once=once)
+    finally:
+        collector.close()
+        client.close()

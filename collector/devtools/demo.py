@@ -32,6 +32,14 @@ DEMO_USERS = (
 MAX_PASSES = 100
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def seed(db, fake: FakeGitHub) -> None:
     for i, (name, count, quota) in enumerate(DEMO_USERS):
         email = f"{name}@demo.likeastore"
@@ -89,42 +97,25 @@ def settle(collector: Collector, db, networks: int, out) -> int:
 
 
 def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
-    """The normal-mode daemon loop over the demo users (each polled every 5 s, a new star now and then) with the
-    daemon's own recurring jobs (heartbeat, housekeeping, gauges: every series the dashboard reads) until Ctrl-C
-    or SIGTERM; then what `collector status` shows."""
-    import signal
-
-    from .. import __version__
-    from ..daemon.heartbeat import Heartbeat
+    """The normal-mode daemon, wired as the CLI's is (Daemon.run: heartbeat, jobs, metrics, signals), polling the
+    demo users every 5 s (a new star now and then) until Ctrl-C or SIGTERM; then what `collector status` shows."""
     from ..ops.status import gather, render
 
     collector = daemon.collector
-
-    def stop(*_: object) -> None:
-        daemon.stopping.set()
-        daemon.wakeup.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stop)
     collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
-    daemon.heartbeat = Heartbeat(collector.store, "demo-normal", "normal", 5, __version__)
-    collector.observers.add(daemon.heartbeat)
-    daemon.heartbeat.beat()
-    jobs = daemon.start_jobs()
     names = [name for name, _, _ in DEMO_USERS]
     starred = {"n": 0}
 
-    def wait(seconds: float) -> None:  # the idle wait: a user stars something, then the loop looks again
+    def star() -> None:  # before each idle wait: a user stars something, then the loop looks again
         starred["n"] += 1
         name = names[starred["n"] % len(names)]
         fake.star(f"demo-token-{name}", make_star(9_000 + starred["n"], datetime.now(UTC)))
-        daemon.idle(seconds)
 
+    daemon.on_idle = star
+    daemon.before_exit = lambda: print(render(gather(db, datetime.now(UTC), 5)), file=out)
+    daemon.install_signal_handlers()
     print("demo: polling the demo users every 5 s; Ctrl-C to stop", file=out, flush=True)
-    collector.serve("normal", should_stop=daemon.stopping.is_set, wait=wait)
-    jobs.stop()
-    print(render(gather(db, datetime.now(UTC), 5)), file=out)
-    daemon.heartbeat.close()
+    daemon.run()
 
 
 def run(out=sys.stdout, metrics_port: int | None = None) -> int:
@@ -134,16 +125,16 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
     seed(db, fake)
     networks = db.networks.count_documents({})
     with FakeServer(fake) as url:
-        collector = Collector(db, demo_settings(url), instance_id="demo-normal")
+        settings = demo_settings(url)
+        if metrics_port is not None:  # the daemon serves them (port 0: a free one, picked here)
+            settings = settings.with_(metrics_port=metrics_port or free_port(), metrics_addr="127.0.0.1")
+            print(f"demo: metrics at http://127.0.0.1:{settings.metrics_port}/metrics, /healthz and /readyz", file=out)
+        collector = Collector(db, settings, instance_id="demo-normal")
         daemon = Daemon(collector, "normal")
         if metrics_port is not None:
             from .. import __version__
-            from ..daemon.metrics import MetricsServer
 
-            daemon.metrics = daemon.make_metrics(__version__)
-            collector.observers.add(daemon.metrics)
-            server = MetricsServer(daemon.metrics, "127.0.0.1", metrics_port)
-            print(f"demo: metrics at http://127.0.0.1:{server.port}/metrics and /healthz", file=out)
+            daemon.metrics_server = daemon.start_metrics(__version__)
         print(f"demo: fake GitHub API at {url}, {networks} networks, {fake.total_stars()} stars", file=out)
         rate_limited = settle(collector, db, networks, out)
         for name in ("ada", "eve"):  # users keep starring while the collector runs
@@ -165,9 +156,8 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
             "elapsed_s": round(time.perf_counter() - started, 2),
         }
         print(json.dumps(summary), file=out, flush=True)
-        if daemon.metrics is not None:
+        if metrics_port is not None:
             keep_polling(daemon, db, fake, out)
-            server.close()
         collector.close()
     ok = summary["networks_normal"] == networks and summary["items"] == summary["items_expected"]
     return 0 if ok else 1

@@ -10,13 +10,16 @@ the unique index on (user, type, itemId) is created as well, so that items writt
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
+from pymongo import MongoClient
 from pymongo.database import Database
 
+from ...settings import Settings, mask_text
 from .filters import (
     BAD_EPOCH,
     DUPLICATE_KEY,
@@ -107,7 +110,25 @@ class Store(NetworkStore, ItemStore):
             setattr(self, name, watched)
 
 
+def connect(settings: Settings) -> MongoClient:
+    """The client of the daemon and the operator's tools: tz-aware; the URI's own serverSelectionTimeoutMS wins
+    over our 10 s default."""
+    options: dict = {"tz_aware": True}
+    if "serverselectiontimeoutms" not in settings.mongodb_uri.lower():
+        options["serverSelectionTimeoutMS"] = 10_000
+    return MongoClient(settings.mongodb_uri, **options)
+
+
+def short_error(exc: Exception, settings: Settings) -> str:
+    """A driver error in one short line: the server and the reason, without pymongo's topology dump; the URI's
+    password masked."""
+    text = re.sub(r" \(configured timeouts:[^)]*\)", "", mask_text(str(exc), settings.mongodb_uri))
+    return text.split(", Topology Description:")[0][:240]
+
+
 __all__ = [
+    "connect",
+    "short_error",
     "BAD_EPOCH",
     "DUPLICATE_KEY",
     "ITEM_KEY",
