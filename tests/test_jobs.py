@@ -139,6 +139,7 @@ def test_reloaded_intervals_and_cron_reschedule_the_jobs(db, settings):
     collector = Collector(db, settings.with_(heartbeat_seconds=15))
     daemon = Daemon(collector, "initial")
     daemon.heartbeat = Heartbeat(collector.store, "box-1", "initial", 15, "0")
+    collector.observers.add(daemon.heartbeat)  # as Daemon.start_up wires it: it follows reloads itself
     daemon.jobs = daemon.start_jobs()
     try:
         daemon.load_settings = lambda: settings.with_(heartbeat_seconds=5, inactive_sweep_cron="30 2 * * *")

@@ -219,7 +219,7 @@ def test_readiness_follows_the_database_and_a_stop_and_reloads_move_both_bounds(
         got[("collector_database_up", ())] == 0
         and got[("collector_database_errors_total", (("operation", "claim"),))] == 2
     )
-    metrics.on_settings(settings.with_(heartbeat_seconds=20, http_timeout=10))
+    metrics.on_settings(settings, settings.with_(heartbeat_seconds=20, http_timeout=10))
     assert (metrics.bound, metrics.database_bound) == (70, 40) and metrics.readiness()[0]
     database.record("beat", 0.01, None)
     metrics.stopping = True

@@ -83,3 +83,41 @@ def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemo
 
     with pytest.raises(SettingsError):
         load_settings(environ={"NORMAL_INTERVAL": "soon"}, cwd=tmp_path)
+
+
+def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_heartbeat(db, settings, hup):
+    """One hook: the reload applies to the engine, then every observer follows its own settings."""
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    collector = Collector(db, settings.with_(metrics_port=port, heartbeat_seconds=15, http_timeout=30))
+    daemon = Daemon(collector, "normal")
+    daemon.load_settings = lambda: settings.with_(metrics_port=port, heartbeat_seconds=40, http_timeout=30)
+    thread = threading.Thread(target=daemon.run)
+    thread.start()
+    try:
+        for _ in range(300):
+            if daemon.jobs is not None and daemon.metrics is not None:
+                break
+            time.sleep(0.02)
+        assert daemon.metrics.bound == 75 and daemon.heartbeat.every == 15
+        daemon.reload_wanted = True
+        daemon.wakeup.set()
+        for _ in range(300):
+            if daemon.metrics.bound != 75:
+                break
+            time.sleep(0.02)
+        assert daemon.metrics.bound == 3 * 40 + 30 and daemon.metrics.database_bound == 80
+        assert daemon.heartbeat.every == 40 and daemon.jobs.plans["heartbeat"] == "every 40s"
+        daemon.metrics.alive -= 120  # the loop silent for 120 s: within the new bound (150 s), past the old one
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as reply:
+            assert reply.status == 200
+    finally:
+        daemon.stopping.set()
+        daemon.wakeup.set()
+        thread.join(30)

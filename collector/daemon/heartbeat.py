@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine import Report
     from ..engine.run import RunResult
     from ..engine.store import Store
+    from ..settings import Settings
 
 WINDOW = 60.0  # seconds of the "last minute" counters
 
@@ -62,6 +63,9 @@ class Heartbeat(Observer):
         self.total["saveFailures"] += report.save_failures
         if report.save_failures:
             self.recent_failures.append((time.monotonic(), report.save_failures))
+
+    def on_settings(self, old: Settings, new: Settings) -> None:
+        self.every = new.heartbeat_seconds  # the interval the document states (status judges liveness by it)
 
     def on_tick(self, inflight: int) -> None:
         self.inflight = inflight  # written by the next beat

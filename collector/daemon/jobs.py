@@ -37,6 +37,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from ..engine.events import Observer
 from ..engine.loglimit import Throttle, held_note, reason_of
 from ..sdk.timeutil import utcnow
+from ..settings import Settings
 
 log = logging.getLogger("collector.jobs")
 # APScheduler's run_job logs every failure with its traceback and every miss; our listener writes those lines
@@ -177,6 +178,19 @@ class Jobs(Observer):
             self.scheduler.shutdown(wait=False)
         dropped = self.executor.discard() if self.executor._lock is not None else 0
         log.info("jobs stopped%s", f" ({dropped} waiting runs dropped)" if dropped else "")
+
+    def on_settings(self, old: Settings, new: Settings) -> None:
+        """A reload: the heartbeat interval, the sweep's time and the misfire grace follow the new settings."""
+        from .metrics import progress_bound
+
+        if self.stopped:
+            return
+        if new.heartbeat_seconds != old.heartbeat_seconds:
+            self.reschedule_every("heartbeat", new.heartbeat_seconds)
+        if new.inactive_sweep_cron != old.inactive_sweep_cron:
+            self.reschedule_cron("inactive-sweep", new.inactive_sweep_cron)
+        if progress_bound(new) != progress_bound(old):
+            self.set_grace(progress_bound(new))
 
     def on_tick(self, inflight: int) -> None:
         if self.should_stop():

@@ -181,11 +181,11 @@ class Metrics(Observer):
         self.last = self.alive = self.clock()
         self.last_progress.set(self.last)
 
-    def on_settings(self, settings: Settings) -> None:
+    def on_settings(self, old: Settings, new: Settings) -> None:
         """A reload: the bounds of /healthz and /readyz follow the new settings."""
         from ..engine.dbhealth import bound
 
-        self.bound, self.database_bound = progress_bound(settings), bound(settings)
+        self.bound, self.database_bound = progress_bound(new), bound(new)
 
     def zero(self, jobs: Iterable[str]) -> None:
         """Counters of every known label value start at 0, so the first event is an increase."""

@@ -76,10 +76,8 @@ class Daemon:
         if kept:
             log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
         applied = changed(old, merged)
-        self.collector.apply_settings(merged)
-        self.reschedule(old, merged)
-        if self.metrics is not None:
-            self.metrics.on_settings(merged)  # /healthz's and /readyz's bounds follow HEARTBEAT_SECONDS
+        self.collector.apply_settings(merged)  # the engine first, then everyone who follows settings
+        self.collector.observers.notify("on_settings", old, merged)
         if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
         log.info(
@@ -150,21 +148,6 @@ class Daemon:
         collector.observers.add(jobs)
         jobs.start()
         return jobs
-
-    def reschedule(self, old: Settings, new: Settings) -> None:
-        """A reload: the jobs follow the new heartbeat interval, sweep time and misfire grace."""
-        if self.jobs is None or self.jobs.stopped:
-            return
-        from .metrics import progress_bound
-
-        if new.heartbeat_seconds != old.heartbeat_seconds:
-            self.jobs.reschedule_every("heartbeat", new.heartbeat_seconds)
-            if self.heartbeat is not None:
-                self.heartbeat.every = new.heartbeat_seconds
-        if new.inactive_sweep_cron != old.inactive_sweep_cron:
-            self.jobs.reschedule_cron("inactive-sweep", new.inactive_sweep_cron)
-        if progress_bound(new) != progress_bound(old):
-            self.jobs.set_grace(progress_bound(new))
 
     def start_metrics(self, version: str) -> MetricsServer | None:
         """With METRICS_PORT set: /metrics and /healthz. A port that cannot be bound is logged as an error and

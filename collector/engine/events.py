@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
     from .run import RunResult
 
 log = logging.getLogger("collector.observers")
@@ -86,6 +87,9 @@ class Observer:
 
     def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
         """A database operation ended: how long it took and the error it raised (None: it answered)."""
+
+    def on_settings(self, old: Settings, new: Settings) -> None:
+        """A reload applied new settings to the engine: follow the ones this observer depends on."""
 
 
 class Observers:
