@@ -29,7 +29,7 @@ from collector.sdk import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collector.sdk import Connector
+    from collector.sdk import ConnectorAPI as Connector
 
 DEFAULT_PDS = "https://bsky.social"
 INVALID_HANDLE = "handle.invalid"  # com.atproto.identity.defs: the handle could not be verified

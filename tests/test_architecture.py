@@ -1,5 +1,7 @@
-"""The shape of the code, kept by tests: imports run one way (connectors -> collector.sdk <- engine), the daemon
-loads no dev tools, and the CLI's flags are not overwritten by a subcommand's defaults."""
+"""The shape of the code, kept by tests: the rooms and what each may import (docs/ARCHITECTURE.md, "Rooms"), only
+the store writes `networks`, `items` and `quotas`, no import cycle inside collector/, imports run one way
+(connectors -> collector.sdk <- engine), the daemon loads no dev tools, and the CLI's flags are not overwritten by
+a subcommand's defaults."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def test_the_sdk_imports_no_engine_module_and_no_connector():
 
 
 def test_the_engine_reaches_connectors_only_through_the_registry_and_dev_tools_only_lazily():
-    for path in sorted((ROOT / "collector").glob("*.py")):
+    for path in sorted(p for p in (ROOT / "collector").rglob("*.py") if room_of(p) not in ("devtools", "testing")):
         for name in ours(imports(path)):
             assert not name.startswith("connectors"), f"{path.name} imports {name}"
         for name in ours(imports(path, top_level_only=True)):
@@ -72,7 +74,7 @@ def test_the_engine_reaches_connectors_only_through_the_registry_and_dev_tools_o
 
 
 def test_dev_tools_and_the_kit_are_not_imported_by_the_engine_or_the_sdk():
-    for path in [*ROOT.glob("collector/*.py"), *ROOT.glob("collector/sdk/*.py")]:
+    for path in [p for p in ROOT.glob("collector/**/*.py") if room_of(p) not in ("devtools", "testing")]:
         for name in ours(imports(path)):
             if name.startswith("collector.testing"):
                 raise AssertionError(f"{path} imports {name}")
@@ -129,3 +131,169 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
         source = (ROOT / "collector" / path).read_text()
         last = name.split(".")[-1]
         assert re.search(rf"\b(def|class) {last}\b", source), f"{path}:{name}"
+
+
+# --- rooms ---------------------------------------------------------------------------------------------------------
+KERNEL = ("collector.settings", "collector.textout", "collector.jsonout", "collector.exitcodes")
+ROOMS = {  # room -> the collector modules it may import (prefixes); cli.py may import everything
+    "sdk": ("collector.sdk", "collector.settings"),
+    "engine": ("collector.engine", "collector.sdk", *KERNEL),
+    "daemon": ("collector.daemon", "collector.engine", "collector.sdk", *KERNEL, "collector.__version__"),
+    "ops": ("collector.ops", "collector.engine.store", "collector.sdk", *KERNEL),
+    "kernel": KERNEL,
+}
+OPS_ENGINE_PUBLIC = {"collector.engine", "collector.engine.Collector"}  # ops may use the engine's public names
+
+
+def room_of(path: Path) -> str:
+    parts = path.relative_to(ROOT / "collector").parts
+    if len(parts) == 1:
+        name = path.stem
+        return {"cli": "cli", "__init__": "package", "__main__": "cli"}.get(name, "kernel")
+    return parts[0]
+
+
+def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
+    rooms = {room_of(p) for p in (ROOT / "collector").rglob("*.py")}
+    assert rooms == {"cli", "package", "kernel", "sdk", "engine", "daemon", "ops", "devtools", "testing"}, rooms
+    for path in sorted((ROOT / "collector").rglob("*.py")):
+        room = room_of(path)
+        if room not in ROOMS:
+            continue
+        for name in ours(imports(path)):
+            if name.startswith("connectors") or name.split(".")[:2] == ["collector", "devtools"]:
+                raise AssertionError(f"{path.relative_to(ROOT)} ({room}) imports {name}")
+            if room == "ops" and name in OPS_ENGINE_PUBLIC:
+                continue
+            allowed = ROOMS[room]
+            assert (
+                name == "collector" and room == "daemon" or any(name == a or name.startswith(a + ".") for a in allowed)
+            ), f"{path.relative_to(ROOT)} ({room}) may not import {name}"
+
+
+def test_the_room_rule_fails_on_a_forbidden_import(tmp_path):
+    """The rule above, shown to bite: an engine module importing the daemon, ops importing engine internals."""
+    for room, line in (("engine", "from ..daemon import metrics"), ("ops", "from ..engine.dispatch import Dispatcher")):
+        fake = ROOT / "collector" / room / "_forbidden_probe.py"
+        fake.write_text(line + "\n")
+        try:
+            try:
+                test_every_module_lives_in_a_room_and_imports_only_what_its_room_may()
+            except AssertionError as exc:
+                assert "_forbidden_probe.py" in str(exc)
+            else:
+                raise AssertionError(f"a forbidden import in {room} passed")
+        finally:
+            fake.unlink()
+
+
+WRITES = {
+    "insert_one",
+    "insert_many",
+    "update_one",
+    "update_many",
+    "replace_one",
+    "delete_one",
+    "delete_many",
+    "bulk_write",
+    "find_one_and_update",
+    "find_one_and_replace",
+    "find_one_and_delete",
+    "create_index",
+    "create_indexes",
+    "drop",
+    "drop_index",
+    "drop_indexes",
+}
+GUARDED = {"networks", "items", "quotas"}
+
+
+def writes_outside_the_store(source: str) -> list[str]:
+    """Calls like `db.networks.update_one(...)`, `db["items"].insert_many(...)`,
+    `db.get_collection("quotas").delete_one(...)`: a write method on one of the guarded collections."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES):
+            continue
+        target = node.func.value
+        name = None
+        if isinstance(target, ast.Attribute):
+            name = target.attr
+        elif isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+            name = target.slice.value
+        elif isinstance(target, ast.Call) and target.args and isinstance(target.args[0], ast.Constant):
+            name = target.args[0].value
+        if name in GUARDED:
+            found.append(f"line {node.lineno}: {name}.{node.func.attr}")
+    return found
+
+
+def test_only_the_store_writes_networks_items_and_quotas():
+    store = ROOT / "collector" / "engine" / "store"
+    for path in sorted((ROOT / "collector").rglob("*.py")):
+        if store in path.parents or room_of(path) in ("devtools", "testing"):  # the fake data of the dev tools
+            continue
+        assert writes_outside_the_store(path.read_text()) == [], path.relative_to(ROOT)
+    assert writes_outside_the_store(
+        "db.networks.update_one({}, {})\ndb['items'].insert_many([])\ndb.get_collection('quotas').delete_one({})\n"
+    ) == ["line 1: networks.update_one", "line 2: items.insert_many", "line 3: quotas.delete_one"]
+    assert writes_outside_the_store("db.users.find({})\ndb.jobs.update_one({}, {})\n") == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import between collector/ modules, wherever it stands (top level, TYPE_CHECKING, inside a function)."""
+    modules = {}
+    for path in (ROOT / "collector").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rsplit(".", 1)[0] if "." in name else ""
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        names = {n for n in ours(imports(path)) if n.startswith("collector")}
+        # `from . import rules` names the package and the module: only the module is imported
+        names = {n for n in names if not any(m.startswith(n + ".") and m in modules for m in names)}
+        targets = {owner(n) for n in names}
+        graph[module] = {t for t in targets if t and t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_there_is_no_import_cycle_inside_collector():
+    assert cycles(import_graph()) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check bites

@@ -20,6 +20,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from ..engine.store import Store
 from ..settings import Settings
 from ..textout import printable
 from .logindates import UNREADABLE, login_date
@@ -51,6 +52,8 @@ def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, in
     Users come from one cursor sorted by email and read `batch` at a time, so memory stays bounded and every
     `users` document of one email is seen together, wherever the batches fall: the most recent login among
     them decides. A date that cannot be read counts as active (logged once per sweep, with how many)."""
+    store = db if isinstance(db, Store) else Store(db)  # the store writes `networks`; users are read here
+    db = store.db
     cutoff = now - timedelta(days=days)
     counts = {"users": 0, "skipped": 0, "revived": 0, "unreadable": 0}
     cursor = db.users.find({}, {"email": 1, "loginLastDate": 1}, allow_disk_use=True).sort("email", 1)
@@ -66,9 +69,9 @@ def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, in
             else:
                 verdicts.append((email, any(d >= cutoff for d in readable)))
             if len(verdicts) >= batch:
-                apply(db, verdicts, now, counts)
+                apply(store, verdicts, now, counts)
                 verdicts = []
-        apply(db, verdicts, now, counts)
+        apply(store, verdicts, now, counts)
     finally:
         cursor.close()
     if counts["unreadable"]:
@@ -98,19 +101,13 @@ def by_email(cursor: Any, counts: dict[str, int]) -> Iterator[tuple[str, list[An
         yield current, dates
 
 
-def apply(db: Any, verdicts: list[tuple[str, bool]], now: datetime, counts: dict[str, int]) -> None:
+def apply(store: Store, verdicts: list[tuple[str, bool]], now: datetime, counts: dict[str, int]) -> None:
     inactive = [email for email, active in verdicts if not active]
     active = [email for email, active in verdicts if active]
     if inactive:
-        counts["skipped"] += db.networks.update_many(
-            {"user": {"$in": inactive}, "skip": {"$ne": True}},
-            {"$set": {"skip": True, "skipReason": REASON}},
-        ).modified_count
+        counts["skipped"] += store.skip_inactive(inactive, REASON)
     if active:
-        counts["revived"] += db.networks.update_many(
-            {"user": {"$in": active}, "skip": True, "skipReason": REASON},
-            {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
-        ).modified_count
+        counts["revived"] += store.revive(active, REASON, now)
 
 
 class InactiveSweep:

@@ -27,7 +27,7 @@ from .sizing import claim_size, saturated_services, service_key
 from .store import DatabaseDown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .collector import Collector
+    from .resources import Resources
 
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
@@ -38,7 +38,7 @@ DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of fi
 class Dispatcher:
     def __init__(
         self,
-        collector: Collector,
+        collector: Resources,
         pending: deque,
         report: Report,
         clock: Callable[[], datetime],

@@ -17,7 +17,7 @@ from bson import ObjectId, json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.errors import InvalidId
 
-from ..engine.store import due_query
+from ..engine.store import Store, due_query
 from ..sdk.redaction import redact, secret_name
 from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
@@ -264,8 +264,7 @@ def _change(
             continue
         line, update = plan(network)
         if update is not None and not dry_run:
-            fence = {"_id": network["_id"], "leaseUntil": network.get("leaseUntil")}
-            if db.networks.update_one(fence, update).matched_count != 1:
+            if not Store(db).change_unless_leased(network["_id"], network.get("leaseUntil"), update):
                 lines.append(f"{what}: not changed: a collector took it (try again later)")
                 lines.refused += 1
                 continue

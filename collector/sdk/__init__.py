@@ -25,6 +25,7 @@ from .errors import (
 from .htmltext import first_line, html_to_text
 from .http import Http, bounded_decompress, where
 from .items import Item
+from .job import ConnectorAPI
 from .paging import BodyCursor, LinkCursor, Offset, Page, PagedConnector, PageNumber, Paging, body_true, link_next
 from .ratelimit import RateLimitHeaders, retry_after
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
@@ -32,6 +33,7 @@ from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, parse_iso, to_ms, utcnow
 
 __all__ = [
+    "ConnectorAPI",
     "AllOf",
     "Authentication",
     "BadResponse",

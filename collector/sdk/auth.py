@@ -15,7 +15,8 @@ from requests.auth import AuthBase
 from requests_oauthlib import OAuth1
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .connector import Connector, Job
+    from .job import ConnectorAPI as Connector
+    from .job import Job
 
 
 class Authentication(Protocol):

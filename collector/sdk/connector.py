@@ -23,6 +23,7 @@ from .auth import Authentication, Bearer
 from .errors import BadResponse, Malformed, NotConfigured, Quota, RateLimited, TokenExpired, Transient, Unauthorized
 from .http import Http, where
 from .items import Item
+from .job import Job
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS
 from .refresh import IdentityLookup, TokenRefresh
@@ -30,36 +31,6 @@ from .validate import check_identity
 
 ENTRY_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError)
 log = logging.getLogger("collector.connectors")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run of one network: its document (read only), the mode to run in, and the time."""
-
-    network: Mapping[str, Any]
-    mode: str  # 'initial' or 'normal' (a rateLimit network runs in its prevMode)
-    now: datetime
-
-    @property
-    def token(self) -> str:
-        return self.network["accessToken"]
-
-    def with_network(self, changes: Mapping[str, Any]) -> Job:
-        return Job({**self.network, **changes}, self.mode, self.now)
-
-    def state_int(self, name: str, default: int, minimum: int = 0) -> int:
-        value = self.network.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise Malformed(f"field {name!r} must be a whole number >= {minimum}, got {value!r}")
-        return value
-
-    def state_datetime(self, name: str) -> datetime | None:
-        value = self.network.get(name)
-        if value is None or isinstance(value, datetime):
-            return value
-        raise Malformed(f"field {name!r} must be a date, got {type(value).__name__}")
 
 
 @dataclass

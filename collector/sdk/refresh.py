@@ -17,7 +17,8 @@ from .timeutil import after
 from .validate import IDENTITY
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .connector import Connector, Job
+    from .job import ConnectorAPI as Connector
+    from .job import Job
 
 
 class TokenRefresh(Protocol):

@@ -175,3 +175,23 @@ class NetworkStore:
             if unavailable(exc):
                 raise
             return exc
+
+    # --- writes on behalf of the daemon's sweep and the operator's commands -----------------------------------
+    def skip_inactive(self, emails: list[str], reason: str) -> int:
+        """Networks of these users not skipped yet get `skip: true, skipReason: reason`; how many changed."""
+        return self.networks.update_many(
+            {"user": {"$in": emails}, "skip": {"$ne": True}}, {"$set": {"skip": True, "skipReason": reason}}
+        ).modified_count
+
+    def revive(self, emails: list[str], reason: str, now: datetime) -> int:
+        """Networks of these users skipped for `reason` (only ours) are taken back, scheduled now."""
+        return self.networks.update_many(
+            {"user": {"$in": emails}, "skip": True, "skipReason": reason},
+            {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
+        ).modified_count
+
+    def change_unless_leased(self, network_id: Any, lease_read: Any, update: dict) -> bool:
+        """An operator's change of one network, fenced on the lease as it was read: False when a collector
+        claimed the network meanwhile (the write matched nothing)."""
+        return self.networks.update_one({"_id": network_id, "leaseUntil": lease_read}, update).matched_count == 1
+
