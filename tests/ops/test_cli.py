@@ -141,6 +141,7 @@ def test_once_exits_nonzero_when_the_pass_fails(settings, monkeypatch):
     assert Daemon(collector, "initial").run(once=True) == 1
 
 
+@pytest.mark.system
 def test_demo_finishes_with_every_network_normal_and_every_star_collected():
     out = io.StringIO()
     assert demo.run(out=out) == 0

@@ -364,6 +364,7 @@ def test_running_out_of_descriptors_charges_no_network(db, settings, http_mock):
     assert collector.exhausted_at is not None and exhausted(OSError(errno.ENFILE, "x"))
 
 
+@pytest.mark.system
 def test_through_real_processes_a_hostile_user_forges_no_log_line_and_no_terminal_escape(tmp_path):
     from collector.devtools.mongowire import WireServer
 

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-UNIT = Path(__file__).resolve().parent.parent / "systemd" / "collector@.service"
+UNIT = Path(__file__).resolve().parents[2] / "systemd" / "collector@.service"
 REQUIRED = [
     "CapabilityBoundingSet=",
     "SystemCallFilter=@system-service",

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,7 +24,7 @@ from collector.engine import Collector
 
 from helpers import T0, TOKEN, GitHubStub, add_network
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -257,6 +258,7 @@ def test_a_failed_claim_round_is_no_progress_and_leaves_no_frozen_gauge(db, sett
     collector.close()
 
 
+@pytest.mark.system
 def test_the_demo_serves_every_series_the_dashboard_reads_and_promtool_accepts_the_scrape(tmp_path):
     import os
     import shutil
@@ -331,6 +333,7 @@ def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
     )
 
 
+@pytest.mark.system
 def test_the_metrics_server_bounds_its_connections_and_closes_silent_ones(monkeypatch):
     import threading
 

@@ -17,7 +17,7 @@ from collector.settings import settings_for_tests
 
 from helpers import T0, add_network, network
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 UTC = UTC
 KEYS = {
     "STACKEXCHANGE_KEY": "se-key-12345678",

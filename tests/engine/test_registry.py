@@ -18,7 +18,7 @@ from connectors.github import GitHubConnector
 
 from helpers import T0, add_network, network
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_example_module() -> types.ModuleType:
