@@ -2,7 +2,7 @@
 
 Three steps: `prepare` (checks, no I/O) gives a `Run` ready to execute, or the `RunResult` of a network that must
 not run now; `execute` (the connector: HTTP and mapping only, on a worker thread) gives its `RunResult`; the state
-change inside it comes from the pure rules in schedule.py. A `RunResult` is an immutable record, returned whole;
+change inside it comes from the pure rules in rules.py. A `RunResult` is an immutable record, returned whole;
 the engine saves it on its own thread.
 """
 

@@ -1,4 +1,4 @@
-"""Typed failures of one network run. The executor maps each class to a state change (see schedule.py)."""
+"""Typed failures of one network run. The executor maps each class to a state change (see engine/rules.py)."""
 
 from __future__ import annotations
 

@@ -194,4 +194,3 @@ class NetworkStore:
         """An operator's change of one network, fenced on the lease as it was read: False when a collector
         claimed the network meanwhile (the write matched nothing)."""
         return self.networks.update_one({"_id": network_id, "leaseUntil": lease_read}, update).matched_count == 1
-
