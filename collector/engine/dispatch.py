@@ -22,9 +22,8 @@ from ..sdk.errors import OutOfDescriptors
 from .events import Report, Saved
 from .leases import Leases
 from .run import Run, RunResult, crashed, execute, prepare
-from .saving import Saving
+from .saving import Backlog, Saving
 from .sizing import claim_size, saturated_services, service_key
-from .store import DatabaseDown
 
 if TYPE_CHECKING:  # pragma: no cover
     from .resources import Resources
@@ -51,13 +50,11 @@ class Dispatcher:
         self.clock = clock
         self.should_stop = should_stop
         self.inflight: dict[Future, Mapping[str, Any]] = {}
-        self.unsaved: list[Saving] = []
+        self.backlog = Backlog(collector.saver, collector.throttle)  # finished runs the database has not taken
         self.per_service: Counter = Counter()
         self.leases = Leases(
             collector.store, collector.instance_id, lambda: collector.lease, clock, self.held_ids, collector.throttle
         )
-        self.retry_at = 0.0
-        self.retries = 0
         self.stop_seen: float | None = None
         self.claims_open = False  # serve() claims as slots free up; a pass runs what it was given
         self.mode = report.mode
@@ -66,7 +63,7 @@ class Dispatcher:
 
     def run_pass(self) -> None:
         """Drive it as one pass: run what was claimed, until all of it is saved (or dropped)."""
-        while self.pending or self.inflight or self.unsaved:
+        while self.pending or self.inflight or self.backlog:
             self.step()
         self.leases.release()  # one last try for leases a failed release kept
 
@@ -81,9 +78,9 @@ class Dispatcher:
                 self.report.duration = REPORT_EVERY
                 self.c.observers.notify("on_pass", self.report)
                 self.report, report_at = Report(str(mode)), time.monotonic() + REPORT_EVERY
-            if self.stop_seen is not None and not (self.pending or self.inflight or self.unsaved):
+            if self.stop_seen is not None and not (self.pending or self.inflight or self.backlog):
                 break
-            if not (self.pending or self.inflight or self.unsaved):  # nothing due: wait until the next look
+            if not (self.pending or self.inflight or self.backlog):  # nothing due: wait until the next look
                 delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
                 if delay:
                     if not self.claim_failures and self.c.database.up:  # it answered "nothing due": progress
@@ -105,13 +102,13 @@ class Dispatcher:
             self.claim()
             results += self.dispatch()
             self.save(results)
-        elif self.unsaved:
-            self.pause()
+        elif self.backlog:
+            self.backlog.pause()
         self.leases.renew()
         self.expire()
         self.leases.release()
         self.c.observers.notify("on_tick", len(self.inflight))
-        self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved))
+        self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.backlog))
 
     def claim(self) -> None:
         """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
@@ -152,8 +149,8 @@ class Dispatcher:
         """How long to wait for a run to finish: until the next renewal, save retry, claim or tick is due."""
         now = time.monotonic()
         until = min(self.leases.renew_in(), self.c.settings.heartbeat_seconds)
-        if self.unsaved:
-            until = min(until, self.retry_at - now)
+        if self.backlog:
+            until = min(until, self.backlog.retry_in())
         if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
@@ -163,12 +160,6 @@ class Dispatcher:
 
     def saturated(self) -> set[str]:
         return saturated_services(self.per_service, self.pending, self.c.concurrency, self.c.service_cap)
-
-    def pause(self) -> None:
-        """Nothing running, saves waiting for the database: wait a little before the next try."""
-        delay = self.retry_at - time.monotonic()
-        if delay > 0:
-            time.sleep(min(delay, 0.25))
 
     def stopping(self) -> None:
         if self.pending:
@@ -223,29 +214,8 @@ class Dispatcher:
         return result
 
     def save(self, results: list[RunResult]) -> None:
-        if not results and (not self.unsaved or time.monotonic() < self.retry_at):
-            return
-        batch = self.unsaved + [Saving(result) for result in results]
-        started = time.perf_counter()
-        try:
-            self.c.saver.persist(batch, self.users)
-            self.unsaved, self.retries = [], 0
-        except DatabaseDown as exc:
-            self.unsaved = [s for s in batch if not s.state_saved]
-            self.report.save_failures += 1
-            self.retries += 1
-            self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
-            self.c.throttle.trouble(
-                "save",
-                "database unavailable while saving (%s): %d finished networks kept, retrying",
-                exc,
-                len(self.unsaved),
-                level=logging.ERROR,
-            )
-        self.report.db_seconds += time.perf_counter() - started
-        for saving in batch:
-            if saving.state_saved:
-                self.settle(saving, saving.outcome())
+        for saving in self.backlog.save(results, self.users, self.report):
+            self.settle(saving, saving.outcome())
 
     def settle(self, saving: Saving, saved: Saved) -> None:
         if not saved.dropped:
@@ -256,7 +226,7 @@ class Dispatcher:
     def expire(self) -> None:
         """Saves that waited for the database past their lease (or past a stop's grace) are dropped: the
         networks run again once another pass claims them, and their items are stored once all the same."""
-        if not self.unsaved:
+        if not self.backlog:
             return
         lapsed = self.leases.lapsed()
         grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
@@ -265,16 +235,15 @@ class Dispatcher:
         log.error(
             "dropping %d finished networks whose results could not be saved (%s); they run again "
             "when their leases lapse",
-            len(self.unsaved),
+            len(self.backlog),
             "lease lapsed" if lapsed else "stopping",
         )
-        for saving in self.unsaved:
+        for saving in self.backlog.take_all():
             self.report.dropped += 1
             self.settle(saving, saving.outcome(dropped=True))
-        self.unsaved = []
 
     def held_networks(self) -> list[Mapping[str, Any]]:
-        return [*self.inflight.values(), *self.pending, *(s.network for s in self.unsaved)]
+        return [*self.inflight.values(), *self.pending, *self.backlog.networks()]
 
     def held_ids(self) -> list:
         return [n["_id"] for n in self.held_networks()]
