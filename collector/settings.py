@@ -252,10 +252,10 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every secret value among the settings (app keys and secrets, the MongoDB password and secret URI
-        options): what log redaction must hide. Values under 8 characters are not keys (flags, ports)."""
+        options): what log redaction must hide. Values under 6 characters are not keys (flags, ports)."""
         values = uri_secrets(self.mongodb_uri)
         values += [
-            v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 8
+            v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 6
         ]
         return [v for v in values if v]
 
@@ -287,18 +287,29 @@ def mask(name: str, value: Any) -> Any:
 SECRET_OPTION = re.compile(r"pass|secret|token|key|credential", re.IGNORECASE)
 
 
+def split_credentials(uri: str) -> tuple[str, str | None, str]:
+    """(scheme://, the userinfo or None, everything after its "@"), found without parsing the URI: a password
+    may hold "/", "?", "#" or "@" unescaped, which would make a URL parser misplace it (and quote it whole in its
+    error). The userinfo runs to the last "@" (over-masking an "@" in an option value is the safe mistake)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or "@" not in rest:
+        return uri, None, ""
+    userinfo, _, after = rest.rpartition("@")
+    return scheme + sep, userinfo, after
+
+
 def mask_uri(uri: str) -> str:
     """The URI with its password and every secret-looking option value (tlsCertificateKeyFilePassword,
-    AWS_SESSION_TOKEN inside authMechanismProperties, ...) replaced by ***."""
+    AWS_SESSION_TOKEN inside authMechanismProperties, ...) replaced by ***. The password is masked before any
+    parsing."""
+    head, userinfo, after = split_credentials(uri)
+    if userinfo is not None and ":" in userinfo:
+        uri = f"{head}{userinfo.split(':', 1)[0]}:***@{after}"
     try:
         parts = urlsplit(uri)
     except ValueError:
-        return "***"
+        return head + "***" if userinfo is not None else "***"
     netloc = parts.netloc
-    if "@" in netloc:
-        creds, host = netloc.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in creds else netloc
     options = []
     for pair in parts.query.split("&") if parts.query else []:
         name, sep, value = pair.partition("=")
@@ -319,15 +330,15 @@ def uri_secrets(uri: str) -> list[str]:
     """The secret values in a MongoDB URI (password, secret options), for log redaction."""
     from urllib.parse import unquote
 
+    found = []
+    head, userinfo, after = split_credentials(uri)
+    if userinfo is not None and ":" in userinfo:
+        found.append(userinfo.split(":", 1)[1])
+        uri = f"{head}{userinfo.split(':', 1)[0]}:***@{after}"
     try:
         parts = urlsplit(uri)
     except ValueError:
-        return []
-    found = []
-    if "@" in parts.netloc:
-        creds = parts.netloc.rsplit("@", 1)[0]
-        if ":" in creds:
-            found.append(creds.split(":", 1)[1])
+        return [v for s in found for v in {s, unquote(s)} if v]
     for pair in parts.query.split("&") if parts.query else []:
         name, _, value = pair.partition("=")
         if SECRET_OPTION.search(name):
@@ -445,7 +456,10 @@ def _parse(name: str, parse: Callable[[str], Any], text: str) -> Any:
     try:
         return parse(text.strip())
     except (TypeError, ValueError) as exc:
-        raise SettingsError(name, f"invalid value {mask(name, text)!r} ({exc})") from None
+        problem = f"invalid value {mask(name, text)!r} ({exc})"
+        if name == "MONGODB_URI":  # the parser's own words may quote the URI
+            problem = mask_text(problem, text)
+        raise SettingsError(name, problem) from None
 
 
 def settings_for_tests(**changes: Any) -> Settings:

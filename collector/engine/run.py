@@ -21,6 +21,7 @@ from ..sdk.connector import Connector, Job
 from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
 from ..sdk.http import Http
 from ..sdk.items import Item
+from ..sdk.redaction import redact as mask_everywhere
 from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
 from ..settings import Settings
 from . import rules as schedule
@@ -227,7 +228,9 @@ def fail(
     network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings, now: datetime, jitter: float
 ) -> RunResult:
     secrets = secrets_of(network) + secrets_of(error.refreshed)
-    error.message = redact(error.message, secrets)
+    # the network's own credentials, then every secret the process knows (app keys, client secrets) and every
+    # value of a credential's shape, wherever a server echoed it
+    error.message = mask_everywhere(redact(error.message, secrets))
     update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
     update = Update({**update.values, **error.refreshed}, update.unset)
     wait_until = error.reset if isinstance(error, RateLimited) else None

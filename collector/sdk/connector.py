@@ -25,7 +25,7 @@ from .http import Http, where
 from .items import Item
 from .job import Job
 from .ratelimit import RateLimitHeaders, retry_after
-from .redaction import SECRETS
+from .redaction import SECRETS, redact
 from .refresh import IdentityLookup, TokenRefresh
 from .validate import check_identity
 
@@ -213,7 +213,7 @@ class Connector(ABC):
         if isinstance(body, dict):
             for key in ("message", "error_message", "error", "detail"):
                 if isinstance(body.get(key), str):
-                    return body[key][:200]
+                    return redact(body[key][:4000])[:200]  # masked first, then cut: no fragment of a secret survives
         return response.reason or "error"
 
 
@@ -234,7 +234,7 @@ def entry_error(exc: BaseException) -> str:
         return f"missing field {str(exc)[:60]}"
     if isinstance(exc, RecursionError):
         return "nested too deeply"
-    return f"{type(exc).__name__}: {str(exc)[:100]}"
+    return f"{type(exc).__name__}: {redact(str(exc)[:4000])[:100]}"
 
 
 def dig(body: Any, path: tuple[str, ...]) -> Any:

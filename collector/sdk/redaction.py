@@ -33,7 +33,7 @@ _SHAPES = re.compile(
     r"""(?P<q1>\\*["'])?(?P<name>\b""" + SECRET_NAME + r""")(?P=q1)?(?P<sep>\s*[:=]\s*)"""
     r"""(?:(?P<schemed>(?:Bearer|Basic|OAuth|Digest|token)\s+[^\s"',\\]+)|(?P<esc>\\+")(?P<escaped>(?:(?!\\+").){0,8192})\\+"|"(?P<quoted>(?:[^"\\]|\\.){0,8192})"|'(?P<single>[^']{0,8192})'"""
     r"""|(?P<value>[^"'\s&,;)}\\]+))"""
-    r"""|(?P<scheme>\b(?:Bearer|bearer|Basic|OAuth|token)\s+)(?P<cred>[^\s"',\\]+)""",
+    r"""|(?P<scheme>\b(?:Bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
     re.IGNORECASE,
 )
 # values that are credentials by their shape alone, whatever field or text they sit in
