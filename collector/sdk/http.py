@@ -36,11 +36,12 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
+from .decoding import CHUNK, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .safeurl import is_public
 
 log = logging.getLogger(__name__)
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 
 
 class AddressRefused(Exception):
@@ -371,16 +372,13 @@ class Http:
         if length.isdigit() and int(length) > cap:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        try:
-            body = response.raw.read(cap + 1, decode_content=True) or b""
-        except urllib3.exceptions.DecodeError:
+        try:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
+            body = decode_body(
+                response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
+            )
+        except BadResponse as error:
             response.close()
-            raise BadResponse(
-                f"body could not be decoded ({response.headers.get('Content-Encoding')}): {what}", response.status_code
-            ) from None
-        if len(body) > cap:
-            response.close()
-            raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
+            raise BadResponse(f"{error.message}: {what}", response.status_code) from None
         response._content = body
         response._content_consumed = True  # type: ignore[attr-defined]
         response.raw.release_conn()

@@ -3,11 +3,13 @@ redirects inside. Assertions are about behaviour (cut, refused, clamped), never 
 
 from __future__ import annotations
 
+import gzip
 import json
 import signal
 import subprocess
 import sys
 import threading
+import zlib
 from datetime import timedelta
 from email.utils import format_datetime
 
@@ -23,7 +25,7 @@ from collector.sdk.http import Http, RedirectRefused, _Session
 from collector.settings import settings_for_tests
 
 from helpers import T0, TOKEN, add_network, network
-from rawserver import RawServer, gzip_bomb, response
+from rawserver import RawServer, response
 
 STAR = {
     "starred_at": "2026-05-01T10:00:00Z",
@@ -103,13 +105,29 @@ print(json.dumps({{"kind": kind, "base_mb": base, "peak_mb": peak(), "cap_mb": h
 """
 
 
-def test_a_gzip_bomb_is_refused_at_the_cap_with_bounded_memory():
-    bomb = gzip_bomb(400)  # about 400 KB on the wire, 400 MiB inflated
+def encoded_bomb(encoding: str, mib: int) -> bytes:
+    zeros = b"\0" * (mib * 2**20)
+    if encoding == "gzip":
+        return gzip.compress(zeros, 9)
+    if encoding == "deflate":
+        return zlib.compress(zeros, 9)
+    if encoding == "deflate-raw":
+        packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        return packer.compress(zeros) + packer.flush()
+    return gzip.compress(gzip.compress(zeros, 9), 9)  # gzip, gzip
+
+
+@pytest.mark.parametrize(
+    ("encoding", "header"),
+    [("gzip", "gzip"), ("deflate", "deflate"), ("deflate-raw", "deflate"), ("gzip, gzip", "gzip, gzip")],
+)
+def test_a_bomb_is_refused_at_the_cap_with_memory_bounded_whatever_the_encoding(encoding, header):
+    bomb = encoded_bomb(encoding, 400)  # well under 1 MB on the wire, 400 MiB decoded
 
     def script(conn, head, srv):
         if b"/bomb" in head:
             srv.send(
-                conn, response(headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}, body=bomb)
+                conn, response(headers={"Content-Encoding": header, "Content-Type": "application/json"}, body=bomb)
             )
         else:
             srv.send(conn, response(body=b"[]"))
@@ -121,9 +139,9 @@ def test_a_gzip_bomb_is_refused_at_the_cap_with_bounded_memory():
     result = json.loads(run.stdout)
     assert len(bomb) < 1024 * 1024
     assert result["kind"].startswith("badResponse") and "cap" in result["kind"]
-    # the default cap is 32 MiB; decoding while streaming keeps the peak within a few caps, not 400 MiB
-    assert result["cap_mb"] == 32
-    assert result["peak_mb"] - result["base_mb"] < 4 * result["cap_mb"]
+    assert result["cap_mb"] == 4  # the default: about 7 times the largest real page (a 100-star GitHub page)
+    # decoded one bounded step at a time: the peak grows by about the cap plus a small constant, any layering
+    assert result["peak_mb"] - result["base_mb"] < 1.5 * result["cap_mb"] + 4, result
 
 
 def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropped():
@@ -319,3 +337,49 @@ def test_which_addresses_count_as_public(address, public):
     from collector.sdk.safeurl import is_public
 
     assert is_public(address) is public
+
+
+CONCURRENT_BOMBS_CLIENT = """
+import json, resource, sys
+from concurrent.futures import ThreadPoolExecutor
+sys.path[:0] = {paths!r}
+from collector.sdk.http import Http
+from collector.sdk.errors import BadResponse
+from collector.settings import settings_for_tests
+def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+settings = settings_for_tests(github_api_url={url!r})
+http = Http(settings, pool_size=settings.concurrency)
+http.get({url!r} + "/warm-up")
+base = peak()
+def one(k):
+    try:
+        http.get({url!r} + "/bomb/" + str(k))
+        return "ok"
+    except BadResponse as exc:
+        return "badResponse"
+with ThreadPoolExecutor(settings.concurrency) as pool:
+    kinds = list(pool.map(one, range(settings.concurrency)))
+print(json.dumps({{"kinds": kinds, "base_mb": base, "peak_mb": peak(), "cap_mb": http.max_bytes / 2**20,
+                   "concurrency": settings.concurrency}}))
+"""
+
+
+def test_concurrency_hostile_hosts_at_once_stay_well_inside_the_units_memory_max():
+    bombs = {"gzip, gzip": encoded_bomb("gzip, gzip", 200), "deflate": encoded_bomb("deflate", 200)}
+
+    def script(conn, head, srv):
+        if b"/bomb/" in head:
+            encoding = "gzip, gzip" if int(head.split(b"/bomb/")[1].split(b" ")[0]) % 2 else "deflate"
+            srv.send(conn, response(headers={"Content-Encoding": encoding}, body=bombs[encoding]))
+        else:
+            srv.send(conn, response(body=b"[]"))
+
+    with RawServer(script) as server:
+        code = CONCURRENT_BOMBS_CLIENT.format(paths=sys.path, url=server.url)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["kinds"] == ["badResponse"] * result["concurrency"] == ["badResponse"] * 16
+    # the unit's MemoryMax is 1 GiB: 16 bombs at once add about 16 x (cap + a constant), far below it
+    grown = result["peak_mb"] - result["base_mb"]
+    assert grown < result["concurrency"] * (1.5 * result["cap_mb"] + 2) < 512, result

@@ -1,0 +1,81 @@
+"""A response body decoded with its memory bounded whatever the encoding: `Content-Encoding` layers (gzip,
+x-gzip, deflate — zlib-wrapped or raw —, identity; "gzip, gzip" is two layers) undone one bounded step at a time,
+so the decoded bytes held at any moment stay within the cap plus one chunk, however the layers are stacked
+(urllib3 inflates a whole network read per layer at once: a deflate or double-gzip bomb reached two and three
+times the cap before it was refused). The compressed input is bounded too: at most the cap.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+
+from .errors import BadResponse
+
+CHUNK = 64 * 1024  # bytes read from the socket, and produced by one decompression step
+
+
+class _Layer:
+    """One encoding undone: a zlib decompressor that yields at most CHUNK bytes per step, a new member after the
+    end of a gzip member, and raw deflate when zlib-wrapped deflate fails on the first bytes."""
+
+    def __init__(self, encoding: str):
+        self.encoding = encoding
+        self.wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self.started = False
+        self.obj = zlib.decompressobj(self.wbits)
+
+    def steps(self, data: bytes) -> Iterable[bytes]:
+        while data:
+            try:
+                piece = self.obj.decompress(data, CHUNK)
+            except zlib.error:
+                if self.encoding == "deflate" and not self.started and self.wbits > 0:
+                    self.wbits, self.obj = -zlib.MAX_WBITS, zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise
+            self.started = True
+            data = self.obj.unconsumed_tail
+            if self.obj.eof:
+                data = self.obj.unused_data.lstrip(b"\0")
+                if data:  # another gzip member follows
+                    self.obj = zlib.decompressobj(self.wbits)
+            yield piece
+
+    def finish(self) -> bytes:
+        return self.obj.flush(CHUNK)
+
+
+def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> bytes:
+    """The body from raw `chunks`, every layer of `content_encoding` undone; BadResponse past `cap` decoded bytes
+    (or compressed ones), or for an encoding this client never asked for."""
+    names = [e.strip().lower() for e in content_encoding.split(",") if e.strip()]
+    names = [n for n in names if n != "identity"]
+    unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
+    if unknown:
+        raise BadResponse(f"body in an encoding not asked for ({', '.join(unknown)[:60]})")
+    layers = [_Layer(n) for n in reversed(names)]  # the last applied comes off first
+    out = bytearray()
+    received = 0
+
+    def push(data: bytes, level: int) -> None:
+        if level == len(layers):
+            out.extend(data)
+            if len(out) > cap:
+                raise BadResponse(f"decoded body exceeds the {cap}-byte cap")
+            return
+        for piece in layers[level].steps(data):
+            push(piece, level + 1)
+
+    try:
+        for chunk in chunks:
+            received += len(chunk)
+            if received > cap:
+                raise BadResponse(f"body exceeds the {cap}-byte cap")
+            push(chunk, 0)
+        for level in range(len(layers)):
+            while tail := layers[level].finish():
+                push(tail, level + 1)
+    except zlib.error as exc:
+        raise BadResponse(f"body could not be decoded ({content_encoding[:40]}: {exc})") from None
+    return bytes(out)
