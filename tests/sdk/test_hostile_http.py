@@ -87,14 +87,16 @@ def test_a_trickling_network_gets_a_transient_error_and_the_others_run(db):
 
 
 BOMB_CLIENT = """
-import json, resource, sys
+import json, sys
 sys.path[:0] = {paths!r}
 from collector.sdk.http import Http
 from collector.sdk.errors import BadResponse
 from collector.settings import settings_for_tests
-def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import tracemalloc
+def peak(): return tracemalloc.get_traced_memory()[1] / 2**20  # Python's own allocations: what a body costs
 http = Http(settings_for_tests(github_api_url={url!r}))
 http.get({url!r} + "/warm-up")
+tracemalloc.start()
 base = peak()
 try:
     http.get({url!r} + "/bomb")
@@ -141,7 +143,7 @@ def test_a_bomb_is_refused_at_the_cap_with_memory_bounded_whatever_the_encoding(
     assert result["kind"].startswith("badResponse") and "cap" in result["kind"]
     assert result["cap_mb"] == 4  # the default: about 7 times the largest real page (a 100-star GitHub page)
     # decoded one bounded step at a time: the peak grows by about the cap plus a small constant, any layering
-    assert result["peak_mb"] - result["base_mb"] < 1.5 * result["cap_mb"] + 4, result
+    assert result["peak_mb"] - result["base_mb"] < result["cap_mb"] + 2, result  # measured: 4.8-4.9 MiB
 
 
 def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropped():
@@ -340,16 +342,18 @@ def test_which_addresses_count_as_public(address, public):
 
 
 CONCURRENT_BOMBS_CLIENT = """
-import json, resource, sys
+import json, sys
 from concurrent.futures import ThreadPoolExecutor
 sys.path[:0] = {paths!r}
 from collector.sdk.http import Http
 from collector.sdk.errors import BadResponse
 from collector.settings import settings_for_tests
-def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import tracemalloc
+def peak(): return tracemalloc.get_traced_memory()[1] / 2**20  # Python's own allocations: what a body costs
 settings = settings_for_tests(github_api_url={url!r})
 http = Http(settings, pool_size=settings.concurrency)
 http.get({url!r} + "/warm-up")
+tracemalloc.start()
 base = peak()
 def one(k):
     try:
@@ -382,4 +386,4 @@ def test_concurrency_hostile_hosts_at_once_stay_well_inside_the_units_memory_max
     assert result["kinds"] == ["badResponse"] * result["concurrency"] == ["badResponse"] * 16
     # the unit's MemoryMax is 1 GiB: 16 bombs at once add about 16 x (cap + a constant), far below it
     grown = result["peak_mb"] - result["base_mb"]
-    assert grown < result["concurrency"] * (1.5 * result["cap_mb"] + 2) < 512, result
+    assert grown < result["concurrency"] * (result["cap_mb"] + 2) < 512, result  # measured: 75 MiB
