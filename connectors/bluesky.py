@@ -23,6 +23,7 @@ from collector.sdk import (
     RateLimitHeaders,
     TokenExpired,
     Unauthorized,
+    entry_id,
     parse_iso,
     safe_base_url,
     where,
@@ -95,7 +96,7 @@ class BlueskyConnector(PagedConnector):
         profile = handle if handle and handle != INVALID_HANDLE else did  # the sentinel: link and name by DID
         rkey = post["uri"].rsplit("/", 1)[-1]
         return {
-            "itemId": post["uri"],
+            "itemId": entry_id(post["uri"]),
             "source": f"https://bsky.app/profile/{profile}/post/{rkey}",
             "description": record.get("text"),
             "authorName": author.get("displayName") or profile,

@@ -7,7 +7,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, PagedConnector, PageNumber, html_to_text, link_next, parse_iso
+from collector.sdk import Item, PagedConnector, PageNumber, entry_id, html_to_text, link_next, parse_iso
 
 
 class DribbbleConnector(PagedConnector):
@@ -22,7 +22,7 @@ class DribbbleConnector(PagedConnector):
         images = shot.get("images") or {}
         thumbnail = images.get("normal") or images.get("hidpi") or images.get("teaser")
         return {
-            "itemId": str(shot["id"]),
+            "itemId": entry_id(shot["id"]),
             "source": shot["html_url"],
             "title": shot.get("title"),
             "description": html_to_text(shot.get("description")),

@@ -14,7 +14,18 @@ from typing import Any
 import requests
 from typing_extensions import override
 
-from collector.sdk import BodyCursor, Item, Job, PagedConnector, Quota, RateLimited, Unauthorized, parse_iso, where
+from collector.sdk import (
+    BodyCursor,
+    Item,
+    Job,
+    PagedConnector,
+    Quota,
+    RateLimited,
+    Unauthorized,
+    entry_id,
+    parse_iso,
+    where,
+)
 
 THROTTLED = {4, 17, 32, 613}
 
@@ -54,7 +65,7 @@ class FacebookConnector(PagedConnector):
     def map(self, page: Any) -> Item:
         picture = ((page.get("picture") or {}).get("data") or {}).get("url")
         return {
-            "itemId": str(page["id"]),
+            "itemId": entry_id(page["id"]),
             "source": page.get("link") or f"https://www.facebook.com/{page['id']}",
             "title": page["name"],
             "name": page["name"],  # the original collector's field for it

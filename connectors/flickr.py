@@ -18,6 +18,7 @@ from collector.sdk import (
     PageNumber,
     Transient,
     Unauthorized,
+    entry_id,
     from_epoch,
     html_to_text,
     where,
@@ -71,7 +72,7 @@ class FlickrConnector(PagedConnector):
             else None
         )
         return {
-            "itemId": str(photo["id"]),
+            "itemId": entry_id(photo["id"]),
             "source": f"https://www.flickr.com/photos/{owner}/{photo['id']}",
             "title": photo.get("title") or None,
             "description": html_to_text((photo.get("description") or {}).get("_content")),

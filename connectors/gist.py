@@ -10,7 +10,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, Job, PagedConnector, PageNumber, link_next, parse_iso
+from collector.sdk import Item, Job, PagedConnector, PageNumber, entry_id, link_next, parse_iso
 
 from .github import PER_PAGE, GitHubAPI
 
@@ -29,7 +29,7 @@ class GistConnector(GitHubAPI, PagedConnector):
         owner = gist.get("owner") or gist.get("user") or {}  # `user` in older answers
         files = list((gist.get("files") or {}).keys())
         return {
-            "itemId": str(gist["id"]),
+            "itemId": entry_id(gist["id"]),
             "gist": True,
             "repo": "gist",
             "source": gist["html_url"],

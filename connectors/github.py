@@ -15,7 +15,7 @@ from typing import Any
 import requests
 from typing_extensions import override
 
-from collector.sdk import Connector, Item, Job, Result, parse_iso
+from collector.sdk import Connector, Item, Job, Result, entry_id, parse_iso
 
 PER_PAGE = 100
 POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
@@ -109,7 +109,7 @@ class GitHubConnector(GitHubAPI):
         repo = entry["repo"]
         owner = repo.get("owner") or {}
         return {
-            "itemId": str(repo["id"]),
+            "itemId": entry_id(repo["id"]),
             "source": repo["html_url"],
             "title": repo["full_name"],
             "name": repo["full_name"],  # the original collector's field for it

@@ -16,6 +16,7 @@ from collector.sdk import (
     LinkCursor,
     PagedConnector,
     RateLimitHeaders,
+    entry_id,
     html_to_text,
     parse_iso,
     safe_base_url,
@@ -37,7 +38,7 @@ class MastodonConnector(PagedConnector):
     def map(self, status: Any) -> Item:
         account = status.get("account") or {}
         return {
-            "itemId": str(status["id"]),
+            "itemId": entry_id(status["id"]),
             "source": status.get("url") or status["uri"],
             "title": html_to_text(status.get("spoiler_text")),
             "description": html_to_text(status.get("content")),

@@ -20,6 +20,7 @@ from collector.sdk import (
     OAuth2Refresh,
     PagedConnector,
     RateLimitHeaders,
+    entry_id,
     from_epoch,
 )
 
@@ -48,7 +49,7 @@ class RedditConnector(PagedConnector):
         kind, data = child["kind"], child["data"]
         comment = kind == "t1"
         return {
-            "itemId": data["name"],
+            "itemId": entry_id(data["name"]),
             "source": permalink(data, comment),
             "title": data.get("link_title") if comment else data["title"],
             "description": data.get("body") if comment else (data.get("selftext") or data.get("url")),

@@ -9,7 +9,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import UTC, Item, OAuth2Refresh, Offset, PagedConnector, body_true, parse_iso
+from collector.sdk import UTC, Item, OAuth2Refresh, Offset, PagedConnector, body_true, entry_id, parse_iso
 
 
 class SpotifyConnector(PagedConnector):
@@ -30,7 +30,7 @@ class SpotifyConnector(PagedConnector):
         images = album.get("images") or []
         cover = images[0].get("url") if images else None
         return {
-            "itemId": track["id"],
+            "itemId": entry_id(track["id"]),
             "source": track["external_urls"]["spotify"],
             "title": track["name"],
             "description": ", ".join(a.get("name", "") for a in artists) or None,

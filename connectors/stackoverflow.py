@@ -33,6 +33,7 @@ from collector.sdk import (
     after,
     body_true,
     bounded_decompress,
+    entry_id,
     from_epoch,
     html_to_text,
     where,
@@ -103,7 +104,7 @@ class StackOverflowConnector(PagedConnector):
         owner = question.get("owner") or {}
         title = html_to_text(question["title"])
         return {
-            "itemId": str(question["question_id"]),
+            "itemId": entry_id(question["question_id"]),
             "source": question.get("link") or f"https://stackoverflow.com/questions/{question['question_id']}",
             "title": title,
             "description": title,  # where the original collector kept the title

@@ -24,6 +24,7 @@ from collector.sdk import (
     PagedConnector,
     Paging,
     dig,
+    entry_id,
     first_line,
     from_epoch,
     html_to_text,
@@ -72,7 +73,7 @@ class TumblrConnector(PagedConnector):
         text = html_to_text(post.get("body") or post.get("caption") or post.get("description"))
         summary = html_to_text(post.get("summary"))
         return {
-            "itemId": str(post.get("id_string") or post["id"]),
+            "itemId": entry_id(post.get("id_string") or post["id"]),
             "source": post["post_url"],
             "title": html_to_text(post.get("title")) or summary or first_line(text),
             "description": text or summary,

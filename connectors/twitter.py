@@ -22,6 +22,7 @@ from collector.sdk import (
     PagedConnector,
     RateLimitHeaders,
     dig,
+    entry_id,
     parse_iso,
 )
 
@@ -63,7 +64,7 @@ class TwitterConnector(PagedConnector):
         author = self.users.get(post.get("author_id")) or {}
         username = author.get("username") or "i"
         return {
-            "itemId": str(post["id"]),
+            "itemId": entry_id(post["id"]),
             "source": f"https://x.com/{username}/status/{post['id']}",
             "description": post["text"],
             "authorName": author.get("username") or author.get("name"),  # the original kept the screen name

@@ -7,7 +7,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Bearer, Item, PagedConnector, PageNumber, RateLimitHeaders, body_true, parse_iso
+from collector.sdk import Bearer, Item, PagedConnector, PageNumber, RateLimitHeaders, body_true, entry_id, parse_iso
 
 
 class VimeoConnector(PagedConnector):
@@ -25,7 +25,7 @@ class VimeoConnector(PagedConnector):
         sizes = [s for s in (user.get("pictures") or {}).get("sizes") or [] if isinstance(s, dict)]
         sizes.sort(key=width)
         return {
-            "itemId": video["uri"].rsplit("/", 1)[-1],
+            "itemId": entry_id(video["uri"].rsplit("/", 1)[-1]),
             "source": video["link"],
             "title": video.get("name"),
             "description": video.get("description"),

@@ -22,6 +22,7 @@ from collector.sdk import (
     PagedConnector,
     RateLimited,
     as_utc,
+    entry_id,
     parse_iso,
     where,
 )
@@ -58,7 +59,7 @@ class YouTubeConnector(PagedConnector):
         )
         channel = snippet.get("channelId")
         return {
-            "itemId": video["id"],
+            "itemId": entry_id(video["id"]),
             "source": f"https://www.youtube.com/watch?v={video['id']}",
             "title": snippet["title"],
             "description": snippet.get("description"),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..sdk.connector import Result
 from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from ..sdk.validate import storable_text
 from ..settings import Settings
 
 
@@ -121,7 +122,12 @@ def on_failure(
         return Update({**limited.values, "lastExecution": now}, limited.unset)
     if isinstance(error, Interrupted):  # the collector is stopping: leave the network as it was, due again
         return Update()
-    last_error = {"status": error.status, "kind": str(error.kind), "message": redact(error.message, secrets), "at": now}
+    last_error = {
+        "status": error.status,
+        "kind": str(error.kind),
+        "message": storable_text(redact(error.message, secrets)),
+        "at": now,
+    }
     if isinstance(error, Unauthorized):
         return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now})
     if isinstance(error, Retired):
@@ -154,7 +160,11 @@ def with_skips(
     values = {
         **update.values,
         "skippedItems": min(total + count, 2**62),
-        "lastSkipped": {"count": count, "reason": reason, "at": now},
+        "lastSkipped": {
+            "count": count,
+            "reason": storable_text(reason) if isinstance(reason, str) else reason,
+            "at": now,
+        },
     }
     if refused:
         shown = "; ".join(f"item {item_id[:80]!r}: {why[:160]}" for item_id, why in refused[:MAX_REFUSED_SHOWN])
@@ -162,7 +172,7 @@ def with_skips(
         values["lastError"] = {
             "status": None,
             "kind": "itemRefused",
-            "message": f"refused by the database: {shown}{more}",
+            "message": storable_text(f"refused by the database: {shown}{more}"),
             "at": now,
         }
     return Update(values, update.unset)

@@ -24,7 +24,7 @@ from .errors import (
 )
 from .htmltext import first_line, html_to_text
 from .http import Http, bounded_decompress, where
-from .items import Item
+from .items import Item, entry_id
 from .job import ConnectorAPI
 from .paging import BodyCursor, LinkCursor, Offset, Page, PagedConnector, PageNumber, Paging, body_true, link_next
 from .ratelimit import RateLimitHeaders, retry_after
@@ -33,6 +33,7 @@ from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, parse_iso, to_ms, utcnow
 
 __all__ = [
+    "entry_id",
     "ConnectorAPI",
     "AllOf",
     "Authentication",

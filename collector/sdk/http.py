@@ -329,6 +329,13 @@ class Http:
         try:
             response = self.session.request(method, url, timeout=self.timeout, stream=True, **kwargs)
             code = str(response.status_code)
+            if 300 <= response.status_code < 400 and response.status_code != 304:
+                # redirects with a usable Location were followed: this one has none (or one nobody can follow).
+                # Never an empty page: that would end a history walk as if it were complete
+                response.close()
+                raise BadResponse(
+                    f"{response.status_code} redirect without a usable Location: {what}", response.status_code
+                )
             self._read_body(response, what)
             if entry.fired:
                 raise Transient("cut")  # a body ended by the watch may look complete: never trust it
@@ -348,6 +355,16 @@ class Http:
                 raise self._expired(entry, what) from None
             if exhausted(exc):
                 raise OutOfDescriptors(f"collector out of file descriptors: {what}") from None
+            if isinstance(
+                exc,
+                (
+                    requests.exceptions.InvalidURL,
+                    requests.exceptions.MissingSchema,
+                    requests.exceptions.InvalidSchema,
+                    requests.exceptions.URLRequired,
+                ),
+            ):
+                raise BadResponse(f"a redirect (or URL) that cannot be followed: {what}") from None
             if isinstance(exc, requests.Timeout):
                 raise Transient(f"timed out after {self.timeout:g}s: {what}") from None
             if isinstance(exc, (requests.ConnectionError, OSError, urllib3.exceptions.ProtocolError)):

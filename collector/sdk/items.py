@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
+
+MAX_ENTRY_ID = 512  # characters of a service's id; longer is not an id
+
+
+def entry_id(value: Any) -> str:
+    """A service's id of an entry as the itemId string: a non-empty string or a whole number (not a bool). A float
+    (1e16 would lose digits; NaN is no id), a bool, an object or an empty string raise ValueError, so the entry is
+    skipped and counted (never stored under "nan" or "True")."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"entry id must be a string or a whole number, got {type(value).__name__}")
+    text = str(value)
+    if not text.strip() or len(text) > MAX_ENTRY_ID:
+        raise ValueError("entry id is empty or too long")
+    return text
 
 
 class Item(TypedDict, total=False):

@@ -123,13 +123,17 @@ def check_network(network: Mapping[str, Any]) -> None:
 
 
 def check_state(state: Mapping[str, Any]) -> None:
-    """The state a connector returned must be storable and keep the network readable next time."""
+    """The state a connector returned must be storable and keep the network readable next time; a field that
+    cannot be (a cursor with unstorable characters, an absurd length) is named."""
     for name, value in state.items():
         check = NETWORK_FIELDS.get(name)
         problem = check(value) if check is not None and value is not None else None
         if problem is not None:
             got = f"{type(value).__name__}" if name in SECRET_FIELDS else _kind(value)
             raise BadResponse(f"the API gave a {name} the collector cannot keep: must be {problem}, got {got}")
+        problem = storable({str(name): value}, MAX_STATE_BYTES)
+        if problem is not None:
+            raise BadResponse(f"the API gave a {name} that cannot be stored: {problem.split(' (')[0]}")
     problem = storable(dict(state), MAX_STATE_BYTES)
     if problem is not None:
         raise BadResponse(f"state cannot be stored: {problem}")
@@ -254,3 +258,12 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else f"a string of {len(value)} characters"
     return type(value).__name__
+
+
+SURROGATES = re.compile("[\ud800-\udfff]")
+MAX_MESSAGE = 2000  # characters of an error message or skip reason kept in a network document
+
+
+def storable_text(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Text a server sent, made storable: lone surrogates (not UTF-8) as U+FFFD, cut to `limit` characters."""
+    return SURROGATES.sub("\ufffd", text[:limit])
