@@ -20,7 +20,8 @@ from pymongo.errors import PyMongoError
 
 from ..engine import Collector
 from ..engine.events import Observer
-from ..exitcodes import EXIT_DATABASE, EXIT_OK, EXIT_USAGE
+from ..engine.store import IndexRefused
+from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError, load_settings
 from .reload import changed, merge
@@ -327,6 +328,10 @@ def serve(
         collector = Collector(
             client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
         )
+    except IndexRefused as exc:  # without the unique key of items, items would be stored twice: no start
+        log.error("cannot start: %s", short_error(exc, settings))
+        client.close()
+        return EXIT_NO
     except PyMongoError as exc:
         log.error("cannot reach MongoDB: %s", short_error(exc, settings))
         client.close()

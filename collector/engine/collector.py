@@ -207,7 +207,13 @@ class Collector:
         the same token can start."""
         network = result.network
         if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
-            self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, result.wait_until)
+            until = result.wait_until
+            scheduled = result.update.values.get("scheduledTo")
+            if str(result.status) == "rateLimit" and isinstance(scheduled, datetime):
+                # the wait this network got (a reset already past waits RATE_LIMIT_MIN_WAIT): the token's other
+                # networks wait as long, instead of calling again at once
+                until = scheduled if until is None else max(until, scheduled)
+            self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, until)
 
     def forget(self, network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
         """The collector lets go of a network: its secrets no longer need hiding from the logs."""

@@ -73,9 +73,7 @@ def test_an_entry_whose_id_is_no_string_or_whole_number_is_skipped_and_counted(d
     assert network(db, doc)["skippedItems"] == 1
 
 
-@pytest.mark.parametrize(
-    "headers", [{}, {"Location": ""}, {"Location": "https://"}], ids=["none", "empty", "no-host"]
-)
+@pytest.mark.parametrize("headers", [{}, {"Location": ""}, {"Location": "https://"}], ids=["none", "empty", "no-host"])
 def test_a_redirect_without_a_usable_location_is_an_error_never_an_empty_page(db, settings, http_mock, headers):
     doc = add_network(db, page=3)
     http_mock.add(responses.GET, STARRED, status=302, headers=headers, body="")

@@ -38,7 +38,7 @@ from .filters import (
     usable_epoch,
 )
 from .networks import NetworkStore
-from .others import ItemStore
+from .others import IndexRefused, ItemStore
 
 OPERATIONS = (
     "beat",
@@ -127,6 +127,7 @@ def short_error(exc: Exception, settings: Settings) -> str:
 
 
 __all__ = [
+    "IndexRefused",
     "connect",
     "short_error",
     "BAD_EPOCH",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,22 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 from .filters import DUPLICATE_KEY, ITEM_KEY, USER_FIELDS, unavailable
 
 log = logging.getLogger("collector.engine.store")
+
+
+class IndexRefused(OperationFailure):
+    """The database refused an index the collector cannot run without (the unique key of items)."""
+
+
+def equivalent_exists(collection: Any, keys: list, options: dict) -> bool:
+    """An index on exactly these keys already exists with the uniqueness asked for (under another name)."""
+    try:
+        indexes = collection.index_information()
+    except Exception:
+        return False
+    return any(
+        list(info.get("key", [])) == list(keys) and bool(info.get("unique")) == bool(options.get("unique"))
+        for info in indexes.values()
+    )
 
 
 class ItemStore:
@@ -108,17 +125,37 @@ class ItemStore:
                 errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {str(exc)[:200]}"))
         return errors
 
-    def ensure_indexes(self) -> None:
-        self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)])
-        self._index(self.networks, [("leaseToken", ASCENDING)], sparse=True)
-        self._index(self.items, ITEM_KEY, unique=True)
-        self._index(self.items, [("date", ASCENDING)])  # `collector status`: items of the last hour and day
-        self._index(self.quotas, [("expiresAt", ASCENDING)], expireAfterSeconds=0)  # blocks vanish after them
-        self._index(self.collectors, [("heartbeatAt", ASCENDING)], expireAfterSeconds=86400)  # silent for a day
+    def ensure_indexes(self, attempts: int = 6, pause: float = 1.0) -> None:
+        """Create the indexes (idempotent). The unique index on items must exist before any item is written —
+        without it, items the original collector stored (random `_id`s) would be stored again — so a database
+        that cannot be reached is retried (`attempts` times, the pause doubling), then the start fails; it is
+        never worked around. Other indexes only speed things up: refused, they are logged and skipped."""
+        self._index(self.items, ITEM_KEY, attempts, pause, required=True, unique=True)
+        self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)], attempts, pause)
+        self._index(self.networks, [("leaseToken", ASCENDING)], attempts, pause, sparse=True)
+        self._index(self.items, [("date", ASCENDING)], attempts, pause)  # `status`: items of the last hour and day
+        self._index(self.quotas, [("expiresAt", ASCENDING)], attempts, pause, expireAfterSeconds=0)
+        self._index(self.collectors, [("heartbeatAt", ASCENDING)], attempts, pause, expireAfterSeconds=86400)
 
     @staticmethod
-    def _index(collection, keys, **options) -> None:
-        try:
-            collection.create_index(keys, **options)
-        except OperationFailure as exc:  # e.g. an existing index on the same keys with other options
-            log.warning("index %s on %s not created: %s", keys, collection.name, exc)
+    def _index(collection, keys, attempts: int, pause: float, required: bool = False, **options) -> None:
+        for attempt in range(1, attempts + 1):
+            try:
+                collection.create_index(keys, **options)
+                return
+            except OperationFailure as exc:
+                if required and not unavailable(exc) and not equivalent_exists(collection, keys, options):
+                    raise IndexRefused(f"the index {keys} on {collection.name} cannot be created: {exc}") from exc
+                if not unavailable(exc):  # e.g. an existing index on the same keys with other options
+                    log.warning("index %s on %s not created: %s", keys, collection.name, exc)
+                    return
+                error: Exception = exc
+            except Exception as exc:
+                if not unavailable(exc) or attempt == attempts:
+                    raise
+                error = exc
+            if attempt == attempts:
+                raise error
+            wait = pause * 2 ** (attempt - 1)
+            log.warning("creating index %s on %s failed (%s); retrying in %gs", keys, collection.name, error, wait)
+            time.sleep(wait)
