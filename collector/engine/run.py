@@ -19,6 +19,7 @@ from typing import Any
 
 from ..sdk.connector import Connector, Job
 from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
+from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
 from ..sdk.items import Item
 from ..sdk.redaction import redact as mask_everywhere
@@ -211,6 +212,7 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[t
     for item in items:
         if isinstance(item, dict):
             item["type"] = connector.type_of_items
+            decode_item_text(item)  # one rule for every connector: character references in text decoded
         problem = check_item(item, connector.type_of_items)
         if problem is None:
             kept.append(item)

@@ -95,3 +95,24 @@ def first_line(text: str | None, limit: int = 200) -> str | None:
         return line or None
     cut = line[:limit].rsplit(" ", 1)[0]
     return (cut if len(cut) > limit // 2 else line[:limit]).rstrip() + "…"
+
+
+ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+TEXT_FIELDS = ("title", "description", "authorName", "name")
+
+
+def decode_entities(text: str) -> str:
+    """HTML character references in text an API sent escaped (X's `text`, Stack Exchange's titles): `&amp;` →
+    `&`, `&lt;` → `<`, numeric ones too. Text without a reference is returned as it is."""
+    import html
+
+    return html.unescape(text) if ENTITY.search(text) else text
+
+
+def decode_item_text(item: dict) -> None:
+    """The one rule for every connector: every text field of an item with its character references decoded
+    (in place). Applied by the engine to every item of every connector, after `map`."""
+    for field in TEXT_FIELDS:
+        value = item.get(field)
+        if isinstance(value, str):
+            item[field] = decode_entities(value)

@@ -25,7 +25,7 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 import mongomock
@@ -157,6 +157,31 @@ class Kit:
         return cls.item_type or cls.name
 
 
+ESCAPED_KEYS = {"title", "description", "text", "body", "selftext", "content", "caption", "summary", "link_title"}
+ESCAPED_KEYS |= {"name", "spoiler_text"}
+
+
+def escape_text(body: Any, key: str | None = None) -> Any:
+    """A body with every text value of a text-bearing key given an HTML-escaped tail (`&amp; &lt;i&gt;`)."""
+    if isinstance(body, dict):
+        return {k: escape_text(v, k) for k, v in body.items()}
+    if isinstance(body, list):
+        return [escape_text(v, key) for v in body]
+    if isinstance(body, str) and key in ESCAPED_KEYS and body:
+        return body + " &amp; &lt;i&gt;"
+    return body
+
+
+class _Escaping:
+    """A spec whose pages come back with escaped text (every other answer as the spec gives it)."""
+
+    def __init__(self, spec: Spec, render: Any):
+        self._spec, self.render = spec, render
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spec, name)
+
+
 def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> type:
     """A pytest test class running the whole bar on each spec (assign it to a `Test…` name in a test module).
     `registry`: where the connectors come from (default: the installed entry points)."""
@@ -241,6 +266,24 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
             if "accessTokenSecret" in spec.network:  # OAuth 1.0a: signed, the token only as oauth_token
                 header = fake.requests[0].headers["Authorization"]
                 assert (header.decode() if isinstance(header, bytes) else header).startswith("OAuth ")
+
+        @each
+        def test_text_sent_html_escaped_is_stored_decoded(self, spec: Spec, kit: Kit) -> None:
+            """X sends `text` HTML-escaped; any service may: every text field of every item is decoded."""
+            fake = kit.setup(3)
+            render = spec.render
+
+            def escaped(numbers: list[int], next_start: int | None, url: str) -> Answer:
+                status, headers, body = render(numbers, next_start, url)[:3]
+                return status, headers, escape_text(body)
+
+            fake.spec = cast(Spec, _Escaping(spec, escaped))
+            kit.walk()
+            items = list(kit.db.items.find())
+            assert items
+            texts = [str(item.get(f) or "") for item in items for f in ("title", "description", "authorName", "name")]
+            assert not any("&amp;" in t or "&lt;" in t for t in texts), texts
+            assert any("& <i>" in t for t in texts), texts
 
         @each
         def test_every_item_has_the_common_fields(self, spec: Spec, kit: Kit) -> None:
