@@ -33,6 +33,8 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
@@ -167,28 +169,56 @@ _WATCH = _Watch()
 
 
 class _Guarded:
-    """Connection mix-in: deadline watch, and the address check at the address connected to."""
+    """Connection mix-in: the deadline watch, and the address check made before connecting. For a host the
+    collector does not trust (a user-supplied instance, a redirect elsewhere), the name is resolved once, every
+    address is checked, and a connection is opened only to an address that passed — so no TCP connection ever
+    reaches a non-public address (no port-scan oracle: open and closed ports give the same refusal), and a name
+    that answers a public address first and loopback next cannot rebind: the address checked is the address
+    connected to. Behind a proxy the socket reaches the proxy; the check by address is the proxy's."""
 
     host: str
+    port: int
     proxy: Any
     sock: Any
+    timeout: Any
+    source_address: Any
+    socket_options: Any
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()  # type: ignore[misc]
-        _WATCH.attach(self, sock)
         entry = _WATCH.current()
         if entry is not None and not self.proxy and entry.policy.must_check(self.host):
-            try:
-                address = sock.getpeername()[0]
-            except OSError:
-                address = ""
-            if not is_public(address):
-                sock.close()
-                raise AddressRefused(
-                    f"connection to {self.host} refused: it reached the non-public address "
-                    f"{address or 'unknown'} (ALLOW_PRIVATE_HOSTS is off)"
-                )
+            sock = self._connect_checked()
+        else:
+            sock = super()._new_conn()  # type: ignore[misc]
+        _WATCH.attach(self, sock)
         return sock
+
+    def _connect_checked(self) -> socket.socket:
+        host = getattr(self, "_dns_host", self.host)
+        try:
+            infos = socket.getaddrinfo(host, self.port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+        passed = [info for info in infos if is_public(str(info[4][0]))]
+        if not passed:
+            raise AddressRefused(f"connection to {self.host} refused: non-public address (ALLOW_PRIVATE_HOSTS is off)")
+        error: Exception | None = None
+        for _family, _type, _proto, _name, sockaddr in passed:
+            try:
+                return urllib3_connection.create_connection(
+                    (str(sockaddr[0]), self.port),
+                    self.timeout,
+                    source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except TimeoutError as exc:
+                error = ConnectTimeoutError(self, f"connection to {self.host} timed out")
+                error.__cause__ = exc
+            except OSError as exc:
+                error = NewConnectionError(self, f"failed to connect to {self.host}: {exc}")  # type: ignore[arg-type]
+                error.__cause__ = exc
+        assert error is not None
+        raise error
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
         if self.sock is not None:  # a pooled connection, reused: under this request's deadline now

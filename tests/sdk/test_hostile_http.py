@@ -22,6 +22,7 @@ from collector.daemon import Daemon
 from collector.engine import Collector
 from collector.sdk.errors import BadResponse, Interrupted, Transient
 from collector.sdk.http import Http, RedirectRefused, _Session
+from collector.sdk.safeurl import is_public
 from collector.settings import settings_for_tests
 
 from helpers import T0, TOKEN, add_network, network
@@ -222,7 +223,7 @@ def test_a_refusal_whose_reset_is_already_past_waits_the_minimum_not_now(db, jit
 def test_a_connection_to_loopback_from_an_untrusted_host_is_refused_at_connect():
     with RawServer(lambda conn, head, srv: srv.send(conn, response(body=b"[]"))) as server:
         http = Http(settings_for_tests(github_api_url="https://api.github.test"))
-        with pytest.raises(BadResponse, match="non-public address 127.0.0.1"):
+        with pytest.raises(BadResponse, match="refused: non-public address"):
             http.get(f"{server.url}/api/v1/favourites", headers={"Authorization": f"Bearer {TOKEN}"})
         assert server.requests == []  # not one byte of the request (nor the token) was sent
         allowed = Http(settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True))
@@ -387,3 +388,46 @@ def test_concurrency_hostile_hosts_at_once_stay_well_inside_the_units_memory_max
     # the unit's MemoryMax is 1 GiB: 16 bombs at once add about 16 x (cap + a constant), far below it
     grown = result["peak_mb"] - result["base_mb"]
     assert grown < result["concurrency"] * (result["cap_mb"] + 2) < 512, result  # measured: 75 MiB
+
+
+@pytest.mark.parametrize(
+    ("answers", "attempted"),
+    [
+        ([["127.0.0.1"]], []),  # loopback only: refused before any connection
+        ([["10.1.2.3", "192.168.0.9", "::1", "169.254.169.254", "100.64.0.1"]], []),  # every non-public kind
+        ([["93.184.216.34", "127.0.0.1"]], ["93.184.216.34"]),  # mixed: only the address that passed is tried
+        ([["93.184.216.34"], ["127.0.0.1"]], ["93.184.216.34", "93.184.216.34"]),  # rebinding: checked = connected
+    ],
+    ids=["loopback", "private-kinds", "mixed", "rebinding"],
+)
+def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answers, attempted):
+    """A resolver we control and a connect guard that records every address a connection is attempted to (and
+    never connects anywhere): no attempt to a non-public address, ever, whatever the name answers."""
+    import socket as socket_module
+
+    from collector.sdk import http as http_module
+
+    lookups = iter(answers * 4)
+    tried: list[str] = []
+
+    def resolver(host, port, *args, **kwargs):
+        addresses = next(lookups)
+        return [
+            (socket_module.AF_INET6 if ":" in a else socket_module.AF_INET, socket_module.SOCK_STREAM, 6, "", (a, port))
+            for a in addresses
+        ]
+
+    def guard(address, *args, **kwargs):
+        tried.append(address[0])
+        raise ConnectionRefusedError("the guard never connects")
+
+    monkeypatch.setattr(http_module.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(http_module.urllib3_connection, "create_connection", guard)
+    http = Http(settings_for_tests(github_api_url="https://api.github.test"))
+    for _ in range(2 if len(answers) > 1 else 1):
+        with pytest.raises((BadResponse, Transient)) as caught:
+            http.get("https://instance.example/api/v1/favourites")
+        if not attempted:
+            assert caught.value.message.startswith("connection to instance.example refused: non-public address")
+    assert set(tried) == set(attempted)  # (the session retries a failed connect: the same address again)
+    assert not [a for a in tried if not is_public(a)]
