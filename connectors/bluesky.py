@@ -24,7 +24,7 @@ from collector.sdk import (
     TokenExpired,
     Unauthorized,
     entry_id,
-    parse_iso,
+    optional_date,
     safe_base_url,
     where,
 )
@@ -102,7 +102,7 @@ class BlueskyConnector(PagedConnector):
             "authorName": author.get("displayName") or profile,
             "authorUrl": f"https://bsky.app/profile/{profile}",
             "avatarUrl": author.get("avatar"),
-            "created": parse_iso(record["createdAt"]),
+            "created": optional_date(record.get("createdAt")),  # an impossible date (month 0): kept, date empty
         }
 
 

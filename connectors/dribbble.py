@@ -7,7 +7,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, PagedConnector, PageNumber, entry_id, html_to_text, link_next, parse_iso
+from collector.sdk import Item, PagedConnector, PageNumber, entry_id, html_to_text, link_next, optional_date
 
 
 class DribbbleConnector(PagedConnector):
@@ -31,6 +31,7 @@ class DribbbleConnector(PagedConnector):
             "authorName": user.get("name"),
             "authorUrl": user.get("html_url"),
             "avatarUrl": user.get("avatar_url"),
-            "created": parse_iso(shot["published_at"]) if shot.get("published_at") else None,
-            "likedAt": parse_iso(like["created_at"]) if like.get("created_at") else None,
+            # v2 gives published_at; the older v1 shape only created_at
+            "created": optional_date(shot.get("published_at") or shot.get("created_at")),
+            "likedAt": optional_date(like.get("created_at")),
         }

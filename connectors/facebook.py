@@ -23,7 +23,7 @@ from collector.sdk import (
     RateLimited,
     Unauthorized,
     entry_id,
-    parse_iso,
+    optional_date,
     where,
 )
 
@@ -72,7 +72,9 @@ class FacebookConnector(PagedConnector):
             "authorName": page["name"],
             "authorUrl": page.get("link") or f"https://www.facebook.com/{page['id']}",
             "avatarUrl": picture,
-            "created": parse_iso(page["created_time"]) if page.get("created_time") else None,
+            # on /me/likes, created_time is when the user liked the Page (Graph API reference), not the Page's
+            # own creation: the API gives no creation time here, so `created` stays empty
+            "likedAt": optional_date(page.get("created_time")),
         }
 
 

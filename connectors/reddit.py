@@ -53,10 +53,19 @@ class RedditConnector(PagedConnector):
             "source": permalink(data, comment),
             "title": data.get("link_title") if comment else data["title"],
             "description": data.get("body") if comment else (data.get("selftext") or data.get("url")),
-            "authorName": data.get("author"),
-            "authorUrl": f"{WEB}/user/{data['author']}" if data.get("author") else None,
+            "authorName": author(data),
+            "authorUrl": f"{WEB}/user/{author(data)}" if author(data) else None,
             "created": from_epoch(data["created_utc"]),
         }
+
+
+GONE = ("[deleted]", "[removed]")  # what Reddit shows for an account deleted or suspended, or a removed author
+
+
+def author(data: dict) -> str | None:
+    """The author's name, or None for a deleted or removed one (no link to a profile that does not exist)."""
+    name = data.get("author")
+    return name if isinstance(name, str) and name and name not in GONE else None
 
 
 def permalink(data: dict, comment: bool) -> str:

@@ -57,3 +57,14 @@ def after(now: datetime, seconds: float) -> datetime:
     if value >= (FAR_FUTURE - now).total_seconds():
         return FAR_FUTURE
     return now + timedelta(seconds=max(value, 0.0))
+
+
+def optional_date(value: object) -> datetime | None:
+    """An optional date of an entry: an ISO 8601 string read, anything missing or unreadable (an impossible date
+    such as month 0) as None — the entry is kept, with that date empty."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_iso(value)
+    except (ValueError, OverflowError):
+        return None
