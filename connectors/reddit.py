@@ -31,7 +31,8 @@ WEB = "https://www.reddit.com"
 class RedditConnector(PagedConnector):
     name = "reddit"
     authentication = Bearer(scheme="bearer")
-    identity = IdentityLookup("username", f"{API}/api/v1/me", ("name",))
+    # a 403 on /user/{name}/saved for a known name: the account may have been renamed; its name is looked up again
+    identity = IdentityLookup("username", f"{API}/api/v1/me", ("name",), recheck_on=(403,))
     token_refresh = OAuth2Refresh(
         "https://www.reddit.com/api/v1/access_token", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET", basic_auth=True
     )

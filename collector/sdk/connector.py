@@ -20,7 +20,17 @@ import requests
 
 from ..settings import Settings
 from .auth import Authentication, Bearer
-from .errors import BadResponse, Malformed, NotConfigured, Quota, RateLimited, TokenExpired, Transient, Unauthorized
+from .errors import (
+    BadResponse,
+    Malformed,
+    NetworkError,
+    NotConfigured,
+    Quota,
+    RateLimited,
+    TokenExpired,
+    Transient,
+    Unauthorized,
+)
 from .http import Http, where
 from .items import Item
 from .job import Job
@@ -107,9 +117,22 @@ class Connector(ABC):
     def run_mode(self, job: Job) -> Result:
         identity = None
         if self.identity is not None:
+            known = job.network.get(self.identity.field)
             identity = self.identity.resolve(self, job)
             job = job.with_network({self.identity.field: identity})
-        result = self.initial(job) if job.mode == "initial" else self.normal(job)
+        try:
+            result = self.initial(job) if job.mode == "initial" else self.normal(job)
+        except NetworkError as error:
+            lookup = self.identity
+            if lookup is None or error.status not in lookup.recheck_on or identity != known:
+                raise
+            fresh = lookup.lookup(self, job)  # a known name refused: the account may have been renamed; once
+            if fresh == identity:
+                raise
+            log.info("%s: %s changed from %r to %r; running again", self.name, lookup.field, identity, fresh)
+            identity, job = fresh, job.with_network({lookup.field: fresh})
+            result = self.initial(job) if job.mode == "initial" else self.normal(job)
+            result.state[lookup.field] = fresh
         if self.identity is not None:
             result.state.setdefault(self.identity.field, identity)
         return result

@@ -79,11 +79,16 @@ class IdentityLookup:
     field: str
     url: str
     path: tuple[str, ...]
+    recheck_on: tuple[int, ...] = ()  # statuses after which a known value is looked up again, once (a rename)
 
     def resolve(self, connector: Connector, job: Job) -> str:
         known = job.network.get(self.field)
         if isinstance(known, str) and known:
             return known
+        return self.lookup(connector, job)
+
+    def lookup(self, connector: Connector, job: Job) -> str:
+        """The value as the service gives it now."""
         body, _ = connector.get_json(job, self.url)
         value: Any = body
         for key in self.path:

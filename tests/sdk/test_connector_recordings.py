@@ -68,3 +68,45 @@ def test_an_older_dribbble_shape_gives_its_created_at():
     item = connector("dribbble").map(like)
     assert item["created"] == datetime(2015, 3, 4, 5, 6, 7, tzinfo=UTC)
     assert item["likedAt"] == datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def reddit_page(names: list[str]) -> dict:
+    children = [
+        {
+            "kind": "t3",
+            "data": {
+                "name": n,
+                "title": f"post {n}",
+                "author": "someone",
+                "created_utc": 1700000000,
+                "permalink": f"/r/x/comments/{n}/t/",
+            },
+        }
+        for n in names
+    ]
+    return {"kind": "Listing", "data": {"after": None, "children": children}}
+
+
+@pytest.mark.parametrize(("now_named", "expected"), [("renamed_user", "ok"), ("old_user", "badResponse")])
+def test_a_403_on_a_reddit_users_saved_rechecks_the_name_once(db, now_named, expected):
+    import responses
+
+    from collector import run_once
+
+    from helpers import T0, add_network
+
+    settings = settings_for_tests(raw={"REDDIT_CLIENT_ID": "reddit-client", "REDDIT_CLIENT_SECRET": "reddit-secret"})
+    doc = add_network(db, service="reddit", accessToken="reddit-access-token", username="old_user")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.add(
+            responses.GET, "https://oauth.reddit.com/user/old_user/saved", status=403, json={"message": "Forbidden"}
+        )
+        me = mock.add(responses.GET, "https://oauth.reddit.com/api/v1/me", json={"name": now_named})
+        mock.add(responses.GET, "https://oauth.reddit.com/user/renamed_user/saved", json=reddit_page(["t3_a", "t3_b"]))
+        report = run_once(db, "initial", settings, now=T0)
+    saved = db.networks.find_one({"_id": doc["_id"]})
+    assert report.by_status == {expected: 1} and me.call_count == 1
+    if expected == "ok":
+        assert saved["username"] == "renamed_user" and db.items.count_documents({}) == 2
+    else:
+        assert saved["errors"] == 1 and saved["lastError"]["status"] == 403 and saved["username"] == "old_user"
