@@ -11,7 +11,7 @@ from typing import Any
 
 from pymongo import ASCENDING
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, ServerSelectionTimeoutError
 
 from .filters import DUPLICATE_KEY, ITEM_KEY, USER_FIELDS, unavailable
 
@@ -125,7 +125,7 @@ class ItemStore:
                 errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {str(exc)[:200]}"))
         return errors
 
-    def ensure_indexes(self, attempts: int = 6, pause: float = 1.0) -> None:
+    def ensure_indexes(self, attempts: int = 5, pause: float = 1.0) -> None:
         """Create the indexes (idempotent). The unique index on items must exist before any item is written —
         without it, items the original collector stored (random `_id`s) would be stored again — so a database
         that cannot be reached is retried (`attempts` times, the pause doubling), then the start fails; it is
@@ -151,7 +151,9 @@ class ItemStore:
                     return
                 error: Exception = exc
             except Exception as exc:
-                if not unavailable(exc) or attempt == attempts:
+                # a fail-over (a connection reset, no primary for a moment) is retried; a database that no
+                # server selection reached has been waited for already (serverSelectionTimeoutMS): the start fails
+                if not unavailable(exc) or isinstance(exc, ServerSelectionTimeoutError) or attempt == attempts:
                     raise
                 error = exc
             if attempt == attempts:
