@@ -19,8 +19,8 @@ from collector.sdk import (
     Transient,
     Unauthorized,
     entry_id,
-    from_epoch,
     html_to_text,
+    optional_epoch,
     where,
 )
 
@@ -81,6 +81,6 @@ class FlickrConnector(PagedConnector):
             "authorName": photo.get("ownername"),
             "authorUrl": f"https://www.flickr.com/photos/{owner}/",
             "avatarUrl": icon,
-            "created": from_epoch(photo["dateupload"]) if photo.get("dateupload") else None,
-            "likedAt": from_epoch(photo["date_faved"]) if photo.get("date_faved") else None,
+            "created": optional_epoch(photo.get("dateupload")),
+            "likedAt": optional_epoch(photo.get("date_faved")),
         }

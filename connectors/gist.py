@@ -10,7 +10,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, Job, PagedConnector, PageNumber, entry_id, link_next, parse_iso
+from collector.sdk import Item, Job, PagedConnector, PageNumber, entry_id, link_next, optional_date
 
 from .github import PER_PAGE, GitHubAPI
 
@@ -38,5 +38,5 @@ class GistConnector(GitHubAPI, PagedConnector):
             "authorName": owner.get("login"),
             "authorUrl": owner.get("html_url"),
             "avatarUrl": owner.get("avatar_url"),
-            "created": parse_iso(gist["created_at"]),
+            "created": optional_date(gist.get("created_at")),
         }

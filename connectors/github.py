@@ -15,7 +15,7 @@ from typing import Any
 import requests
 from typing_extensions import override
 
-from collector.sdk import Connector, Item, Job, Result, entry_id, parse_iso
+from collector.sdk import Connector, Item, Job, Result, entry_id, optional_date
 
 PER_PAGE = 100
 POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
@@ -118,8 +118,8 @@ class GitHubConnector(GitHubAPI):
             "authorName": owner.get("login"),
             "authorUrl": owner.get("html_url"),
             "avatarUrl": owner.get("avatar_url"),
-            "created": parse_iso(repo["created_at"]),
-            "likedAt": parse_iso(entry["starred_at"]),
+            "created": optional_date(repo.get("created_at")),
+            "likedAt": optional_date(entry.get("starred_at")),
         }
 
 

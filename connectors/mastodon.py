@@ -18,7 +18,7 @@ from collector.sdk import (
     RateLimitHeaders,
     entry_id,
     html_to_text,
-    parse_iso,
+    optional_date,
     safe_base_url,
 )
 
@@ -45,7 +45,7 @@ class MastodonConnector(PagedConnector):
             "authorName": account.get("display_name") or account.get("acct"),
             "authorUrl": account.get("url") or profile_url(account.get("acct")),
             "avatarUrl": account.get("avatar"),
-            "created": parse_iso(status["created_at"]),
+            "created": optional_date(status.get("created_at")),
         }
 
 

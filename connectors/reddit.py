@@ -21,7 +21,7 @@ from collector.sdk import (
     PagedConnector,
     RateLimitHeaders,
     entry_id,
-    from_epoch,
+    optional_epoch,
 )
 
 API = "https://oauth.reddit.com"
@@ -56,7 +56,7 @@ class RedditConnector(PagedConnector):
             "description": data.get("body") if comment else (data.get("selftext") or data.get("url")),
             "authorName": author(data),
             "authorUrl": f"{WEB}/user/{author(data)}" if author(data) else None,
-            "created": from_epoch(data["created_utc"]),
+            "created": optional_epoch(data.get("created_utc")),
         }
 
 

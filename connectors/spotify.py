@@ -9,7 +9,16 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import UTC, Item, OAuth2Refresh, Offset, PagedConnector, body_true, entry_id, parse_iso
+from collector.sdk import (
+    UTC,
+    Item,
+    OAuth2Refresh,
+    Offset,
+    PagedConnector,
+    body_true,
+    entry_id,
+    optional_date,
+)
 
 
 class SpotifyConnector(PagedConnector):
@@ -39,7 +48,7 @@ class SpotifyConnector(PagedConnector):
             "thumbnailUrl": cover,  # the album cover
             "thumbnail": cover,
             "created": release_date(album.get("release_date")),
-            "likedAt": parse_iso(saved["added_at"]),
+            "likedAt": optional_date(saved.get("added_at")),
         }
 
 

@@ -34,8 +34,8 @@ from collector.sdk import (
     body_true,
     bounded_decompress,
     entry_id,
-    from_epoch,
     html_to_text,
+    optional_epoch,
     where,
 )
 
@@ -112,7 +112,7 @@ class StackOverflowConnector(PagedConnector):
             "authorName": html_to_text(owner.get("display_name")),
             "authorUrl": owner.get("link"),
             "avatarUrl": owner.get("profile_image"),
-            "created": from_epoch(question["creation_date"]),
+            "created": optional_epoch(question.get("creation_date")),
         }
 
 

@@ -26,8 +26,8 @@ from collector.sdk import (
     dig,
     entry_id,
     first_line,
-    from_epoch,
     html_to_text,
+    optional_epoch,
 )
 
 API = "https://api.tumblr.com/v2"
@@ -80,6 +80,6 @@ class TumblrConnector(PagedConnector):
             "authorName": name,
             "authorUrl": blog.get("url") or (f"https://{name}.tumblr.com" if isinstance(name, str) and name else None),
             "avatarUrl": f"{API}/blog/{name}/avatar/64" if name else None,
-            "created": from_epoch(post["timestamp"]),
-            "likedAt": from_epoch(post["liked_timestamp"]) if post.get("liked_timestamp") else None,
+            "created": optional_epoch(post.get("timestamp")),
+            "likedAt": optional_epoch(post.get("liked_timestamp")),
         }

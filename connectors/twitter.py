@@ -23,7 +23,7 @@ from collector.sdk import (
     RateLimitHeaders,
     dig,
     entry_id,
-    parse_iso,
+    optional_date,
 )
 
 API = "https://api.x.com/2"
@@ -70,5 +70,5 @@ class TwitterConnector(PagedConnector):
             "authorName": author.get("username") or author.get("name"),  # the original kept the screen name
             "authorUrl": f"https://x.com/{author['username']}" if author.get("username") else None,
             "avatarUrl": author.get("profile_image_url"),
-            "created": parse_iso(post["created_at"]) if post.get("created_at") else None,
+            "created": optional_date(post.get("created_at")),
         }

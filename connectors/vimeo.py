@@ -7,7 +7,16 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Bearer, Item, PagedConnector, PageNumber, RateLimitHeaders, body_true, entry_id, parse_iso
+from collector.sdk import (
+    Bearer,
+    Item,
+    PagedConnector,
+    PageNumber,
+    RateLimitHeaders,
+    body_true,
+    entry_id,
+    optional_date,
+)
 
 
 class VimeoConnector(PagedConnector):
@@ -32,7 +41,7 @@ class VimeoConnector(PagedConnector):
             "authorName": user.get("name"),
             "authorUrl": user.get("link"),
             "avatarUrl": sizes[-1].get("link") if sizes else None,
-            "created": parse_iso(video["created_time"]),
+            "created": optional_date(video.get("created_time")),
         }
 
 

@@ -23,7 +23,7 @@ from collector.sdk import (
     RateLimited,
     as_utc,
     entry_id,
-    parse_iso,
+    optional_date,
     where,
 )
 
@@ -67,7 +67,7 @@ class YouTubeConnector(PagedConnector):
             "authorUrl": f"https://www.youtube.com/channel/{channel}" if channel else None,
             "thumbnailUrl": thumbnail,  # the video's picture; no author avatar in this answer
             "thumbnail": thumbnail,  # the original collector's name for it
-            "created": parse_iso(snippet["publishedAt"]),
+            "created": optional_date(snippet.get("publishedAt")),
         }
 
 

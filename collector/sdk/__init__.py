@@ -30,9 +30,10 @@ from .paging import BodyCursor, LinkCursor, Offset, Page, PagedConnector, PageNu
 from .ratelimit import RateLimitHeaders, retry_after
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
 from .safeurl import safe_base_url
-from .timeutil import UTC, after, as_utc, from_epoch, optional_date, parse_iso, to_ms, utcnow
+from .timeutil import UTC, after, as_utc, from_epoch, optional_date, optional_epoch, parse_iso, to_ms, utcnow
 
 __all__ = [
+    "optional_epoch",
     "optional_date",
     "entry_id",
     "ConnectorAPI",

@@ -68,3 +68,13 @@ def optional_date(value: object) -> datetime | None:
         return parse_iso(value)
     except (ValueError, OverflowError):
         return None
+
+
+def optional_epoch(value: object) -> datetime | None:
+    """An optional date given as epoch seconds: read, or None when missing or unreadable (the entry is kept)."""
+    if value is None or isinstance(value, bool) or value == "":
+        return None
+    try:
+        return from_epoch(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -172,6 +172,34 @@ def escape_text(body: Any, key: str | None = None) -> Any:
     return body
 
 
+DATE_KEYS = {"created_at", "starred_at", "publishedAt", "created_time", "added_at", "createdAt", "published_at"}
+EPOCH_KEYS = {"creation_date", "created_utc", "dateupload", "date_faved"}
+
+
+def break_first_dates(body: Any) -> Any:
+    """A page whose first entry (the newest) carries unreadable dates: every date-bearing key inside it."""
+
+    def spoil(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            return {k: spoil(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [spoil(v, key) for v in value]
+        if key in DATE_KEYS and isinstance(value, str):
+            return "2024-00-10T25:61:00Z"
+        if key in EPOCH_KEYS and isinstance(value, int | float | str):
+            return "not a time"
+        return value
+
+    def first(value: Any) -> Any:
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return [spoil(value[0]), *value[1:]]
+        if isinstance(value, dict):
+            return {k: first(v) for k, v in value.items()}
+        return value
+
+    return first(body)
+
+
 class _Escaping:
     """A spec whose pages come back with escaped text (every other answer as the spec gives it)."""
 
@@ -284,6 +312,20 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
             texts = [str(item.get(f) or "") for item in items for f in ("title", "description", "authorName", "name")]
             assert not any("&amp;" in t or "&lt;" in t for t in texts), texts
             assert any("& <i>" in t for t in texts), texts
+
+        @each
+        def test_an_entry_whose_dates_cannot_be_read_is_kept_with_them_empty(self, spec: Spec, kit: Kit) -> None:
+            """Month 0, an hour 25, text where epoch seconds belong: the entry is kept, those dates empty."""
+            fake = kit.setup(spec.page_size + 3)
+            render = spec.render
+
+            def broken(numbers: list[int], next_start: int | None, url: str) -> Answer:
+                status, headers, body = render(numbers, next_start, url)[:3]
+                return status, headers, break_first_dates(body)
+
+            fake.spec = cast(Spec, _Escaping(spec, broken))
+            kit.walk()
+            assert kit.db.items.count_documents({}) == spec.page_size + 3
 
         @each
         def test_every_item_has_the_common_fields(self, spec: Spec, kit: Kit) -> None:
