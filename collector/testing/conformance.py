@@ -134,6 +134,18 @@ class Kit:
         self.network_id = self.db.networks.insert_one(doc).inserted_id
         return Fake(self.spec, self.mock, count)
 
+    def setup_altered(self, count: int, alter: Any) -> Fake:
+        """As `setup`, with every page of the history passed through `alter(body)` (other answers as they are)."""
+        fake = self.setup(count)
+        render = self.spec.render
+
+        def altered(numbers: list[int], next_start: int | None, url: str) -> Answer:
+            status, headers, body = render(numbers, next_start, url)[:3]
+            return status, headers, alter(body)
+
+        fake.spec = cast(Spec, _Altered(self.spec, altered))
+        return fake
+
     def add_network(self, **fields: Any) -> Any:
         return self.db.networks.insert_one({"user": USER, "accessToken": TOKEN, **fields}).inserted_id
 
@@ -200,8 +212,8 @@ def break_first_dates(body: Any) -> Any:
     return first(body)
 
 
-class _Escaping:
-    """A spec whose pages come back with escaped text (every other answer as the spec gives it)."""
+class _Altered:
+    """A spec whose pages come back altered (every other answer as the spec gives it)."""
 
     def __init__(self, spec: Spec, render: Any):
         self._spec, self.render = spec, render
@@ -298,14 +310,7 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
         @each
         def test_text_sent_html_escaped_is_stored_decoded(self, spec: Spec, kit: Kit) -> None:
             """X sends `text` HTML-escaped; any service may: every text field of every item is decoded."""
-            fake = kit.setup(3)
-            render = spec.render
-
-            def escaped(numbers: list[int], next_start: int | None, url: str) -> Answer:
-                status, headers, body = render(numbers, next_start, url)[:3]
-                return status, headers, escape_text(body)
-
-            fake.spec = cast(Spec, _Escaping(spec, escaped))
+            kit.setup_altered(3, escape_text)
             kit.walk()
             items = list(kit.db.items.find())
             assert items
@@ -316,14 +321,7 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
         @each
         def test_an_entry_whose_dates_cannot_be_read_is_kept_with_them_empty(self, spec: Spec, kit: Kit) -> None:
             """Month 0, an hour 25, text where epoch seconds belong: the entry is kept, those dates empty."""
-            fake = kit.setup(spec.page_size + 3)
-            render = spec.render
-
-            def broken(numbers: list[int], next_start: int | None, url: str) -> Answer:
-                status, headers, body = render(numbers, next_start, url)[:3]
-                return status, headers, break_first_dates(body)
-
-            fake.spec = cast(Spec, _Escaping(spec, broken))
+            kit.setup_altered(spec.page_size + 3, break_first_dates)
             kit.walk()
             assert kit.db.items.count_documents({}) == spec.page_size + 3
 

@@ -8,8 +8,6 @@ import re
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,17 +21,9 @@ from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
 
 from helpers import T0, TOKEN, GitHubStub, add_network
+from proc import get
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    """urllib, not requests: the `responses` mock intercepts requests' adapters, not the socket."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:

@@ -39,43 +39,36 @@ def black_hole() -> tuple[socket.socket, int]:
     return listener, listener.getsockname()[1]
 
 
-def test_a_sighup_while_mongodb_is_slow_to_answer_does_not_kill_the_collector(tmp_path):
+def signalled_during_start_up(tmp_path, signum: int, selection_ms: int) -> tuple[int, str]:
+    """A collector started against a MongoDB that accepts and never answers, sent `signum` 1.5 s into its first
+    blocking call (server selection); its exit code and log."""
     listener, port = black_hole()
     try:
         env_file = write_env(
             tmp_path / "collector.env",
-            MONGODB_URI=f"mongodb://127.0.0.1:{port}/x?serverSelectionTimeoutMS=4000&connectTimeoutMS=1000",
-            LOG_LEVEL="INFO",
-        )
-        log = tmp_path / "collector.log"
-        daemon = start(["--mode", "normal"], env_file, log)
-        time.sleep(1.5)  # inside the first blocking call: server selection against a server that never answers
-        daemon.send_signal(signal.SIGHUP)
-        code = daemon.wait(60)
-    finally:
-        listener.close()
-    # not killed by the signal (-1): it waited for MongoDB and gave up with its own exit code and one line
-    assert code == 3, log.read_text()
-    text = log.read_text()
-    assert "cannot reach MongoDB" in text and "Traceback" not in text
-
-
-def test_a_sigterm_during_start_up_ends_it_cleanly(tmp_path):
-    listener, port = black_hole()
-    try:
-        env_file = write_env(
-            tmp_path / "collector.env",
-            MONGODB_URI=f"mongodb://127.0.0.1:{port}/x?serverSelectionTimeoutMS=20000&connectTimeoutMS=1000",
+            MONGODB_URI=f"mongodb://127.0.0.1:{port}/x?serverSelectionTimeoutMS={selection_ms}&connectTimeoutMS=1000",
             LOG_LEVEL="INFO",
         )
         log = tmp_path / "collector.log"
         daemon = start(["--mode", "normal"], env_file, log)
         time.sleep(1.5)
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(30)
+        daemon.send_signal(signum)
+        code = daemon.wait(60)
     finally:
         listener.close()
-    assert code == 0 and "SIGTERM during start-up" in log.read_text() and "Traceback" not in log.read_text()
+    return code, log.read_text()
+
+
+def test_a_sighup_while_mongodb_is_slow_to_answer_does_not_kill_the_collector(tmp_path):
+    code, text = signalled_during_start_up(tmp_path, signal.SIGHUP, 4000)
+    # not killed by the signal (-1): it waited for MongoDB and gave up with its own exit code and one line
+    assert code == 3, text
+    assert "cannot reach MongoDB" in text and "Traceback" not in text
+
+
+def test_a_sigterm_during_start_up_ends_it_cleanly(tmp_path):
+    code, text = signalled_during_start_up(tmp_path, signal.SIGTERM, 20000)
+    assert code == 0 and "SIGTERM during start-up" in text and "Traceback" not in text
 
 
 def test_run_once_with_a_client_that_is_not_tz_aware(http_mock, settings):
