@@ -45,6 +45,25 @@ def limit_arg(text: str) -> int:
     return value
 
 
+def until_arg(text: str):
+    """A time to come: ISO 8601 (UTC unless it names a zone) or a duration from now (90m, 2h, 1d)."""
+    from datetime import UTC, datetime, timedelta
+
+    from .sdk.timeutil import parse_iso
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        seconds = int(text[:-1]) * units[text[-1]]
+        if not 0 < seconds <= 366 * 86400:
+            raise argparse.ArgumentTypeError(f"{text!r} is not from 1 s to 366 days")
+        return datetime.now(UTC) + timedelta(seconds=seconds)
+    try:
+        at = parse_iso(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid time {text!r}: give ISO 8601 or a duration such as 90m") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="collector",
@@ -120,6 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     health.add_argument("--ready", action="store_true", help="ask /readyz (MongoDB answers) instead of /healthz")
     health.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds to wait for the answer (5)")
+    pausing = commands.add_parser(
+        "pause",
+        help="stop every collector from claiming a scope (a mode, a service, or both) until resumed or --until; "
+        "runs in flight finish and are saved",
+    )
+    resuming = commands.add_parser("resume", help="lift the pause of a scope (the same --mode/--service as given)")
+    for sub in (pausing, resuming):
+        sub.add_argument("--mode", choices=("initial", "normal"), help="only this mode (default: every mode)")
+        sub.add_argument("--service", help="only this service (default: every service)")
+    pausing.add_argument("--reason", default="", help="why, shown by status and in every collector's log")
+    pausing.add_argument(
+        "--until",
+        type=until_arg,
+        default=None,
+        metavar="TIME",
+        help="ISO 8601 (UTC unless a zone is given) or 90m, 2h, 1d",
+    )
     networks = commands.add_parser(
         "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
     )
@@ -219,9 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         return demo.run(metrics_port=args.metrics_port)
     if args.command == "connectors":
         return list_connectors()
-    if args.command in ("networks", "status", "healthcheck"):
+    if args.command in ("networks", "status", "healthcheck", "pause", "resume"):
         from .ops import commands
 
+        if args.command in ("pause", "resume"):
+            return commands.pause_command(settings, args)
         if args.command == "networks":
             return commands.networks_command(settings, args)
         if args.command == "status":
@@ -240,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(
             "collector: give --mode initial|normal, --check-config or a command "
-            "(demo, status, healthcheck, networks, connectors, bench)",
+            "(demo, status, healthcheck, pause, resume, networks, connectors, bench)",
             file=sys.stderr,
         )
         return EXIT_USAGE

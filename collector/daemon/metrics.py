@@ -176,6 +176,13 @@ class Metrics(Observer):
             buckets=DATABASE_BUCKETS,
             registry=registry,
         )
+        self.paused = Gauge(
+            "collector_paused",
+            "1 while an operator's pause holds this collector's mode (service * = the whole mode) back from claims",
+            ["mode", "service"],
+            registry=registry,
+        )
+        self.paused_scopes: set[tuple[str, str]] = set()
         self.database_up.set(1)
         self.zero(jobs)
         self.last = self.alive = self.clock()
@@ -198,6 +205,7 @@ class Metrics(Observer):
             self.add_job(name)
         for operation in OPERATIONS:
             self.database_errors.labels(operation)
+        self.paused.labels(self.mode, "*").set(0)
 
     def add_job(self, name: str) -> None:
         for outcome in ("ok", "error", "missed", "skipped"):
@@ -216,6 +224,14 @@ class Metrics(Observer):
     def on_claim(self, mode: str, claimed: int) -> None:
         self.batch.observe(claimed)
         self.progress()
+
+    def on_pauses(self, mode: str, pauses: list) -> None:
+        now = {(mode, p.service if p.service in self.services or p.service == "*" else OTHER) for p in pauses}
+        for labels in self.paused_scopes - now:
+            self.paused.labels(*labels).set(0)
+        for labels in now:
+            self.paused.labels(*labels).set(1)
+        self.paused_scopes |= now
 
     def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
         self.database_seconds.labels(operation).observe(seconds)

@@ -25,6 +25,7 @@ from ..sdk.redaction import SECRETS, install
 from ..sdk.timeutil import to_ms, utcnow
 from ..sdk.validate import SECRET_FIELDS
 from ..settings import Settings, load_settings
+from ..textout import printable
 from .dbhealth import DatabaseHealth
 from .dispatch import DESCRIPTOR_PAUSE, Dispatcher
 from .events import Observer, Observers, Report, Saved
@@ -36,6 +37,8 @@ from .run import Run, RunResult, crashed, execute, prepare, secrets_of
 from .runlog import PassLog, RunLog
 from .saving import Saver, Saving
 from .store import Store
+from .store.control import Pause, holding
+from .store.control import read as read_pause
 
 log = logging.getLogger("collector.engine")
 
@@ -77,6 +80,8 @@ class Collector:
         SECRETS.add(settings.secrets())
         self.database = DatabaseHealth()
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
+        self.pauses: list[Pause] = []  # the operator's pauses as last read (engine/store/control.py)
+        self.pauses_read_at = 0.0  # monotonic time of the next read
         self.store.observe(self.on_database)
         if ensure_indexes:  # a dry run writes nothing, indexes included
             self.store.ensure_indexes()
@@ -201,6 +206,41 @@ class Collector:
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
+
+    def paused(self, mode: str, now: datetime) -> tuple[bool, set[str]]:
+        """What the operator's pauses hold back for `mode` now (the whole mode, services), read from the store at
+        most every HEARTBEAT_SECONDS; a failed read keeps what was known."""
+        if time.monotonic() >= self.pauses_read_at:
+            self.pauses_read_at = time.monotonic() + self.settings.heartbeat_seconds
+            try:
+                found = [p for p in (read_pause(d) for d in self.store.pauses()) if p is not None]
+            except Exception as exc:
+                self.throttle.trouble(
+                    "pauses", "reading the operator's pauses failed (%s); keeping %d known", exc, len(self.pauses)
+                )
+            else:
+                self.note_pauses(found, mode, now)
+        return holding(self.pauses, mode, now)
+
+    def note_pauses(self, found: list[Pause], mode: str, now: datetime) -> None:
+        """Log a pause that starts or stops holding this mode (once), and tell the observers (metrics)."""
+        before = {p.scope for p in self.pauses if not p.expired(now) and p.covers(mode)}
+        after = {p.scope: p for p in found if not p.expired(now) and p.covers(mode)}
+        for scope in after.keys() - before:
+            p = after[scope]
+            log.warning(
+                "paused by %s since %s: %s%s — no claims for mode %s, service %s; runs in flight finish",
+                printable(p.by),
+                p.at,
+                printable(p.reason) or "no reason given",
+                f" (until {p.until})" if p.until else "",
+                p.mode,
+                p.service,
+            )
+        for scope in before - after.keys():
+            log.warning("pause %s lifted (resumed or expired): claims go on", scope)
+        self.pauses = found
+        self.observers.notify("on_pauses", mode, list(after.values()))
 
     def learn(self, result: RunResult) -> None:
         """What a run learnt about its token's quota, remembered the moment it finishes, before the next run of

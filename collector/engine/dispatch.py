@@ -115,7 +115,15 @@ class Dispatcher:
         the next look after an empty claim or a failed one)."""
         if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
             return
-        saturated = self.saturated()
+        whole, services = self.c.paused(self.mode, self.clock())
+        if whole or services:
+            self.hold_back(whole, services)
+        if whole:  # the operator paused this mode: no claim; runs in flight finish and are saved (a drain)
+            self.next_claim = time.monotonic() + min(
+                self.c.settings.heartbeat_seconds, self.c.settings.loop_idle_pause or 1
+            )
+            return
+        saturated = self.saturated() | services
         wanted = self.wanted(saturated)
         if not wanted:
             return
@@ -144,6 +152,16 @@ class Dispatcher:
         if not (self.pending or self.inflight):
             self.leases.restart()
         self.pending.extend(networks)
+
+    def hold_back(self, whole: bool, services: set[str]) -> None:
+        """Claimed networks of a paused scope that have not started are given back, not run."""
+        held = [n for n in self.pending if whole or service_key(n) in services]
+        if not held:
+            return
+        self.leases.give_back(held)
+        for network in held:
+            self.pending.remove(network)
+            self.c.forget(network, {})
 
     def wait_time(self) -> float:
         """How long to wait for a run to finish: until the next renewal, save retry, claim or tick is due."""

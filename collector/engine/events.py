@@ -88,6 +88,9 @@ class Observer:
     def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
         """A database operation ended: how long it took and the error it raised (None: it answered)."""
 
+    def on_pauses(self, mode: str, pauses: list) -> None:
+        """The operator's pauses in force for this collector's mode, as last read (engine/store/control.py)."""
+
     def on_settings(self, old: Settings, new: Settings) -> None:
         """A reload applied new settings to the engine: follow the ones this observer depends on."""
 

@@ -13,7 +13,7 @@ from typing import Any
 from pymongo.errors import PyMongoError
 
 from ..engine.store import connect, short_error
-from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK
+from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..settings import Settings
 from ..textout import printable
 
@@ -173,3 +173,26 @@ def render_rows(rows: list[dict], now: datetime) -> str:
     if not rows:
         lines.append("(no network matches)")
     return "\n".join(lines)
+
+
+def pause_command(settings: Settings, args: argparse.Namespace) -> int:
+    """`collector pause` / `collector resume`: one line saying what changed; exit 1 when there was nothing to
+    resume, 2 for a bad --until, 3 when MongoDB cannot be reached."""
+    from ..sdk.timeutil import utcnow
+    from . import pauses
+
+    try:
+        db = connect(settings).get_default_database("likeastore")
+        if args.command == "pause":
+            try:
+                print(pauses.pause(db, utcnow(), args.mode, args.service, args.reason, args.until))
+            except ValueError as exc:
+                print(f"collector: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            return EXIT_OK
+        done, line = pauses.resume(db, args.mode, args.service)
+        print(line)
+        return EXIT_OK if done else EXIT_NO
+    except PyMongoError as exc:
+        print(f"collector: cannot reach MongoDB: {short_error(exc, settings)}", file=sys.stderr)
+        return EXIT_DATABASE

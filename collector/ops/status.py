@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..engine.store import due_query
+from ..engine.store.control import Pause
+from ..engine.store.control import read as read_pause
 from ..textout import printable
 
 MODES = ("initial", "normal")
@@ -125,7 +127,27 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         "lastDay": db.items.count_documents({"date": {"$gte": now - timedelta(days=1)}}),
     }
     instances = [instance(doc, now, heartbeat_seconds) for doc in db.collectors.find().limit(MAX_INSTANCES)]
-    return {"at": now, "modes": modes, "services": services, "items": items, "instances": instances}
+    pauses = [pause_row(p, now) for p in (read_pause(d) for d in db.control.find().limit(1000)) if p is not None]
+    return {
+        "at": now,
+        "modes": modes,
+        "services": services,
+        "items": items,
+        "instances": instances,
+        "pauses": pauses,
+    }
+
+
+def pause_row(pause: Pause, now: datetime) -> dict[str, Any]:
+    return {
+        "mode": pause.mode,
+        "service": pause.service,
+        "reason": printable(pause.reason)[:MAX_TEXT],
+        "by": printable(pause.by)[:MAX_TEXT],
+        "at": pause.at,
+        "until": pause.until,
+        "expired": pause.expired(now),
+    }
 
 
 MAX_INSTANCES = 10_000  # heartbeat documents read; a fleet is tens, a flood of junk must not exhaust memory
@@ -211,13 +233,31 @@ def check(
     """`collector status --check`: the exit code and one line naming every problem, with performance data."""
     problems: list[tuple[int, str]] = []
     perf = []
+    pauses = status.get("pauses", [])
+    for p in pauses:
+        if p["expired"]:
+            problems.append(
+                (
+                    WARNING,
+                    f"pause of mode {p['mode']}, service {p['service']} expired at {p['until']:%Y-%m-%d %H:%M} UTC",
+                )
+            )
     for mode, info in status["modes"].items():
         live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
-        if info["due"] and not live:
-            problems.append((CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector"))
+        paused = [p for p in pauses if not p["expired"] and p["mode"] in ("*", mode) and p["service"] == "*"]
         w, c = lag_bounds(settings, mode, warn, crit)
         lag = info["lagSeconds"]
-        if lag > c:
+        if paused:  # an operator's decision: a warning, whatever waits meanwhile
+            p = paused[0]
+            since = f" since {p['at']:%Y-%m-%d %H:%M} UTC" if isinstance(p["at"], datetime) else ""
+            problems.append(
+                (WARNING, f"mode {mode} paused{since} by {p['by']}" + (f": {p['reason']}" if p["reason"] else ""))
+            )
+        elif info["due"] and not live:
+            problems.append((CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector"))
+        if paused:  # (the lag of a paused mode grows by design)
+            pass
+        elif lag > c:
             problems.append((CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {c:.0f}s"))
         elif lag > w:
             problems.append((WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {w:.0f}s"))
@@ -264,6 +304,12 @@ def render(status: dict[str, Any]) -> str:
         )
     if not status["instances"]:
         lines.append("(no collector has a heartbeat)")
+    for p in status.get("pauses", []):
+        when = f" since {p['at']:%Y-%m-%d %H:%M:%S} UTC" if isinstance(p["at"], datetime) else ""
+        until = f", until {p['until']:%Y-%m-%d %H:%M:%S} UTC" if isinstance(p["until"], datetime) else ""
+        state = "EXPIRED pause" if p["expired"] else "paused"
+        reason = f": {p['reason']}" if p["reason"] else ""
+        lines.append(f"{state}: mode {p['mode']}, service {p['service']}{when} by {p['by']}{until}{reason}")
     return "\n".join(lines)
 
 

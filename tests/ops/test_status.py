@@ -152,3 +152,46 @@ def test_the_status_command_prints_tables_json_and_exit_codes(cli_db, capsys):
     assert cli.main(["status", "--check", "--max-lag", "3600"]) == 0
     assert cli.main(["status", "--check", "--warn-lag", "60", "--crit-lag", "3600"]) == 1  # WARNING
     assert cli.main(["status", "--check", "--crit-lag", "60"]) == 2  # CRITICAL
+
+
+def test_pauses_in_status_and_check_a_paused_mode_warns_and_an_expired_pause_is_named(cli_db, capsys):
+    from datetime import timedelta as td
+
+    from collector.sdk import utcnow
+
+    now = utcnow()
+    add_network(cli_db, mode="normal", scheduledTo=now - td(hours=3))  # due, no collector: CRITICAL unpaused
+    assert cli.main(["status", "--check"]) == 2
+    capsys.readouterr()
+    assert cli.main(["pause", "--mode", "normal", "--reason", "db migration", "--until", "2h"]) == 0
+    assert capsys.readouterr().out.startswith("paused mode normal, service every service until ")
+    assert cli.main(["status", "--check"]) == 1  # the operator's decision: WARNING, not CRITICAL
+    assert "mode normal paused since" in capsys.readouterr().out
+    cli_db.control.update_one({"_id": "pause:normal:*"}, {"$set": {"until": now - td(minutes=1)}})
+    assert cli.main(["status", "--check"]) == 2  # expired: it no longer holds, and it is named
+    out = capsys.readouterr().out
+    assert "pause of mode normal, service * expired" in out and "no live collector" in out
+    assert cli.main(["status"]) == 0 and "EXPIRED pause: mode normal" in capsys.readouterr().out
+    assert cli.main(["resume", "--mode", "normal"]) == 0
+    assert cli.main(["resume", "--mode", "normal"]) == 1
+    for bad in ("yesterday", "0m"):
+        try:
+            cli.main(["pause", "--until", bad])
+        except SystemExit as exit:
+            assert exit.code == 2
+        else:
+            raise AssertionError(bad)
+
+
+def test_what_pauses_hold_back_for_a_mode():
+    from datetime import timedelta as td
+
+    from collector.engine.store.control import Pause, holding
+
+    def pause(mode, service, until=None):
+        return Pause(mode, service, "", "op", T0, until)
+
+    assert holding([pause("normal", "*")], "normal", T0) == (True, set())
+    assert holding([pause("normal", "*")], "initial", T0) == (False, set())
+    assert holding([pause("*", "github"), pause("initial", "reddit")], "initial", T0) == (False, {"github", "reddit"})
+    assert holding([pause("*", "*", until=T0 - td(seconds=1))], "normal", T0) == (False, set())

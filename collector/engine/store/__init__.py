@@ -57,6 +57,7 @@ OPERATIONS = (
     "save_tokens",
     "save_state",
     "save_states",
+    "pauses",
 )
 Sink = Callable[[str, float, BaseException | None], None]  # (operation, seconds, the error or None)
 
@@ -84,6 +85,7 @@ class Store(NetworkStore, ItemStore):
         self.users = db["users"]
         self.quotas = db["quotas"]
         self.collectors = db["collectors"]
+        self.control = db["control"]  # the operator's pauses (engine/store/control.py)
 
     def observe(self, sink: Sink) -> None:
         """Tell `sink` how each database operation went: its name, how long it took, the error it raised. An

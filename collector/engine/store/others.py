@@ -42,6 +42,7 @@ class ItemStore:
     users: Collection
     quotas: Collection
     collectors: Collection
+    control: Collection
 
     def beat(self, instance_id: str, doc: dict) -> None:
         """Upsert this collector's heartbeat document."""
@@ -161,3 +162,14 @@ class ItemStore:
             wait = pause * 2 ** (attempt - 1)
             log.warning("creating index %s on %s failed (%s); retrying in %gs", keys, collection.name, error, wait)
             time.sleep(wait)
+
+    # --- the operator's control documents (pauses) -----------------------------------------------------------
+    def pauses(self) -> list[dict]:
+        """Every pause document (a handful at most)."""
+        return list(self.control.find({"_id": {"$regex": "^pause:"}}).limit(1000))
+
+    def set_pause(self, scope: str, fields: dict) -> None:
+        self.control.update_one({"_id": scope}, {"$set": fields}, upsert=True)
+
+    def clear_pause(self, scope: str) -> bool:
+        return self.control.delete_one({"_id": scope}).deleted_count == 1

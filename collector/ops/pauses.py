@@ -1,0 +1,48 @@
+"""`collector pause` and `collector resume`: an operator's pause recorded in MongoDB's `control` collection, one
+document per scope (mode, service, or a service within a mode), with who, when, why and until when. Every
+collector honours it at its next claim (engine/store/control.py); `status` shows it."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from datetime import datetime
+from typing import Any
+
+from ..engine.store import Store
+from ..engine.store.control import ANY, read, scope_id
+from ..textout import printable
+
+
+def who() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def pause(db: Any, now: datetime, mode: str | None, service: str | None, reason: str, until: datetime | None) -> str:
+    if until is not None and until <= now:
+        raise ValueError("--until must be in the future")
+    scope = scope_id(mode, service)
+    fields = {"mode": mode or ANY, "service": service or ANY, "reason": reason[:500], "by": who(), "at": now}
+    fields["until"] = until
+    Store(db).set_pause(scope, fields)
+    what = f"mode {mode or 'every mode'}, service {service or 'every service'}"
+    return printable(
+        f"paused {what}"
+        + (f" until {until:%Y-%m-%d %H:%M:%S} UTC" if until else "")
+        + (f": {reason}" if reason else "")
+    )
+
+
+def resume(db: Any, mode: str | None, service: str | None) -> tuple[bool, str]:
+    scope = scope_id(mode, service)
+    removed = Store(db).clear_pause(scope)
+    what = f"mode {mode or 'every mode'}, service {service or 'every service'}"
+    if removed:
+        return True, f"resumed {what}"
+    others = [p.scope for p in (read(d) for d in Store(db).pauses()) if p is not None]
+    hint = f" (pauses in force: {', '.join(others)})" if others else ""
+    return False, printable(f"no pause for {what}{hint}")
