@@ -45,6 +45,15 @@ def limit_arg(text: str) -> int:
     return value
 
 
+def services_arg(text: str) -> tuple[str, ...]:
+    from .settings import _names
+
+    try:
+        return _names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def until_arg(text: str):
     """A time to come: ISO 8601 (UTC unless it names a zone) or a duration from now (90m, 2h, 1d)."""
     from datetime import UTC, datetime, timedelta
@@ -205,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="networks run at once, 1 to 4096 (default: the CONCURRENCY setting, 16; 1 runs them in series)",
     )
     parser.add_argument(
+        "--services",
+        type=services_arg,
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="claim only these services' networks (default: the SERVICES setting; empty: every service)",
+    )
+    parser.add_argument(
         "--instance-id", default=None, help="this collector's name in network leases (default: host name and pid)"
     )
     return parser
@@ -289,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     instance_id = args.instance_id or (f"{socket.gethostname()}-{mode}-{suffix}" if suffix else None)
     from .daemon.process import serve
 
-    return serve(settings, mode, args.once, args.concurrency, instance_id, args.env_file)
+    return serve(settings, mode, args.once, args.concurrency, instance_id, args.env_file, args.services)
 
 
 def list_connectors() -> int:

@@ -148,6 +148,15 @@ def _crontab(text: str) -> str:
     return text.strip()
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of service names (empty: none)."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9_-]{1,40}", name):
+            raise ValueError(f"{name!r} is not a service name (letters, digits, _ and -)")
+    return names
+
+
 def _log_format(text: str) -> str:
     value = text.strip().lower()
     if value not in ("text", "json"):
@@ -198,6 +207,8 @@ SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("METRICS_ADDR", "metrics_addr", _address),
     ("INACTIVE_DAYS", "inactive_days", _days),
     ("INACTIVE_SWEEP_CRON", "inactive_sweep_cron", _crontab),
+    ("SERVICES", "services", _names),
+    ("SERVICES_EXCLUDE", "services_exclude", _names),
 )
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
 
@@ -231,6 +242,8 @@ class Settings:
     metrics_addr: str = "127.0.0.1"
     inactive_days: int = 60  # 0: no sweep
     inactive_sweep_cron: str = "0 4 * * *"
+    services: tuple[str, ...] = ()  # claim only these services' networks (empty: every service)
+    services_exclude: tuple[str, ...] = ()  # never claim these
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -49,6 +49,8 @@ class Heartbeat(Observer):
         self.recent: deque[tuple[float, str, int, int]] = deque()  # (when, status, new items, skipped for quota)
         self.recent_failures: deque[tuple[float, int]] = deque()
         self.inflight = 0
+        # what this collector claims (Collector.served): (only these or None for all, never these)
+        self.served: Callable[[], tuple[Any, Any]] = lambda: (None, ())
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         status = str(result.status)
@@ -94,6 +96,7 @@ class Heartbeat(Observer):
             "heartbeatAt": self.clock(),
             "inflight": self.inflight,
             "heartbeatSeconds": self.every,
+            "services": {"only": sorted(self.served()[0] or ()), "exclude": sorted(self.served()[1])},
             "sinceStart": self.total,
             "lastMinute": self.last_minute(),
         }

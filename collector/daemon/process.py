@@ -230,6 +230,7 @@ class Daemon:
         self.heartbeat = Heartbeat(
             self.collector.store, self.collector.instance_id, self.mode, settings.heartbeat_seconds, __version__
         )
+        self.heartbeat.served = self.collector.served
         self.collector.observers.add(self.heartbeat)
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready
@@ -307,6 +308,7 @@ def serve(
     concurrency: int | None = None,
     instance_id: str | None = None,
     env_file: str | None = None,
+    services: tuple[str, ...] | None = None,
 ) -> int:
     from functools import partial
 
@@ -326,7 +328,11 @@ def serve(
         return EXIT_USAGE
     try:
         collector = Collector(
-            client.get_default_database("likeastore"), settings, concurrency=concurrency, instance_id=instance_id
+            client.get_default_database("likeastore"),
+            settings,
+            concurrency=concurrency,
+            instance_id=instance_id,
+            services=services,
         )
     except IndexRefused as exc:  # without the unique key of items, items would be stored twice: no start
         log.error("cannot start: %s", short_error(exc, settings))

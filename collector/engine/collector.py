@@ -61,6 +61,7 @@ class Collector:
         concurrency: int | None = None,
         observers: Iterable[Observer] | None = None,
         ensure_indexes: bool = True,
+        services: Iterable[str] | None = None,
     ):
         self.settings = settings
         self.store = Store(db)
@@ -80,6 +81,7 @@ class Collector:
         SECRETS.add(settings.secrets())
         self.database = DatabaseHealth()
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
+        self.services_given = frozenset(services) if services else None  # --services wins over SERVICES
         self.pauses: list[Pause] = []  # the operator's pauses as last read (engine/store/control.py)
         self.pauses_read_at = 0.0  # monotonic time of the next read
         self.store.observe(self.on_database)
@@ -153,7 +155,9 @@ class Collector:
     def claim_batch(self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = ()) -> list[dict]:
         """Lease up to `limit` due networks of `mode`, none of `skip_services` (their users are looked up when
         they have items to save)."""
-        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip_services)
+        only, excluded = self.served()
+        skip = {*skip_services, *excluded}
+        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip, only)
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
         self.sharing.adopt(networks, now)
@@ -206,6 +210,12 @@ class Collector:
     @property
     def lease(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
+
+    def served(self) -> tuple[frozenset[str] | None, frozenset[str]]:
+        """The services this collector claims (None: every one) and those it leaves to others: SERVICES (or
+        --services) and SERVICES_EXCLUDE, as the settings now say (a reload may change them)."""
+        only = self.services_given if self.services_given is not None else self.settings.services
+        return (frozenset(only) if only else None), frozenset(self.settings.services_exclude)
 
     def paused(self, mode: str, now: datetime) -> tuple[bool, set[str]]:
         """What the operator's pauses hold back for `mode` now (the whole mode, services), read from the store at

@@ -107,12 +107,17 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         else:
             modes[mode]["expiredLeases"] += group["n"]
     for mode in MODES:
+        due_docs = list(db.networks.find(due_query(mode, now), {"scheduledTo": 1, "service": 1}))
         lags = [
             max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
             if isinstance(d.get("scheduledTo"), datetime)
             else 0.0
-            for d in db.networks.find(due_query(mode, now), {"scheduledTo": 1})
+            for d in due_docs
         ]
+        by_service: dict[str, int] = {}
+        for d in due_docs:
+            by_service[text(d.get("service"))] = by_service.get(text(d.get("service")), 0) + 1
+        modes[mode]["dueByService"] = by_service
         modes[mode].update(
             {
                 "due": len(lags),
@@ -182,7 +187,25 @@ def instance(doc: dict, now: datetime, heartbeat_seconds: float) -> dict[str, An
         "heartbeatAt": as_utc(beat) if isinstance(beat, datetime) else None,
         "inflight": count(doc.get("inflight")),
         "lastMinute": {"runs": runs(minute.get("runs")), "newItems": count(minute.get("newItems"))},
+        "services": served(doc.get("services")),
     }
+
+
+def served(value: Any) -> dict[str, Any]:
+    """What a heartbeat says its collector claims: `only` (None: every service) and `exclude`."""
+    doc = value if isinstance(value, dict) else {}
+
+    def names(v: Any) -> list[str]:
+        return [text(n) for n in v[:100] if isinstance(n, str)] if isinstance(v, list) else []
+
+    only = names(doc.get("only"))
+    return {"only": only or None, "exclude": names(doc.get("exclude"))}
+
+
+def serves(instance: dict[str, Any], service: str) -> bool:
+    scope = instance.get("services") or {}
+    only, exclude = scope.get("only"), scope.get("exclude") or []
+    return (only is None or service in only) and service not in exclude
 
 
 def as_utc(at: datetime) -> datetime:
@@ -255,6 +278,12 @@ def check(
             )
         elif info["due"] and not live:
             problems.append((CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector"))
+        else:  # collectors may serve chosen services (SERVICES): every service with due networks needs one
+            for service, n in sorted(info.get("dueByService", {}).items()):
+                if not any(serves(i, service) for i in live):
+                    problems.append(
+                        (CRITICAL, f"mode {mode}: {n} {service} networks due and no live collector serves {service}")
+                    )
         if paused:  # (the lag of a paused mode grows by design)
             pass
         elif lag > c:

@@ -33,7 +33,14 @@ class NetworkStore:
     mongomock: bool
 
     def claim(
-        self, mode: str, now: datetime, limit: int, owner: str, until: datetime, skip_services: Iterable[str] = ()
+        self,
+        mode: str,
+        now: datetime,
+        limit: int,
+        owner: str,
+        until: datetime,
+        skip_services: Iterable[str] = (),
+        only_services: Iterable[str] | None = None,
     ) -> list[dict]:
         """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
         claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
@@ -45,9 +52,11 @@ class NetworkStore:
         absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
         and the one that fails is left out."""
         query = due_query(mode, now)
-        skipped = sorted(set(skip_services))
-        if skipped:  # services this collector cannot start more of now
-            query["service"] = {"$nin": skipped}
+        skipped = set(skip_services)
+        if only_services is not None:  # a collector that serves chosen services (SERVICES): the index
+            query["service"] = {"$in": sorted(set(only_services) - skipped)}  # (mode, service, scheduledTo)
+        elif skipped:  # services this collector cannot start more of now, or does not serve
+            query["service"] = {"$nin": sorted(skipped)}
         found = list(self.networks.find(query, {"leaseEpoch": 1}).sort("scheduledTo", ASCENDING).limit(limit))
         if not found:
             return []

@@ -133,6 +133,10 @@ class ItemStore:
         never worked around. Other indexes only speed things up: refused, they are logged and skipped."""
         self._index(self.items, ITEM_KEY, attempts, pause, required=True, unique=True)
         self._index(self.networks, [("mode", ASCENDING), ("scheduledTo", ASCENDING)], attempts, pause)
+        # the claim of a collector that serves chosen services (SERVICES): mode, then service, then the most overdue
+        self._index(
+            self.networks, [("mode", ASCENDING), ("service", ASCENDING), ("scheduledTo", ASCENDING)], attempts, pause
+        )
         self._index(self.networks, [("leaseToken", ASCENDING)], attempts, pause, sparse=True)
         self._index(self.items, [("date", ASCENDING)], attempts, pause)  # `status`: items of the last hour and day
         self._index(self.quotas, [("expiresAt", ASCENDING)], attempts, pause, expireAfterSeconds=0)
