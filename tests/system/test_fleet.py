@@ -70,27 +70,43 @@ def test_collectors_that_serve_chosen_services_split_the_work_and_status_names_a
         for k in range(6):
             fake.add_user(f"token-{k}", make_stars(30, seed=k))
             db.networks.insert_one({"user": f"u{k}@x.test", "service": "github", "accessToken": f"token-{k}"})
-        common = {"MONGODB_URI": wire.uri, "GITHUB_API_URL": api, "HEARTBEAT_SECONDS": 1, "LOOP_IDLE_PAUSE": 1,
-                  "INITIAL_INTERVAL": 0, "LOG_LEVEL": "INFO"}
+        common = {
+            "MONGODB_URI": wire.uri,
+            "GITHUB_API_URL": api,
+            "HEARTBEAT_SECONDS": 1,
+            "LOOP_IDLE_PAUSE": 1,
+            "INITIAL_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+        }
         ports = {"github": free_port(), "others": free_port()}
-        mine = start(["--mode", "initial", "--instance-id", "box-github", "--services", "github"],
-                     write_env(tmp_path / "a.env", **common, METRICS_PORT=ports["github"]), tmp_path / "a.log")
-        others = start(["--mode", "initial", "--instance-id", "box-others"],
-                       write_env(tmp_path / "b.env", **common, SERVICES_EXCLUDE="github", METRICS_PORT=ports["others"]),
-                       tmp_path / "b.log")
+        mine = start(
+            ["--mode", "initial", "--instance-id", "box-github", "--services", "github"],
+            write_env(tmp_path / "a.env", **common, METRICS_PORT=ports["github"]),
+            tmp_path / "a.log",
+        )
+        others = start(
+            ["--mode", "initial", "--instance-id", "box-others"],
+            write_env(tmp_path / "b.env", **common, SERVICES_EXCLUDE="github", METRICS_PORT=ports["others"]),
+            tmp_path / "b.log",
+        )
         ops = write_env(tmp_path / "ops.env", MONGODB_URI=wire.uri, HEARTBEAT_SECONDS=1)
         try:
             wait_until(lambda: db.networks.count_documents({"mode": "normal"}) == 6, timeout=60)
             assert db.items.count_documents({}) == 180  # every star, each once
             runs = {
-                name: sum(v for (n, labels), v in scrape(port).items()
-                          if n == "collector_runs_total" and ("service", "github") in labels)
+                name: sum(
+                    v
+                    for (n, labels), v in scrape(port).items()
+                    if n == "collector_runs_total" and ("service", "github") in labels
+                )
                 for name, port in ports.items()
             }
             assert runs["github"] >= 6 and runs["others"] == 0, runs
             beats = {d["_id"]: d["services"] for d in db.collectors.find()}
-            assert beats == {"box-github": {"only": ["github"], "exclude": []},
-                             "box-others": {"only": [], "exclude": ["github"]}}
+            assert beats == {
+                "box-github": {"only": ["github"], "exclude": []},
+                "box-others": {"only": [], "exclude": ["github"]},
+            }
             assert stop(mine) == 0
             db.networks.update_many({}, {"$set": {"mode": "initial", "scheduledTo": None}})  # due again
             check = run(["status", "--check"], ops)
