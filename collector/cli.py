@@ -120,6 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument(
+        "--instances",
+        action="store_true",
+        help="per live collector, the networks it runs now and for how long (runs past 3 x HTTP_TIMEOUT flagged)",
+    )
+    status.add_argument(
+        "--watch", action="store_true", help="print the report again every --interval seconds until Ctrl-C"
+    )
+    status.add_argument("--interval", type=seconds_arg, default=5.0, help="with --watch: seconds between reports (5)")
+    status.add_argument(
         "--check",
         action="store_true",
         help="one line naming every problem, with performance data; exit 0 OK, 1 WARNING (lag over --warn-lag), "
@@ -279,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "networks":
             return commands.networks_command(settings, args)
         if args.command == "status":
-            return commands.show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag)
+            if args.watch:
+                return commands.watch_status(settings, args.interval, args.instances)
+            return commands.show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag, args.instances)
         return commands.healthcheck(settings, args.ready, args.timeout)
     if args.command == "bench":
         setup_logging("ERROR")

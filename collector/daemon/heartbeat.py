@@ -51,6 +51,9 @@ class Heartbeat(Observer):
         self.inflight = 0
         # what this collector claims (Collector.served): (only these or None for all, never these)
         self.served: Callable[[], tuple[Any, Any]] = lambda: (None, ())
+        # the networks running now (Collector.running), at most `max_running` of them (the concurrency)
+        self.runs_now: Callable[[], dict] = dict
+        self.max_running = 4096
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         status = str(result.status)
@@ -97,6 +100,10 @@ class Heartbeat(Observer):
             "inflight": self.inflight,
             "heartbeatSeconds": self.every,
             "services": {"only": sorted(self.served()[0] or ()), "exclude": sorted(self.served()[1])},
+            "running": [
+                {"network": str(network_id)[:80], "service": str(service)[:40], "user": str(user)[:80], "since": since}
+                for network_id, service, user, since in list(self.runs_now().values())[: self.max_running]
+            ],
             "sinceStart": self.total,
             "lastMinute": self.last_minute(),
         }

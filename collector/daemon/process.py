@@ -231,6 +231,8 @@ class Daemon:
             self.collector.store, self.collector.instance_id, self.mode, settings.heartbeat_seconds, __version__
         )
         self.heartbeat.served = self.collector.served
+        self.heartbeat.runs_now = lambda: self.collector.running
+        self.heartbeat.max_running = self.collector.concurrency
         self.collector.observers.add(self.heartbeat)
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready

@@ -82,6 +82,8 @@ class Collector:
         self.database = DatabaseHealth()
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
         self.services_given = frozenset(services) if services else None  # --services wins over SERVICES
+        # the networks running now (id, service, user, since), for the heartbeat: what this collector is doing
+        self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
         self.pauses: list[Pause] = []  # the operator's pauses as last read (engine/store/control.py)
         self.pauses_read_at = 0.0  # monotonic time of the next read
         self.store.observe(self.on_database)

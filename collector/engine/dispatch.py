@@ -212,6 +212,7 @@ class Dispatcher:
                 prepared = crashed(network, None, exc, self.c.settings, now, jitter)
             if isinstance(prepared, Run):
                 self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now)] = network
+                self.c.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
                 self.per_service[key] += 1
             else:
                 settled.append(prepared)
@@ -220,6 +221,7 @@ class Dispatcher:
 
     def finish(self, future: Future) -> RunResult:
         network = self.inflight.pop(future)
+        self.c.running.pop(id(network), None)
         self.per_service[service_key(network)] -= 1
         try:
             result = future.result()  # execute() never raises, but a bug must not take the pass with it

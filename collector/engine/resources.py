@@ -41,6 +41,7 @@ class Resources(Protocol):
     observers: Observers
     throttle: Throttle
     database: DatabaseHealth
+    running: dict[int, tuple[Any, Any, Any, datetime]]
 
     @property
     def lease(self) -> timedelta: ...

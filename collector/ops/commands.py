@@ -5,6 +5,8 @@ rules are in status.py and networks.py; the connection is the engine store's `co
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import socket
 import sys
 from datetime import datetime
@@ -19,11 +21,16 @@ from ..textout import printable
 
 
 def show_status(
-    settings: Settings, as_json: bool, check: bool, warn: float | None = None, crit: float | None = None
+    settings: Settings,
+    as_json: bool,
+    check: bool,
+    warn: float | None = None,
+    crit: float | None = None,
+    instances: bool = False,
 ) -> int:
     from ..jsonout import dumps
     from ..sdk.timeutil import utcnow
-    from .status import UNKNOWN, gather, render
+    from .status import UNKNOWN, gather, render, render_instances
     from .status import check as check_status
 
     try:
@@ -39,8 +46,39 @@ def show_status(
         code, line = check_status(status, settings, warn, crit)
         print(line)
         return code
-    print(dumps(status) if as_json else render(status))
+    if as_json:
+        print(dumps(status))
+    elif instances:
+        print(render_instances(status, STUCK_FACTOR * settings.http_timeout))
+    else:
+        print(render(status))
     return EXIT_OK
+
+
+STUCK_FACTOR = 3  # a run older than this many HTTP_TIMEOUTs is flagged by `status --instances`
+
+
+def watch_status(settings: Settings, interval: float, instances: bool) -> int:
+    """`status --watch`: the report again every `interval` seconds until Ctrl-C; on a terminal it is redrawn in
+    place (cursor home, then the lines, each cleared to its end: no flicker); elsewhere one report follows another."""
+    import time
+
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = show_status(settings, False, False, instances=instances)
+            text = out.getvalue().rstrip("\n")
+            if tty:
+                sys.stdout.write("\x1b[H" + "\n".join(line + "\x1b[K" for line in text.split("\n")) + "\x1b[J\n")
+            else:
+                sys.stdout.write(text + "\n\n")
+            sys.stdout.flush()
+            del code  # an unreachable database is said on standard error; the watch goes on, it may come back
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
 
 
 def healthcheck(settings: Settings, ready: bool, timeout: float) -> int:

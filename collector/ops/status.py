@@ -188,7 +188,48 @@ def instance(doc: dict, now: datetime, heartbeat_seconds: float) -> dict[str, An
         "inflight": count(doc.get("inflight")),
         "lastMinute": {"runs": runs(minute.get("runs")), "newItems": count(minute.get("newItems"))},
         "services": served(doc.get("services")),
+        "running": running(doc.get("running"), now),
     }
+
+
+def running(value: Any, now: datetime) -> list[dict[str, Any]]:
+    """The networks a heartbeat says run now, with how long (at most 4,096, whatever the document holds)."""
+    rows = []
+    for row in value[:4096] if isinstance(value, list) else []:
+        if not isinstance(row, dict):
+            continue
+        since = row.get("since")
+        age = (now - as_utc(since)).total_seconds() if isinstance(since, datetime) else None
+        rows.append(
+            {
+                "network": text(row.get("network")),
+                "service": text(row.get("service")),
+                "user": text(row.get("user")),
+                "since": as_utc(since) if isinstance(since, datetime) else None,
+                "seconds": age,
+            }
+        )
+    return sorted(rows, key=lambda r: -(r["seconds"] or 0))
+
+
+def render_instances(status: dict[str, Any], stuck_after: float) -> str:
+    """`status --instances`: per live collector, what it runs now and for how long; a run older than
+    `stuck_after` seconds is flagged (a stuck host)."""
+    lines = [f"collector status at {status['at']:%Y-%m-%d %H:%M:%S} UTC: what each live collector runs now", ""]
+    live = [i for i in status["instances"] if i["live"]]
+    for i in live:
+        scope = i.get("services") or {}
+        serves = ", ".join(scope.get("only") or []) or "every service"
+        if scope.get("exclude"):
+            serves += " except " + ", ".join(scope["exclude"])
+        lines.append(f"{i['instance']} ({i['mode']}, {serves}): {len(i['running'])} running")
+        for r in i["running"]:
+            age = _s(r["seconds"]) if r["seconds"] is not None else "?"
+            flag = "  << longer than expected (stuck host?)" if (r["seconds"] or 0) > stuck_after else ""
+            lines.append(f"  {r['network']:<24} {r['service']:<13} {r['user'][:28]:<28} {age:>6}{flag}")
+    if not live:
+        lines.append("(no live collector)")
+    return "\n".join(lines)
 
 
 def served(value: Any) -> dict[str, Any]:

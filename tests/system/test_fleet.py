@@ -116,3 +116,51 @@ def test_collectors_that_serve_chosen_services_split_the_work_and_status_names_a
             for process in (mine, others):
                 if process.poll() is None:
                     stop(process)
+
+
+def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_the_report(tmp_path):
+    import signal
+    import subprocess
+
+    from proc import collector_cmd
+
+    fake = FakeGitHub(latency=6.0)  # a slow host: the runs stay in flight while we look
+    with WireServer() as wire, FakeServer(fake) as api:
+        db = MongoClient(wire.uri, tz_aware=True).get_default_database()
+        for k in range(3):
+            fake.add_user(f"token-{k}", make_stars(5, seed=k))
+            db.networks.insert_one({"user": f"u{k}@x.test", "service": "github", "accessToken": f"token-{k}"})
+        env_file = write_env(
+            tmp_path / "c.env",
+            MONGODB_URI=wire.uri,
+            GITHUB_API_URL=api,
+            HEARTBEAT_SECONDS=1,
+            LOOP_IDLE_PAUSE=1,
+            HTTP_TIMEOUT=30,
+            LOG_LEVEL="INFO",
+        )
+        daemon = start(["--mode", "initial", "--instance-id", "box-slow"], env_file, tmp_path / "c.log")
+        ops = write_env(tmp_path / "ops.env", MONGODB_URI=wire.uri, HEARTBEAT_SECONDS=1, HTTP_TIMEOUT=1)
+        try:
+
+            def three_running():
+                out = run(["status", "--instances"], ops).stdout
+                return out if "box-slow (initial, every service): 3 running" in out and "stuck host" in out else None
+
+            shown = wait_until(three_running, timeout=30)
+            assert shown.count("u") >= 3 and "github" in shown
+            watch = subprocess.Popen(
+                collector_cmd("--env-file", str(ops), "status", "--watch", "--interval", "1"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+                env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
+            )
+            time.sleep(3.5)
+            watch.send_signal(signal.SIGINT)
+            out, err = watch.communicate(timeout=30)
+            assert watch.returncode == 0, err
+            assert out.count("collector status at") >= 2 and "\x1b[" not in out  # not a terminal: report after report
+        finally:
+            stop(daemon)
