@@ -174,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="ISO 8601 (UTC unless a zone is given) or 90m, 2h, 1d",
     )
+    jobs = commands.add_parser("jobs", help="the collectors' recurring jobs: list them, or run the inactive sweep now")
+    job_verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
+    job_verbs.add_parser("list", help="per collector (from its heartbeat): trigger, next run, last success and failure")
+    job_run = job_verbs.add_parser("run", help="run a job now: inactive-sweep")
+    job_run.add_argument("job", choices=("inactive-sweep",))
+    job_run.add_argument("--dry-run", action="store_true", help="say what it would skip and revive; write nothing")
+    job_run.add_argument("--force", action="store_true", help="run again even if it ran today")
     networks = commands.add_parser(
         "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
     )
@@ -280,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         return demo.run(metrics_port=args.metrics_port)
     if args.command == "connectors":
         return list_connectors()
+    if args.command == "jobs":
+        from .daemon.sweep import run_now
+        from .ops import commands
+
+        return commands.jobs_command(settings, args, run_now)
     if args.command in ("networks", "status", "healthcheck", "pause", "resume"):
         from .ops import commands
 
@@ -305,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(
             "collector: give --mode initial|normal, --check-config or a command "
-            "(demo, status, healthcheck, pause, resume, networks, connectors, bench)",
+            "(demo, status, healthcheck, pause, resume, jobs, networks, connectors, bench)",
             file=sys.stderr,
         )
         return EXIT_USAGE

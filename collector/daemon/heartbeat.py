@@ -53,6 +53,7 @@ class Heartbeat(Observer):
         self.served: Callable[[], tuple[Any, Any]] = lambda: (None, ())
         # the networks running now (Collector.running), at most `max_running` of them (the concurrency)
         self.runs_now: Callable[[], dict] = dict
+        self.jobs: Callable[[], list] = list  # the recurring jobs as Jobs.describe gives them
         self.max_running = 4096
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
@@ -100,6 +101,7 @@ class Heartbeat(Observer):
             "inflight": self.inflight,
             "heartbeatSeconds": self.every,
             "services": {"only": sorted(self.served()[0] or ()), "exclude": sorted(self.served()[1])},
+            "jobs": self.jobs(),
             "running": [
                 {"network": str(network_id)[:80], "service": str(service)[:40], "user": str(user)[:80], "since": since}
                 for network_id, service, user, since in list(self.runs_now().values())[: self.max_running]

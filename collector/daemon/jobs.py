@@ -119,6 +119,7 @@ class Jobs(Observer):
         self.lock = threading.Lock()
         self.stopped = False
         self.plans: dict[str, str] = {}  # job id -> its schedule in words, for the start line
+        self.last: dict[tuple[str, str], datetime] = {}  # (job, "ok" | "error") -> when it last ended so
 
     # --- adding and changing jobs --------------------------------------------------------------------------
     def every(self, job_id: str, seconds: float, func: Callable[[datetime], object], first: datetime | None = None):
@@ -159,6 +160,19 @@ class Jobs(Observer):
     def next_run(self, job_id: str) -> datetime | None:
         job = self.scheduler.get_job(job_id)
         return None if job is None else job.next_run_time
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Each recurring job: its trigger, next run, last success and last failure (for the heartbeat)."""
+        return [
+            {
+                "name": name,
+                "trigger": plan,
+                "nextRun": None if self.stopped else self.next_run(name),
+                "lastSuccess": self.last.get((name, "ok")),
+                "lastFailure": self.last.get((name, "error")),
+            }
+            for name, plan in self.plans.items()
+        ]
 
     def call(self, func: Callable[[datetime], object]) -> object:
         return func(self.clock())
@@ -208,6 +222,8 @@ class Jobs(Observer):
                 self.skipping.add(job)
             elif outcome in ("ok", "error"):
                 self.skipping.discard(job)
+        if outcome in ("ok", "error"):
+            self.last[job, outcome] = self.clock()
         if outcome == "error":
             self.log_failure(job, getattr(event, "exception", None))
         elif outcome == "ok":

@@ -242,6 +242,8 @@ class Daemon:
         if self.metrics_server is None:  # (the demo serves them from its first pass on)
             self.metrics_server = self.start_metrics(__version__)
         self.jobs = self.start_jobs()
+        jobs = self.jobs
+        self.heartbeat.jobs = jobs.describe
         self.collector.observers.notify("on_tick", 0)  # the start itself: the loop is alive (watchdog, /healthz)
 
     def shut_down(self) -> None:

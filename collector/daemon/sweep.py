@@ -46,7 +46,7 @@ def claim_day(db: Any, now: datetime, owner: str) -> bool:
     return bool(result.modified_count or result.upserted_id is not None)
 
 
-def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, int]:
+def sweep(db: Any, now: datetime, days: int, batch: int = BATCH, dry_run: bool = False) -> dict[str, Any]:
     """Skip the networks of inactive users, revive those of users who are back. Returns the counts.
 
     Users come from one cursor sorted by email and read `batch` at a time, so memory stays bounded and every
@@ -69,9 +69,9 @@ def sweep(db: Any, now: datetime, days: int, batch: int = BATCH) -> dict[str, in
             else:
                 verdicts.append((email, any(d >= cutoff for d in readable)))
             if len(verdicts) >= batch:
-                apply(store, verdicts, now, counts)
+                apply(store, verdicts, now, counts, dry_run)
                 verdicts = []
-        apply(store, verdicts, now, counts)
+        apply(store, verdicts, now, counts, dry_run)
     finally:
         cursor.close()
     if counts["unreadable"]:
@@ -101,9 +101,18 @@ def by_email(cursor: Any, counts: dict[str, int]) -> Iterator[tuple[str, list[An
         yield current, dates
 
 
-def apply(store: Store, verdicts: list[tuple[str, bool]], now: datetime, counts: dict[str, int]) -> None:
+def apply(
+    store: Store, verdicts: list[tuple[str, bool]], now: datetime, counts: dict[str, Any], dry_run: bool = False
+) -> None:
     inactive = [email for email, active in verdicts if not active]
     active = [email for email, active in verdicts if active]
+    if dry_run:  # what would change, read only: users whose networks would be skipped or revived
+        skip = store.networks.distinct("user", {"user": {"$in": inactive}, "skip": {"$ne": True}}) if inactive else []
+        back = store.networks.distinct("user", {"user": {"$in": active}, "skip": True, "skipReason": REASON})
+        for key, found in (("wouldSkip", skip), ("wouldRevive", back if active else [])):
+            counts.setdefault(key, [])
+            counts[key] += [u for u in found if isinstance(u, str)][: max(100 - len(counts[key]), 0)]
+        return
     if inactive:
         counts["skipped"] += store.skip_inactive(inactive, REASON)
     if active:
@@ -142,3 +151,35 @@ class InactiveSweep:
             counts["revived"],
         )
         return counts
+
+
+def run_now(db: Any, settings: Settings, now: datetime, owner: str, dry_run: bool, force: bool) -> list[str]:
+    """`collector jobs run inactive-sweep`: the sweep now, from the command line, under the same once-a-day
+    lease as the daemon's cron job (`force`: take today's lease even if a collector swept today). A dry run
+    takes no lease and writes nothing: it says which users' networks would be skipped or revived."""
+    days = settings.inactive_days
+    if days <= 0:
+        return ["inactive sweep is off (INACTIVE_DAYS=0)"]
+    if not dry_run:
+        if force:
+            db.jobs.update_one(
+                {"_id": JOB_ID},
+                {"$set": {"day": now.strftime("%Y-%m-%d"), "owner": owner, "startedAt": now}},
+                upsert=True,
+            )
+        elif not claim_day(db, now, owner):
+            return ["inactive sweep: already run today (by a collector or by hand); --force runs it again"]
+    counts = sweep(db, now, days, dry_run=dry_run)
+    if dry_run:
+        lines = [
+            f"inactive sweep (dry run, INACTIVE_DAYS={days}): {counts['users']} users read, "
+            f"{len(counts.get('wouldSkip', []))} users' networks would be skipped, "
+            f"{len(counts.get('wouldRevive', []))} revived; {counts['unreadable']} login dates unreadable (active)"
+        ]
+        lines += [f"  would skip: {printable(u)[:80]}" for u in counts.get("wouldSkip", [])[:20]]
+        lines += [f"  would revive: {printable(u)[:80]}" for u in counts.get("wouldRevive", [])[:20]]
+        return lines
+    return [
+        f"inactive sweep: {counts['users']} users read, {counts['skipped']} networks skipped as inactive, "
+        f"{counts['revived']} revived; {counts['unreadable']} login dates unreadable (counted as active)"
+    ]

@@ -4,7 +4,7 @@ No MongoDB server can be installed on our build machines, yet some promises are 
 a real socket (a database outage under a running daemon, several collectors sharing one database). `WireServer`
 listens on 127.0.0.1, answers pymongo's handshake (OP_QUERY and OP_MSG) as a standalone MongoDB 7.0 without
 sessions, and runs the commands the collector and its tools send — find/getMore/killCursors, aggregate, count,
-insert, update, delete, createIndexes, listIndexes, drop, ping — against one in-memory mongomock client, under
+insert, update, delete, distinct, createIndexes, listIndexes, drop, ping — against one in-memory mongomock client, under
 one lock (mongomock is not thread-safe). `stop()` closes the listener and every connection (the database is
 "down"); `start()` listens again on the same port with the same data (it "comes back").
 
@@ -224,6 +224,10 @@ class WireServer:
         docs = list(coll.aggregate(command.get("pipeline", [])))
         ns = f"{command.get('$db')}.{command['aggregate']}"
         return self.cursor(docs, ns, (command.get("cursor") or {}).get("batchSize"))
+
+    def cmd_distinct(self, command: dict) -> dict:
+        coll = self.collection(command, "distinct")
+        return {"values": coll.distinct(command["key"], command.get("query") or {})}
 
     def cmd_count(self, command: dict) -> dict:
         return {"n": self.collection(command, "count").count_documents(command.get("query") or {})}

@@ -234,3 +234,22 @@ def pause_command(settings: Settings, args: argparse.Namespace) -> int:
     except PyMongoError as exc:
         print(f"collector: cannot reach MongoDB: {short_error(exc, settings)}", file=sys.stderr)
         return EXIT_DATABASE
+
+
+def jobs_command(settings: Settings, args: argparse.Namespace, run_sweep: Any = None) -> int:
+    """`collector jobs list` (from the heartbeats) and `collector jobs run inactive-sweep` (the sweep itself is
+    the daemon's: `run_sweep`, handed in by the command line)."""
+    from ..sdk.timeutil import utcnow
+    from .jobs import list_jobs
+
+    try:
+        db = connect(settings).get_default_database("likeastore")
+        if args.verb == "list":
+            print("\n".join(list_jobs(db)))
+            return EXIT_OK
+        lines = run_sweep(db, settings, utcnow(), f"{socket.gethostname()}-manual", args.dry_run, args.force)
+        print("\n".join(lines))
+        return EXIT_NO if lines[0].startswith("inactive sweep: already run today") else EXIT_OK
+    except PyMongoError as exc:
+        print(f"collector: cannot reach MongoDB: {short_error(exc, settings)}", file=sys.stderr)
+        return EXIT_DATABASE

@@ -164,3 +164,48 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
             assert out.count("collector status at") >= 2 and "\x1b[" not in out  # not a terminal: report after report
         finally:
             stop(daemon)
+
+
+def test_jobs_are_listed_per_collector_and_the_sweep_runs_on_demand_under_the_daily_lease(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    with WireServer() as wire:
+        db = MongoClient(wire.uri, tz_aware=True).get_default_database()
+        now = datetime.now(UTC)
+        db.users.insert_many(
+            [
+                {"email": "gone@x.test", "loginLastDate": now - timedelta(days=400)},
+                {"email": "here@x.test", "loginLastDate": now - timedelta(days=1)},
+            ]
+        )
+        for who in ("gone", "here"):
+            db.networks.insert_one({"user": f"{who}@x.test", "service": "github", "accessToken": "t", "mode": "normal"})
+        env_file = write_env(
+            tmp_path / "c.env", MONGODB_URI=wire.uri, HEARTBEAT_SECONDS=1, LOOP_IDLE_PAUSE=1, LOG_LEVEL="INFO"
+        )
+        daemon = start(["--mode", "initial", "--instance-id", "box-jobs"], env_file, tmp_path / "c.log")
+        ops = write_env(tmp_path / "ops.env", MONGODB_URI=wire.uri, HEARTBEAT_SECONDS=1)
+        try:
+            listed = wait_until(
+                lambda: (
+                    lambda r: (
+                        r.stdout
+                        if "heartbeat" in r.stdout
+                        and "every 1s" in r.stdout
+                        and r.stdout.count("-") < 200
+                        and "20" in r.stdout.split("heartbeat")[1][:80]
+                        else None
+                    )
+                )(run(["jobs", "list"], ops))
+            )
+            assert "box-jobs (initial)" in listed and "inactive-sweep" in listed and "at '0 4 * * *' UTC" in listed
+            dry = run(["jobs", "run", "inactive-sweep", "--dry-run"], ops)
+            assert dry.returncode == 0 and "would skip: gone@x.test" in dry.stdout and "here@x.test" not in dry.stdout
+            assert db.networks.count_documents({"skip": True}) == 0  # a dry run writes nothing
+            done = run(["jobs", "run", "inactive-sweep"], ops)
+            assert done.returncode == 0 and "1 networks skipped as inactive" in done.stdout
+            again = run(["jobs", "run", "inactive-sweep"], ops)
+            assert again.returncode == 1 and "already run today" in again.stdout
+            assert run(["jobs", "run", "inactive-sweep", "--force"], ops).returncode == 0
+        finally:
+            stop(daemon)
