@@ -71,3 +71,19 @@ def test_a_unique_index_the_database_refuses_stops_the_start(db, settings, monke
     monkeypatch.setattr(type(db.items), "create_index", refused)
     with pytest.raises(IndexRefused, match="cannot be created"):
         Collector(db, settings)
+
+
+def test_a_reload_changes_the_services_a_collector_serves(db, settings):
+    from helpers import add_network as add
+
+    for service in ("github", "gist", "mastodon"):
+        add(db, service=service, user=f"{service}@x.test", mode="normal")
+    collector = Collector(db, settings.with_(services=("github",)))
+    assert collector.served() == (frozenset({"github"}), frozenset())
+    claimed = collector.claim_batch("normal", 10, T0)
+    assert {n["service"] for n in claimed} == {"github"}
+    collector.apply_settings(settings.with_(services=(), services_exclude=("mastodon",)))  # a reload
+    assert collector.served() == (None, frozenset({"mastodon"}))
+    assert {n["service"] for n in collector.claim_batch("normal", 10, T0)} == {"gist"}
+    given = Collector(db, settings.with_(services=("gist",)), services=["mastodon"])  # --services wins
+    assert given.served()[0] == frozenset({"mastodon"})

@@ -209,3 +209,35 @@ def test_jobs_are_listed_per_collector_and_the_sweep_runs_on_demand_under_the_da
             assert run(["jobs", "run", "inactive-sweep", "--force"], ops).returncode == 0
         finally:
             stop(daemon)
+
+
+def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
+    """Under a real pseudo-terminal (util-linux `script`), each report is drawn from the top of the screen with
+    every line cleared to its end — no full-screen clear, so no flicker."""
+    import shlex
+    import shutil
+    import signal
+    import subprocess
+
+    from proc import collector_cmd
+
+    assert shutil.which("script"), "util-linux's script is part of these machines"
+    with WireServer() as wire:
+        ops = write_env(tmp_path / "ops.env", MONGODB_URI=wire.uri, HEARTBEAT_SECONDS=1)
+        command = " ".join(
+            shlex.quote(a) for a in collector_cmd("--env-file", str(ops), "status", "--watch", "--interval", "1")
+        )
+        watch = subprocess.Popen(
+            ["script", "-qfec", command, "/dev/null"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
+            start_new_session=True,
+        )
+        time.sleep(3.5)
+        __import__("os").killpg(watch.pid, signal.SIGINT)
+        out, _ = watch.communicate(timeout=30)
+    assert out.count("\x1b[H") >= 2 and "\x1b[K" in out and "\x1b[2J" not in out
+    assert out.count("collector status at") >= 2
