@@ -2,7 +2,8 @@
 x-gzip, deflate — zlib-wrapped or raw —, identity; "gzip, gzip" is two layers) undone one bounded step at a time,
 so the decoded bytes held at any moment stay within the cap plus one chunk, however the layers are stacked
 (urllib3 inflates a whole network read per layer at once: a deflate or double-gzip bomb reached two and three
-times the cap before it was refused). The compressed input is bounded too: at most the cap.
+times the cap before it was refused). The compressed input is bounded too: at most the cap. Steps produce at
+most 64 KiB each, so the bound is the cap plus one step.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Iterable
 
 from .errors import BadResponse
 
-CHUNK = 64 * 1024  # bytes read from the socket, and produced by one decompression step
+CHUNK = 64 * 1024  # bytes read from the socket at a time
+STEP = 64 * 1024  # bytes one decompression step may produce (the "small constant" over the cap)
 
 
 class _Layer:
@@ -28,7 +30,7 @@ class _Layer:
     def steps(self, data: bytes) -> Iterable[bytes]:
         while data:
             try:
-                piece = self.obj.decompress(data, CHUNK)
+                piece = self.obj.decompress(data, STEP)
             except zlib.error:
                 if self.encoding == "deflate" and not self.started and self.wbits > 0:
                     self.wbits, self.obj = -zlib.MAX_WBITS, zlib.decompressobj(-zlib.MAX_WBITS)
@@ -43,7 +45,7 @@ class _Layer:
             yield piece
 
     def finish(self) -> bytes:
-        return self.obj.flush(CHUNK)
+        return self.obj.flush(STEP)
 
 
 def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> bytes:
@@ -55,13 +57,16 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
     if unknown:
         raise BadResponse(f"body in an encoding not asked for ({', '.join(unknown)[:60]})")
     layers = [_Layer(n) for n in reversed(names)]  # the last applied comes off first
-    out = bytearray()
+    out: list[bytes] = []  # joined once at the end: one copy of the body, not one per step
+    size = 0
     received = 0
 
     def push(data: bytes, level: int) -> None:
+        nonlocal size
         if level == len(layers):
-            out.extend(data)
-            if len(out) > cap:
+            out.append(data)
+            size += len(data)
+            if size > cap:
                 raise BadResponse(f"decoded body exceeds the {cap}-byte cap")
             return
         for piece in layers[level].steps(data):
@@ -78,4 +83,4 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
                 push(tail, level + 1)
     except zlib.error as exc:
         raise BadResponse(f"body could not be decoded ({content_encoding[:40]}: {exc})") from None
-    return bytes(out)
+    return out[0] if len(out) == 1 else b"".join(out)
