@@ -91,6 +91,7 @@ class Heartbeat(Observer):
         }
 
     def document(self) -> dict[str, Any]:
+        only, exclude = self.served()
         return {
             "mode": self.mode,
             "host": socket.gethostname(),
@@ -100,7 +101,7 @@ class Heartbeat(Observer):
             "heartbeatAt": self.clock(),
             "inflight": self.inflight,
             "heartbeatSeconds": self.every,
-            "services": {"only": sorted(self.served()[0] or ()), "exclude": sorted(self.served()[1])},
+            "services": {"only": sorted(only or ()), "exclude": sorted(exclude)},
             "jobs": self.jobs(),
             "running": [
                 {"network": str(network_id)[:80], "service": str(service)[:40], "user": str(user)[:80], "since": since}

@@ -68,14 +68,13 @@ def watch_status(settings: Settings, interval: float, instances: bool) -> int:
         while True:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                code = show_status(settings, False, False, instances=instances)
+                show_status(settings, False, False, instances=instances)  # a database away: said on stderr
             text = out.getvalue().rstrip("\n")
             if tty:
                 sys.stdout.write("\x1b[H" + "\n".join(line + "\x1b[K" for line in text.split("\n")) + "\x1b[J\n")
             else:
                 sys.stdout.write(text + "\n\n")
             sys.stdout.flush()
-            del code  # an unreachable database is said on standard error; the watch goes on, it may come back
             time.sleep(interval)
     except KeyboardInterrupt:
         return EXIT_OK

@@ -325,12 +325,8 @@ def check(
                     problems.append(
                         (CRITICAL, f"mode {mode}: {n} {service} networks due and no live collector serves {service}")
                     )
-        if paused:  # (the lag of a paused mode grows by design)
-            pass
-        elif lag > c:
-            problems.append((CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {c:.0f}s"))
-        elif lag > w:
-            problems.append((WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {w:.0f}s"))
+        if not paused:  # (the lag of a paused mode grows by design)
+            problems += lag_problem(mode, lag, w, c)
         perf += [f"lag_{mode}={lag:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
         perf.append(f"live_{mode}={len(live)}")
     code = max((level for level, _ in problems), default=OK)
@@ -339,6 +335,14 @@ def check(
     else:
         text = "every mode with due networks has a live collector, schedule lag within bounds"
     return code, f"{STATE_WORDS[code]}: {text} | {' '.join(perf)}"
+
+
+def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[tuple[int, str]]:
+    if lag > crit:
+        return [(CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {crit:.0f}s")]
+    if lag > warn:
+        return [(WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {warn:.0f}s")]
+    return []
 
 
 def render(status: dict[str, Any]) -> str:
