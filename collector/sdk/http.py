@@ -23,14 +23,20 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 from urllib.request import getproxies
 
 import requests
 import urllib3
+from requests._internal_utils import to_native_string
 from requests.adapters import HTTPAdapter
+from requests.cookies import RequestsCookieJar
+from requests.structures import CaseInsensitiveDict
+from requests.utils import check_header_validity
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
@@ -44,6 +50,7 @@ from .safeurl import is_public
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
 
 
 class AddressRefused(Exception):
@@ -281,6 +288,8 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     session.headers["User-Agent"] = user_agent
+    # one session serves every network: a cookie one server sets must not travel with another user's requests
+    session.cookies.set_policy(NO_COOKIES)
     # requests re-reads proxy variables (and ~/.netrc) from the environment on every request, which costs
     # about as much CPU as the request itself; do it only where proxies are configured.
     session.trust_env = bool(getproxies())
@@ -315,6 +324,44 @@ def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
     return out
 
 
+class _PreparedUrls:
+    """URLs as requests prepares them (checked, IDNA host, quoted, parameters encoded), remembered for the same
+    URL and parameters: the same poll URL serves every network of a service. At most LIMIT kept."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.known: dict[tuple, str] = {}
+
+    def prepared(self, url: str, params: Any) -> str:
+        key = _key(url, params)
+        found = self.known.get(key) if key is not None else None
+        if found is not None:
+            return found
+        request = requests.PreparedRequest()
+        request.prepare_url(url, params)
+        assert request.url is not None
+        if key is not None:
+            if len(self.known) >= self.LIMIT:
+                self.known.clear()
+            self.known[key] = request.url
+        return request.url
+
+
+def _key(url: str, params: Any) -> tuple | None:
+    """A cache key for (url, params), or None when the parameters are not plain (str/int/float values)."""
+    if params is None:
+        return (url,)
+    if isinstance(params, Mapping):
+        pairs = tuple(params.items())
+    else:
+        return None
+    for name, value in pairs:
+        if not isinstance(name, str) or type(value) not in (str, int, float):
+            return None
+    return (url, pairs)
+
+
 class Http:
     def __init__(self, settings: Settings, session: requests.Session | None = None, pool_size: int = 32):
         self.timeout = settings.http_timeout
@@ -323,6 +370,7 @@ class Http:
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
         self.counts = threading.local()
+        self.urls = _PreparedUrls()
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -357,7 +405,7 @@ class Http:
         entry = _WATCH.begin(self, deadline, cutoff, self.policy)
         code = "error"
         try:
-            response = self.session.request(method, url, timeout=self.timeout, stream=True, **kwargs)
+            response = self._send(method, url, **kwargs)
             code = str(response.status_code)
             if 300 <= response.status_code < 400 and response.status_code != 304:
                 # redirects with a usable Location were followed: this one has none (or one nobody can follow).
@@ -406,6 +454,44 @@ class Http:
             _WATCH.end(entry)
             codes = self.counts.__dict__.setdefault("codes", {})
             codes[code] = codes.get(code, 0) + 1
+
+    def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """A GET without a body and without proxies is prepared here and handed to `Session.send` (the adapter's
+        pool, redirects and response hooks as requests does them): `Session.request` would merge the session's
+        settings, cookies and environment again on every call, as much CPU as the exchange itself. Any other
+        request takes requests' whole path."""
+        data = kwargs.pop("data", None)
+        if method != "GET" or data is not None or self.session.trust_env or self.session.proxies:
+            return self.session.request(method, url, data=data, timeout=self.timeout, stream=True, **kwargs)
+        prepared = requests.PreparedRequest()
+        prepared.method = "GET"
+        prepared.url = self.urls.prepared(url, kwargs.get("params"))
+        prepared.headers = self._headers(kwargs.get("headers"))
+        prepared._cookies = RequestsCookieJar(NO_COOKIES)  # type: ignore[attr-defined]  # (make_session)
+        prepared.body = None
+        prepared.hooks = {"response": list(self.session.hooks.get("response") or ())}  # the session's hooks
+        prepared.prepare_auth(kwargs.get("auth"), prepared.url)
+        return self.session.send(
+            prepared,
+            timeout=self.timeout,
+            stream=True,
+            allow_redirects=True,
+            proxies={},
+            verify=self.session.verify,
+            cert=self.session.cert,
+        )
+
+    def _headers(self, headers: Mapping[str, Any] | None) -> CaseInsensitiveDict:
+        """The session's headers and the call's (None removes one), each checked as requests checks them (no CR,
+        LF or leading space: a value from a document cannot add a header)."""
+        merged = CaseInsensitiveDict(self.session.headers)
+        for name, value in (headers or {}).items():
+            if value is None:
+                merged.pop(name, None)
+                continue
+            check_header_validity((name, value))
+            merged[to_native_string(name)] = value
+        return merged
 
     def _expired(self, entry: _Entry, what: str) -> Exception:
         if entry.cutoff:

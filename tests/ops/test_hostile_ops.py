@@ -355,7 +355,7 @@ def test_running_out_of_descriptors_charges_no_network(db, settings, http_mock):
     collector = Collector(db, settings)
     http = collector.http
     assert isinstance(http, Http)
-    http.session.request = no_descriptor  # type: ignore[method-assign]
+    http.session.send = no_descriptor  # type: ignore[method-assign]  # every request goes through send
     report = collector.run_pass("normal")
     collector.close()
     saved = db.networks.find_one({"_id": doc["_id"]})

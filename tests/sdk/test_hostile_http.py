@@ -431,3 +431,33 @@ def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answe
             assert caught.value.message.startswith("connection to instance.example refused: non-public address")
     assert set(tried) == set(attempted)  # (the session retries a failed connect: the same address again)
     assert not [a for a in tried if not is_public(a)]
+
+
+def test_a_cookie_one_server_sets_never_travels_with_a_later_request_nor_a_redirect():
+    """One session serves every network: a Set-Cookie answered to one user's request must not be sent with the
+    next request (another user's), nor with a redirect's next hop, and the parameters and headers still arrive
+    as given (the GET fast path prepares them itself)."""
+
+    def script(conn, head, srv):
+        if head.startswith(b"GET /start"):
+            srv.send(conn, response("302 Found", {"Location": "/next", "Set-Cookie": "sid=user-one; Path=/"}))
+        else:
+            srv.send(conn, response(headers={"Set-Cookie": "sid=user-one-again; Path=/"}, body=b"[]"))
+
+    with RawServer(script) as server:
+        http = Http(settings_for_tests(github_api_url=server.url))
+        assert http.get(f"{server.url}/start", params={"page": 2, "q": "a b"}).status_code == 200
+        http.get(f"{server.url}/other", headers={"If-None-Match": 'W/"1"'})
+    lines = [request.decode("latin-1").lower() for request in server.requests]
+    assert [line.split(" ")[1] for line in lines] == ["/start?page=2&q=a+b", "/next", "/other"]
+    assert not any("\r\ncookie:" in line for line in lines)
+    assert '\r\nif-none-match: w/"1"\r\n' in lines[2]
+
+
+def test_a_header_value_from_a_document_cannot_add_a_header():
+    with RawServer(lambda conn, head, srv: srv.send(conn, response(body=b"[]"))) as server:
+        http = Http(settings_for_tests(github_api_url=server.url))
+        with pytest.raises(Transient):  # requests refuses the value before anything is sent
+            http.get(f"{server.url}/x", headers={"If-None-Match": 'W/"1"\r\nX-Injected: 1'})
+        http.get(f"{server.url}/y", headers={"If-None-Match": 'W/"1"'})
+    assert [request.split(b" ")[1] for request in server.requests] == [b"/y"]  # the refused one was never sent
