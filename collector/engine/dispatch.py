@@ -11,10 +11,11 @@ Nothing in it may end the work because of one network: a network the engine itse
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
+SAVE_WINDOW = 0.02  # seconds a finished run may wait for others to be saved with it
 
 
 class Dispatcher:
@@ -50,6 +52,9 @@ class Dispatcher:
         self.clock = clock
         self.should_stop = should_stop
         self.inflight: dict[Future, Mapping[str, Any]] = {}
+        self.completions: queue.SimpleQueue[Future] = queue.SimpleQueue()  # futures as they finish, in order
+        self.unsaved: list[RunResult] = []  # finished, gathered for the next save batch
+        self.unsaved_since = 0.0
         self.backlog = Backlog(collector.saver, collector.throttle)  # finished runs the database has not taken
         self.per_service: Counter = Counter()
         self.leases = Leases(
@@ -63,7 +68,7 @@ class Dispatcher:
 
     def run_pass(self) -> None:
         """Drive it as one pass: run what was claimed, until all of it is saved (or dropped)."""
-        while self.pending or self.inflight or self.backlog:
+        while self.pending or self.inflight or self.unsaved or self.backlog:
             self.step()
         self.leases.release()  # one last try for leases a failed release kept
 
@@ -78,9 +83,9 @@ class Dispatcher:
                 self.report.duration = REPORT_EVERY
                 self.c.observers.notify("on_pass", self.report)
                 self.report, report_at = Report(str(mode)), time.monotonic() + REPORT_EVERY
-            if self.stop_seen is not None and not (self.pending or self.inflight or self.backlog):
+            if self.stop_seen is not None and not self.holding():
                 break
-            if not (self.pending or self.inflight or self.backlog):  # nothing due: wait until the next look
+            if not self.holding():  # nothing due: wait until the next look
                 delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
                 if delay:
                     if not self.claim_failures and self.c.database.up:  # it answered "nothing due": progress
@@ -96,8 +101,7 @@ class Dispatcher:
         self.claim()
         self.save(self.dispatch())
         if self.inflight:
-            done, _ = wait(self.inflight, timeout=self.wait_time(), return_when=FIRST_COMPLETED)
-            results = [self.finish(future) for future in done]
+            results = [self.finish(future) for future in self.completed(self.wait_time())]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
             results += self.dispatch()
@@ -108,7 +112,26 @@ class Dispatcher:
         self.expire()
         self.leases.release()
         self.c.observers.notify("on_tick", len(self.inflight))
-        self.c.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.backlog))
+        self.c.observers.notify(
+            "on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved) + len(self.backlog)
+        )
+
+    def holding(self) -> bool:
+        """Whether anything claimed is not saved yet: waiting to start, running, finished or kept for a retry."""
+        return bool(self.pending or self.inflight or self.unsaved or self.backlog)
+
+    def completed(self, timeout: float) -> list[Future]:
+        """The runs that finished: waits up to `timeout` for the first, then takes every other one that finished
+        meanwhile (one wake-up for a burst; no lock taken per run in flight, as `concurrent.futures.wait` does)."""
+        try:
+            done = [self.completions.get(timeout=timeout) if timeout > 0 else self.completions.get_nowait()]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                done.append(self.completions.get_nowait())
+            except queue.Empty:
+                return done
 
     def claim(self) -> None:
         """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
@@ -169,6 +192,8 @@ class Dispatcher:
         until = min(self.leases.renew_in(), self.c.settings.heartbeat_seconds)
         if self.backlog:
             until = min(until, self.backlog.retry_in())
+        if self.unsaved:
+            until = min(until, self.unsaved_since + SAVE_WINDOW - now)
         if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
@@ -211,7 +236,9 @@ class Dispatcher:
             except Exception as exc:  # our bug, shown on that network only
                 prepared = crashed(network, None, exc, self.c.settings, now, jitter)
             if isinstance(prepared, Run):
-                self.inflight[self.c.pool.submit(execute, prepared, self.c.settings, now)] = network
+                future = self.c.pool.submit(execute, prepared, self.c.settings, now)
+                self.inflight[future] = network
+                future.add_done_callback(self.completions.put)
                 self.c.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
                 self.per_service[key] += 1
             else:
@@ -234,7 +261,21 @@ class Dispatcher:
         return result
 
     def save(self, results: list[RunResult]) -> None:
-        for saving in self.backlog.save(results, self.users, self.report):
+        """Gather finished runs and save them in one batch once a concurrency's eighth of them waits, the first
+        has waited SAVE_WINDOW, nothing runs any more, or a stop was asked: runs that finish one by one share
+        the database's round trips instead of paying them each."""
+        if results and not self.unsaved:
+            self.unsaved_since = time.monotonic()
+        self.unsaved.extend(results)
+        if self.unsaved and not (
+            len(self.unsaved) >= max(self.c.concurrency // 8, 1)
+            or time.monotonic() - self.unsaved_since >= SAVE_WINDOW
+            or not self.inflight
+            or self.stop_seen is not None
+        ):
+            return
+        batch, self.unsaved = self.unsaved, []
+        for saving in self.backlog.save(batch, self.users, self.report):
             self.settle(saving, saving.outcome())
 
     def settle(self, saving: Saving, saved: Saved) -> None:
@@ -263,7 +304,7 @@ class Dispatcher:
             self.settle(saving, saving.outcome(dropped=True))
 
     def held_networks(self) -> list[Mapping[str, Any]]:
-        return [*self.inflight.values(), *self.pending, *self.backlog.networks()]
+        return [*self.inflight.values(), *self.pending, *(r.network for r in self.unsaved), *self.backlog.networks()]
 
     def held_ids(self) -> list:
         return [n["_id"] for n in self.held_networks()]
