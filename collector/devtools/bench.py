@@ -10,6 +10,10 @@ Workloads:
             except the concurrency: how long until every network was polled once.
   quota     networks with more history than their quota allows, for K windows: quota used, requests refused.
   soak      many normal-mode polls: resident memory before and after.
+  apart     the headline history point and the 304 polls again with the database out of this process (the
+            mongowire stand-in in its own process, or the MongoDB given): `*_apart` fields.
+  floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
+            the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
 Database time (the scheduler thread's CPU inside the store) is measured apart from the engine's CPU.
 """
 
@@ -56,10 +60,12 @@ def rss_mb() -> float:
 
 
 class Databases:
-    """Fresh databases: mongomock, or scratch databases on a real MongoDB that are dropped afterwards."""
+    """Fresh databases: mongomock in this process, or scratch databases (dropped afterwards) on a MongoDB at
+    `uri` — a real one, or the mongowire stand-in in a process of its own (`standin`)."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, standin: bool = False):
         self.uri = uri
+        self.standin = standin or not uri
         self.created: list[str] = []
         self.client: Any = None
         if uri:
@@ -76,20 +82,20 @@ class Databases:
         self.created.append(name)
         return self.client[name]
 
+    def relax(self, db: Any) -> None:
+        """A stand-in (mongomock, here or behind mongowire) enforces a secondary unique index by scanning:
+        quadratic inserts. On a fresh database the item `_id` (a hash of user, type and itemId) keeps items
+        unique on its own, so the bench drops that index there; a real MongoDB keeps it."""
+        if self.standin:
+            for name, info in db.items.index_information().items():
+                if info.get("unique") and name != "_id_":
+                    db.items.drop_index(name)
+
     def close(self) -> None:
         if self.client is not None:
             for name in self.created:
                 self.client.drop_database(name)
             self.client.close()
-
-
-def without_unique_index(db: Any) -> None:
-    """mongomock enforces a secondary unique index by scanning (quadratic inserts); on a fresh database the item
-    `_id` (a hash of user, type and itemId) keeps items unique on its own, so the bench drops that index there."""
-    if type(db).__module__.startswith("mongomock"):
-        for name, info in db.items.index_information().items():
-            if info.get("unique") and name != "_id_":
-                db.items.drop_index(name)
 
 
 class Meter(Observer):
@@ -197,7 +203,7 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
     with FakeProcess(fake) as url:
         meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
         collector = Collector(db, bench_settings(url, concurrency), observers=[meter])
-        without_unique_index(db)
+        dbs.relax(db)
         measured = serve_until(collector, "initial", meter)
         collector.close()
         stats = fetch_stats(url)
@@ -236,7 +242,7 @@ def polls(
             defaults = load_settings()
             settings = settings.with_(loop_idle_pause=defaults.loop_idle_pause, pass_limit=defaults.pass_limit)
         collector = Collector(db, settings, observers=[meter])
-        without_unique_index(db)
+        dbs.relax(db)
         measured = serve_until(collector, "normal", meter)
         collector.close()
         stats = fetch_stats(url)
@@ -249,7 +255,7 @@ def quota_bound(opts: Options, dbs: Databases) -> dict:
     seed_history(db, fake, opts.quota_networks, opts.quota_pages * PER_PAGE)
     with FakeProcess(fake) as url:
         collector = Collector(db, bench_settings(url, opts.concurrency), observers=[])
-        without_unique_index(db)
+        dbs.relax(db)
         window = opts.quota_window
         first = (int(time.time()) // window + 1) * window  # start on a window boundary
         time.sleep(max(first - time.time(), 0) + 0.005)
@@ -274,7 +280,7 @@ def soak(opts: Options, dbs: Databases) -> dict:
         warm = Meter(opts.soak_runs // 10)
         meter = Meter(opts.soak_runs)
         collector = Collector(db, bench_settings(url, opts.concurrency, normal_interval=0), observers=[warm, meter])
-        without_unique_index(db)
+        dbs.relax(db)
         start_mb: list[float] = []
 
         def stop() -> bool:
@@ -297,38 +303,104 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
         result = measure(opts, dbs)
     finally:
         dbs.close()
+    result.update(measure_apart(opts, result))
     print(json.dumps(result), file=out)
     return 0
 
 
+def latencies_of(opts: Options) -> list[float]:
+    return [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
+
+
+def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[float, int]:
+    """Wall time per task of the history walk in series (one network at a time), and requests over quota."""
+    series = history(opts, dbs, latency, 1, opts.series_networks)
+    return series["wall_s"] / series["tasks"], series["over_quota"]
+
+
+def history_point(opts: Options, dbs: Databases, latency: float, concurrency: int, per_task: float) -> dict:
+    """The history walk at one latency and concurrency, against the series time per task: speedup, its bound
+    (the concurrency's, or the CPU's), and the CPU split between the engine and the database calls."""
+    run_ = history(opts, dbs, latency, concurrency, opts.networks)
+    cpu_per_task = run_["cpu_s"] / run_["tasks"]
+    waited = latency + run_["server_ms"] / 1000  # what a task waits for, the server's own time included
+    bound = min(concurrency * per_task / waited if waited else float("inf"), per_task / cpu_per_task)
+    speedup = per_task * run_["tasks"] / run_["wall_s"]
+    return {
+        "latency_ms": round(latency * 1000),
+        "concurrency": concurrency,
+        "tasks": run_["tasks"],
+        "wall_s_series": round(per_task * run_["tasks"], 2),
+        "wall_s_concurrent": round(run_["wall_s"], 2),
+        "speedup": round(speedup, 2),
+        "speedup_bound": round(bound, 2),
+        "efficiency": round(speedup / bound, 3),
+        "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
+        "db_ms_per_task": round(run_["db_s"] / run_["tasks"] * 1000, 2),
+        "engine_cpu_ms_per_page": round((run_["cpu_s"] - run_["db_s"]) / max(run_["pages"], 1) * 1000, 2),
+        "over_quota": run_["over_quota"],
+    }
+
+
+def engine_per_poll(quiet: dict) -> float:
+    return round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3)
+
+
+def measure_apart(opts: Options, main: dict) -> dict:
+    """The engine with the database out of this process (a real MongoDB given by --mongodb-uri: the main
+    figures already are; else the mongowire stand-in in a process of its own), and the floor measured in the
+    same run: the engine's distance to it per page and per poll."""
+    from . import floor
+    from .mongowire import WireProcess
+
+    if opts.mongodb_uri:
+        apart = {
+            "database_apart": "mongodb",
+            **{f"{k}_apart": main[k] for k in ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency")},
+            **{f"{k}_apart": main[k] for k in ("speedup", "speedup_bound", "db_ms_per_task")},
+        }
+    else:
+        with WireProcess() as uri:
+            dbs = Databases(uri, standin=True)
+            try:
+                apart = standin_apart(opts, dbs)
+            finally:
+                dbs.close()
+    ground = floor.measure()
+    return {
+        **apart,
+        **ground,
+        "engine_vs_floor_page": round(apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page"], 2),
+        "engine_vs_floor_poll": round(apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll"], 2),
+    }
+
+
+def standin_apart(opts: Options, dbs: Databases) -> dict:
+    latency = latencies_of(opts)[-1]
+    per_task, over_quota = series_per_task(opts, dbs, latency)
+    point = history_point(opts, dbs, latency, opts.concurrency, per_task)
+    quiet = polls(opts, dbs, 0.0, opts.polls // 2, 0.0, opts.concurrency, opts.poll_networks)
+    if over_quota + point["over_quota"] + quiet["over_quota"]:
+        raise RuntimeError("requests over quota with the database apart")
+    return {
+        "database_apart": "mongowire",
+        "engine_cpu_ms_per_page_apart": point["engine_cpu_ms_per_page"],
+        "engine_cpu_ms_per_poll_apart": engine_per_poll(quiet),
+        "efficiency_apart": point["efficiency"],
+        "speedup_apart": point["speedup"],
+        "speedup_bound_apart": point["speedup_bound"],
+        "db_ms_per_task_apart": point["db_ms_per_task"],
+    }
+
+
 def measure(opts: Options, dbs: Databases) -> dict:
-    latencies = [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
     points, over_quota = [], 0
-    for latency in latencies:
-        series = history(opts, dbs, latency, 1, opts.series_networks)
-        per_task = series["wall_s"] / series["tasks"]
+    for latency in latencies_of(opts):
+        per_task, series_over = series_per_task(opts, dbs, latency)
         for concurrency in dict.fromkeys([opts.compare_concurrency, opts.concurrency]):
-            run_ = history(opts, dbs, latency, concurrency, opts.networks)
-            over_quota += run_["over_quota"] + series["over_quota"]
-            cpu_per_task = run_["cpu_s"] / run_["tasks"]
-            waited = latency + run_["server_ms"] / 1000  # what a task waits for, the server's own time included
-            bound = min(concurrency * per_task / waited if waited else float("inf"), per_task / cpu_per_task)
-            speedup = per_task * run_["tasks"] / run_["wall_s"]
-            points.append(
-                {
-                    "latency_ms": round(latency * 1000),
-                    "concurrency": concurrency,
-                    "tasks": run_["tasks"],
-                    "wall_s_series": round(per_task * run_["tasks"], 2),
-                    "wall_s_concurrent": round(run_["wall_s"], 2),
-                    "speedup": round(speedup, 2),
-                    "speedup_bound": round(bound, 2),
-                    "efficiency": round(speedup / bound, 3),
-                    "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
-                    "db_ms_per_task": round(run_["db_s"] / run_["tasks"] * 1000, 2),
-                    "engine_cpu_ms_per_page": round((run_["cpu_s"] - run_["db_s"]) / max(run_["pages"], 1) * 1000, 2),
-                }
-            )
+            point = history_point(opts, dbs, latency, concurrency, per_task)
+            over_quota += point.pop("over_quota") + series_over
+            points.append(point)
     head = points[-1]
     quiet = polls(opts, dbs, 0.0, opts.polls // 2, 0.0, opts.concurrency, opts.poll_networks)
     steady = polls(opts, dbs, opts.change_share, opts.polls, opts.poll_latency, opts.concurrency, opts.poll_networks)
@@ -367,7 +439,7 @@ def measure(opts: Options, dbs: Databases) -> dict:
                 "engine_cpu_ms_per_page",
             )
         },
-        "engine_cpu_ms_per_poll": round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3),
+        "engine_cpu_ms_per_poll": engine_per_poll(quiet),
         "polls_per_s": round(steady["polls"] / steady["wall_s"], 1),
         "polls_per_s_bound": round(
             min(opts.concurrency / opts.poll_latency if opts.poll_latency else float("inf"), 1000 / steady_cpu_ms), 1

@@ -4,7 +4,7 @@ No MongoDB server can be installed on our build machines, yet some promises are 
 a real socket (a database outage under a running daemon, several collectors sharing one database). `WireServer`
 listens on 127.0.0.1, answers pymongo's handshake (OP_QUERY and OP_MSG) as a standalone MongoDB 7.0 without
 sessions, and runs the commands the collector and its tools send — find/getMore/killCursors, aggregate, count,
-insert, update, delete, distinct, createIndexes, listIndexes, drop, ping — against one in-memory mongomock client, under
+insert, update, delete, distinct, createIndexes, listIndexes, dropIndexes, drop, ping — against one in-memory mongomock client, under
 one lock (mongomock is not thread-safe). `stop()` closes the listener and every connection (the database is
 "down"); `start()` listens again on the same port with the same data (it "comes back").
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
 import socket
 import struct
 import threading
@@ -44,6 +45,9 @@ HELLO = {
     "maxWireVersion": 21,
     "readOnly": False,
 }
+
+
+INDEX_OPTIONS = ("unique", "sparse", "partialFilterExpression", "expireAfterSeconds")
 
 
 class CommandError(Exception):
@@ -299,8 +303,20 @@ class WireServer:
 
     def cmd_listindexes(self, command: dict) -> dict:
         coll = self.collection(command, "listIndexes")
-        indexes = [{"v": 2, "key": dict(info["key"]), "name": name} for name, info in coll.index_information().items()]
+        indexes = [
+            {**{k: v for k, v in info.items() if k in INDEX_OPTIONS}, "v": 2, "key": dict(info["key"]), "name": name}
+            for name, info in coll.index_information().items()
+        ]
         return self.cursor(indexes, f"{command.get('$db')}.{command['listIndexes']}", None)
+
+    def cmd_dropindexes(self, command: dict) -> dict:
+        coll = self.collection(command, "dropIndexes")
+        index = command.get("index")
+        if index == "*":
+            coll.drop_indexes()
+        else:
+            coll.drop_index(index)
+        return {}
 
     def cmd_drop(self, command: dict) -> dict:
         self.client[command.get("$db", "test")].drop_collection(command["drop"])
@@ -348,6 +364,36 @@ def _close(conn: socket.socket) -> None:
     except OSError:
         pass
     conn.close()
+
+
+def _serve_in_child(conn: Any) -> None:
+    server = WireServer().start()
+    conn.send(server.uri)
+    threading.Event().wait()
+
+
+class WireProcess:
+    """A WireServer in a process of its own (`with WireProcess() as uri:`), so that the stand-in's CPU (mongomock's
+    queries, BSON on its side) is not spent in the process being measured: `collector bench` measures the
+    engine with the database out of process this way when no real MongoDB is given."""
+
+    def __init__(self) -> None:
+        self.process: Any = None
+
+    def __enter__(self) -> str:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self.process = context.Process(target=_serve_in_child, args=(child,), daemon=True)
+        self.process.start()
+        if not parent.poll(60):
+            self.process.terminate()
+            raise RuntimeError("mongowire: the database process did not start within 60 s")
+        return str(parent.recv())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.join(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:
