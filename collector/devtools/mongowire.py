@@ -4,9 +4,10 @@ No MongoDB server can be installed on our build machines, yet some promises are 
 a real socket (a database outage under a running daemon, several collectors sharing one database). `WireServer`
 listens on 127.0.0.1, answers pymongo's handshake (OP_QUERY and OP_MSG) as a standalone MongoDB 7.0 without
 sessions, and runs the commands the collector and its tools send — find/getMore/killCursors, aggregate, count,
-insert, update, delete, distinct, createIndexes, listIndexes, dropIndexes, drop, ping — against one in-memory mongomock client, under
-one lock (mongomock is not thread-safe). `stop()` closes the listener and every connection (the database is
-"down"); `start()` listens again on the same port with the same data (it "comes back").
+insert, update, delete, distinct, createIndexes, listIndexes, dropIndexes, drop, ping — against one in-memory
+mongomock client, under one lock (mongomock is not thread-safe). `stop()` closes the listener and every
+connection (the database is "down"); `start()` listens again on the same port with the same data (it "comes
+back").
 
 A test and development tool: it has none of a server's guarantees (no durability, no transactions, mongomock's
 query semantics), and binds loopback only.
