@@ -10,7 +10,7 @@ normal:  a poll of the newest POLL_PAGE stars with If-None-Match and the stored 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import requests
 from typing_extensions import override
@@ -37,9 +37,33 @@ class GitHubAPI(Connector):
         return reset
 
 
+class Owner(TypedDict, total=False):
+    login: Any
+    html_url: Any
+    avatar_url: Any
+
+
+class Repository(TypedDict, total=False):
+    id: Any
+    html_url: Any
+    full_name: Any
+    name: Any
+    description: Any
+    created_at: Any
+    owner: Owner | None
+
+
+class Star(TypedDict, total=False):
+    """What `map` reads of a star+json entry (of the ~100 fields GitHub sends)."""
+
+    starred_at: Any
+    repo: Repository
+
+
 class GitHubConnector(GitHubAPI):
     name = "github"
     headers = {**GitHubAPI.headers, "Accept": "application/vnd.github.star+json"}
+    entry_shape = Star
 
     def fetch(
         self, job: Job, page: int, etag: str | None = None, per_page: int = PER_PAGE
@@ -53,7 +77,7 @@ class GitHubConnector(GitHubAPI):
         )
         if etag and response.status_code == 304:
             return None, response
-        data, response = self.parse_json(job, response)
+        data, response = self.parse_entries(job, response)
         return self.map_entries(data, self.map), response
 
     @override

@@ -7,6 +7,7 @@ declares what it shares with others instead of writing it: `authentication`, `ra
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+import msgspec
 import orjson
 import requests
 
@@ -71,6 +73,11 @@ class Connector(ABC):
     rate_limit: ClassVar[RateLimitHeaders | None] = RateLimitHeaders()
     token_refresh: ClassVar[TokenRefresh | None] = None  # for services whose access tokens expire
     identity: ClassVar[IdentityLookup | None] = None  # the user's id on the service, looked up once if absent
+    # A page that is a JSON list of entries may declare the shape of one entry: a TypedDict (total=False) of only
+    # the fields `map` reads, values typed Any where `map` takes anything. Such a page is decoded by msgspec into
+    # exactly those fields (about a third of the CPU of decoding all of them); a page that does not fit the
+    # shape (an odd entry, JSON only the standard library reads) is decoded whole, entry by entry, as without it.
+    entry_shape: ClassVar[Any] = None
 
     def __init__(self, settings: Settings, http: Http):
         self.settings = settings
@@ -188,6 +195,17 @@ class Connector(ABC):
     def get_json(self, job: Job, url: str, *, params=None, headers=None) -> tuple[Any, requests.Response]:
         return self.parse_json(job, self.get(job, url, params=params, headers=headers))
 
+    def parse_entries(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
+        """A page's list of entries: decoded to `entry_shape` when the connector declares one and the page fits
+        it, else as `parse_json` decodes it (the result is the same for every field `map` reads)."""
+        if self.entry_shape is not None:
+            self.check(job, response)
+            try:
+                return page_decoder(self.entry_shape).decode(response.content), response
+            except (msgspec.MsgspecError, ValueError, RecursionError):
+                pass  # not the usual page: the whole JSON, as without a shape, settles what it is
+        return self.parse_json(job, response)
+
     def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
         self.check(job, response)
         try:
@@ -238,6 +256,12 @@ class Connector(ABC):
                 if isinstance(body.get(key), str):
                     return redact(body[key][:4000])[:200]  # masked first, then cut: no fragment of a secret survives
         return response.reason or "error"
+
+
+@functools.cache
+def page_decoder(shape: Any) -> msgspec.json.Decoder:
+    """The decoder of a page that is a list of `shape` entries (one per connector class, made once)."""
+    return msgspec.json.Decoder(list[shape])
 
 
 def loads(content: bytes) -> Any:
