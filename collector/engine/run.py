@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from ..sdk.connector import Connector, Job
 from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
@@ -130,6 +130,7 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     try:
         result = connector.run(job)
         items, refused = keep_storable(result.items, connector)
+        as_documents(items, network.get("user"), now)
         check_state(result.state)
         update = schedule.on_success(network, job.mode, result, settings, now, run.jitter)
         update = schedule.with_skips(
@@ -239,14 +240,19 @@ def fail(
     return RunResult(network, mode, update, now, error=error, wait_until=wait_until, tokens=dict(error.refreshed))
 
 
+def as_documents(items: list[Any], user: Any, now: datetime) -> None:
+    """Make checked items `items` documents in place (on the worker, once): keyed by (user, type, itemId), with
+    the user and the date. The user's userData is added when saving (stored_items)."""
+    for item in items:
+        item["user"] = user
+        item["date"] = now
+        item["_id"] = item_key(user, item["type"], item["itemId"])
+
+
 def stored_items(result: RunResult, user_data: dict | None) -> list[dict]:
-    """The result's items as `items` documents: keyed by (user, type, itemId), with userData and date."""
-    user = result.network["user"]
-    docs = []
-    for item in result.items:
-        doc: dict[str, Any] = {**item, "user": user, "date": result.at}
-        doc["_id"] = item_key(user, doc["type"], doc["itemId"])
-        if user_data is not None:
+    """The result's items as `items` documents (as_documents made them), with the user's userData."""
+    docs = cast("list[dict[str, Any]]", list(result.items))
+    if user_data is not None:
+        for doc in docs:
             doc["userData"] = user_data
-        docs.append(doc)
     return docs
