@@ -36,6 +36,12 @@ DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of fi
 SAVE_WINDOW = 0.02  # seconds a finished run may wait for others to be saved with it
 
 
+def due_by(values: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a saved state schedules its network at or before `now`."""
+    at = values.get("scheduledTo")
+    return isinstance(at, datetime) and at <= now
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -105,7 +111,10 @@ class Dispatcher:
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
             results += self.dispatch()
-            self.save(results)
+            if self.save(results):  # networks due again at once (a history's next page) are claimable now
+                self.next_claim = 0.0
+                self.claim()
+                self.save(self.dispatch())
         elif self.backlog:
             self.backlog.pause()
         self.leases.renew()
@@ -260,10 +269,11 @@ class Dispatcher:
             self.next_claim = max(self.next_claim, time.monotonic() + DESCRIPTOR_PAUSE)
         return result
 
-    def save(self, results: list[RunResult]) -> None:
+    def save(self, results: list[RunResult]) -> bool:
         """Gather finished runs and save them in one batch once a concurrency's eighth of them waits, the first
         has waited SAVE_WINDOW, nothing runs any more, or a stop was asked: runs that finish one by one share
-        the database's round trips instead of paying them each."""
+        the database's round trips instead of paying them each. True when a saved state made its network due
+        already (its next run may be claimed now)."""
         if results and not self.unsaved:
             self.unsaved_since = time.monotonic()
         self.unsaved.extend(results)
@@ -273,10 +283,13 @@ class Dispatcher:
             or not self.inflight
             or self.stop_seen is not None
         ):
-            return
+            return False
         batch, self.unsaved = self.unsaved, []
+        due_again, now = False, self.clock()
         for saving in self.backlog.save(batch, self.users, self.report):
             self.settle(saving, saving.outcome())
+            due_again = due_again or (saving.accepted and due_by(saving.result.update.values, now))
+        return due_again
 
     def settle(self, saving: Saving, saved: Saved) -> None:
         if not saved.dropped:
