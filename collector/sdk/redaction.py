@@ -13,6 +13,7 @@ Two nets:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -84,10 +85,10 @@ class Secrets:
 
     @staticmethod
     def _variants(values: Iterable[object]) -> set[str]:
-        out = set()
+        out: set[str] = set()
         for value in values:
             if isinstance(value, str) and len(value) >= MIN_LENGTH:
-                out |= {value, quote(value, safe=""), quote_plus(value)}
+                out.update(_forms(value))
         return out
 
     def __len__(self) -> int:
@@ -115,6 +116,13 @@ def _mask_shape(match: re.Match[str]) -> str:
             whole = match.group(0)
             return whole[: start - match.start()] + MASK + whole[end - match.start() :]
     return match.group(0)  # pragma: no cover - one of the groups always matched
+
+
+@functools.lru_cache(maxsize=16384)
+def _forms(value: str) -> frozenset[str]:
+    """A secret as it may appear: itself, and URL-encoded both ways (remembered: the same tokens come back with
+    every claim of their networks)."""
+    return frozenset({value, quote(value, safe=""), quote_plus(value)})
 
 
 SECRETS = Secrets()
