@@ -379,6 +379,9 @@ def _close(conn: socket.socket) -> None:
 
 
 def _serve_in_child(conn: Any) -> None:
+    from . import idlookup
+
+    idlookup.install()
     server = WireServer(quick_inserts=True).start()
     conn.send(server.uri)
     threading.Event().wait()
@@ -389,7 +392,8 @@ class WireProcess:
     queries, BSON on its side) is not spent in the process being measured: `collector bench` measures the
     engine with the database out of process this way when no real MongoDB is given. Its inserts are quick
     (`quick_inserts`: into a collection unique by `_id` only, a document is stored as decoded, 80 µs less each
-    than mongomock's insert), so that the collector does not wait on the stand-in far longer than on a MongoDB."""
+    than mongomock's insert) and its `_id` queries looked up (idlookup.py), so that the collector does not wait
+    on the stand-in far longer than on a MongoDB."""
 
     def __init__(self) -> None:
         self.process: Any = None

@@ -1,0 +1,37 @@
+"""The bench's `_id` index for mongomock (devtools/idlookup.py) answers exactly what mongomock's scan answers."""
+
+from __future__ import annotations
+
+import mongomock
+from bson import ObjectId
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collector.devtools import idlookup
+
+IDS = [ObjectId(f"{i:024x}") for i in range(6)] + ["a", "b", 3, 4.0, True]
+queries = st.one_of(
+    st.sampled_from(IDS).map(lambda v: {"_id": v}),
+    st.lists(st.sampled_from(IDS), max_size=4).map(lambda vs: {"_id": {"$in": vs}}),
+    st.tuples(st.sampled_from(IDS), st.integers(0, 2)).map(lambda t: {"_id": t[0], "epoch": t[1]}),
+    st.lists(st.sampled_from(IDS), max_size=3).map(lambda vs: {"_id": {"$in": vs}, "epoch": {"$ne": 1}}),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(IDS), st.integers(0, 2)), max_size=8), queries)
+def test_an_id_query_finds_what_the_scan_finds(docs, query):
+    coll = mongomock.MongoClient().db.c
+    for _id, epoch in docs:
+        coll.update_one({"_id": _id}, {"$set": {"epoch": epoch}}, upsert=True)
+    scanned = sorted(map(repr, coll.find(query)))
+    original = mongomock.collection.Collection._iter_documents
+    idlookup.install()
+    try:
+        looked_up = sorted(map(repr, coll.find(query)))
+        coll.update_many(query, {"$inc": {"seen": 1}})
+        updated = sorted(map(repr, coll.find({"seen": 1})))
+    finally:
+        mongomock.collection.Collection._iter_documents = original  # type: ignore[method-assign]
+    assert looked_up == scanned
+    assert updated == sorted(map(repr, coll.find(query)))  # (scanned again) every match updated, only those
