@@ -352,11 +352,12 @@ def engine_per_poll(quiet: dict) -> float:
 def measure_apart(opts: Options, main: dict) -> dict:
     """The engine with the database out of this process (a real MongoDB given by --mongodb-uri: the main
     figures already are; else the mongowire stand-in in a process of its own), and the floor measured in the
-    same run: the engine's distance to it per page and per poll."""
+    same run: the engine's distance to it per page and per poll. Each is measured in a fresh process (a heap
+    that ran the mongomock workloads makes a 560 KB page cost up to twice as much CPU, engine and floor alike),
+    and the floor on both sides of the engine's measure, averaged: the machine's speed drifts."""
     from . import floor
-    from .mongowire import WireProcess
 
-    before = floor.measure()  # the machine's speed drifts: the floor is taken on both sides, and averaged
+    before = in_child(floor.measure)
     if opts.mongodb_uri:
         apart = {
             "database_apart": "mongodb",
@@ -364,13 +365,8 @@ def measure_apart(opts: Options, main: dict) -> dict:
             **{f"{k}_apart": main[k] for k in ("speedup", "speedup_bound", "db_ms_per_task")},
         }
     else:
-        with WireProcess() as uri:
-            dbs = Databases(uri, standin=True)
-            try:
-                apart = standin_apart(opts, dbs)
-            finally:
-                dbs.close()
-    after = floor.measure()
+        apart = in_child(standin_apart_here, opts)
+    after = in_child(floor.measure)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {
         **apart,
@@ -378,6 +374,41 @@ def measure_apart(opts: Options, main: dict) -> dict:
         "engine_vs_floor_page": round(apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page"], 2),
         "engine_vs_floor_poll": round(apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll"], 2),
     }
+
+
+def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
+    try:
+        conn.send(("ok", call(*args)))
+    except Exception as exc:  # the parent raises it: a bench that cannot measure says why
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def in_child(call: Callable[..., dict], *args: Any) -> dict:
+    """`call(*args)` in a fresh interpreter (spawned), its result sent back."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_child, args=(child, call, args))
+    process.start()
+    try:
+        status, value = parent.recv()
+    finally:
+        process.join(timeout=60)
+    if status != "ok":
+        raise RuntimeError(f"bench: {value}")
+    return value
+
+
+def standin_apart_here(opts: Options) -> dict:
+    from .mongowire import WireProcess
+
+    with WireProcess() as uri:
+        dbs = Databases(uri, standin=True)
+        try:
+            return standin_apart(opts, dbs)
+        finally:
+            dbs.close()
 
 
 def standin_apart(opts: Options, dbs: Databases) -> dict:
