@@ -8,6 +8,7 @@ collector of every mode, and one that restarts, skips a spent token until its re
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class QuotaMemory:
         self._unshared: dict[str, Facts] = {}  # blocking facts learnt here, not yet written to the database
 
     @staticmethod
+    @functools.lru_cache(maxsize=16384)  # asked two or three times per run for the same token
     def key(scope: str, token: str) -> str:
         return hashlib.sha256(f"{scope}\x00{token}".encode()).hexdigest()[:24]
 

@@ -112,9 +112,9 @@ def check_network(network: Mapping[str, Any]) -> None:
     user = network.get("user")
     if not isinstance(user, str) or not user or len(user) > 320:
         raise Malformed(f"field 'user' must be the user's email, got {_kind(user)}")
-    for name, check in NETWORK_FIELDS.items():
-        value = network.get(name)
-        if value is None:
+    for name, value in network.items():  # in the document's order; a document has a third of the known fields
+        check = NETWORK_FIELDS.get(name) if value is not None else None
+        if check is None:
             continue
         problem = check(value)
         if problem is not None:
