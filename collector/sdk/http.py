@@ -36,7 +36,7 @@ from requests._internal_utils import to_native_string
 from requests.adapters import HTTPAdapter
 from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
-from requests.utils import check_header_validity
+from requests.utils import check_header_validity, get_encoding_from_headers
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
@@ -249,10 +249,35 @@ class _HTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+class _NoCookies(RequestsCookieJar):
+    """The jar of the collector's one session and of every request and response: it keeps nothing and does not
+    even read Set-Cookie (one server's cookie must never travel with another user's request)."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_COOKIES)
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 class _Adapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
+        """requests' own, with a jar that reads no cookies (requests parses Set-Cookie into every response)."""
+        response = requests.Response()
+        response.cookies = _NoCookies()
+        response.status_code = getattr(resp, "status", None)  # type: ignore[assignment]
+        response.headers = CaseInsensitiveDict(getattr(resp, "headers", {}))
+        response.encoding = get_encoding_from_headers(response.headers)
+        response.raw = resp
+        response.reason = response.raw.reason
+        response.url = req.url.decode("utf-8") if isinstance(req.url, bytes) else req.url  # type: ignore[assignment]
+        response.request = req
+        response.connection = self
+        return response
 
 
 class _Session(requests.Session):
@@ -289,7 +314,7 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
     session.mount("http://", adapter)
     session.headers["User-Agent"] = user_agent
     # one session serves every network: a cookie one server sets must not travel with another user's requests
-    session.cookies.set_policy(NO_COOKIES)
+    session.cookies = _NoCookies()
     # requests re-reads proxy variables (and ~/.netrc) from the environment on every request, which costs
     # about as much CPU as the request itself; do it only where proxies are configured.
     session.trust_env = bool(getproxies())
@@ -467,7 +492,7 @@ class Http:
         prepared.method = "GET"
         prepared.url = self.urls.prepared(url, kwargs.get("params"))
         prepared.headers = self._headers(kwargs.get("headers"))
-        prepared._cookies = RequestsCookieJar(NO_COOKIES)  # type: ignore[attr-defined]  # (make_session)
+        prepared._cookies = _NoCookies()  # type: ignore[attr-defined]  # (make_session)
         prepared.body = None
         prepared.hooks = {"response": list(self.session.hooks.get("response") or ())}  # the session's hooks
         prepared.prepare_auth(kwargs.get("auth"), prepared.url)
@@ -506,9 +531,12 @@ class Http:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
         try:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
-            body = decode_body(
-                response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
-            )
+            if response.status_code in (204, 304):  # no body, whatever the headers say (RFC 9110 15.3.5, 15.4.5)
+                body = b""
+            else:
+                body = decode_body(
+                    response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
+                )
         except BadResponse as error:
             response.close()
             raise BadResponse(f"{error.message}: {what}", response.status_code) from None
