@@ -366,7 +366,7 @@ def measure_apart(opts: Options, main: dict) -> dict:
         }
     else:
         apart = in_child(standin_apart_here, opts)
-    after = in_child(floor.measure)
+    after = in_child(floor.measure, opts.floor_pages, opts.floor_polls)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {
         **apart,

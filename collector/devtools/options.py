@@ -28,4 +28,6 @@ class Options:
     quota_pages: int = 100
     soak_runs: int = 5000
     soak_networks: int = 200
+    floor_pages: int = 150  # the floor (floor.py): three rounds of this many pages, and of floor_polls 304s
+    floor_polls: int = 1500
     mongodb_uri: str = ""  # a real MongoDB (a scratch database is created and dropped); empty: mongomock

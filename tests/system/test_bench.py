@@ -27,6 +27,15 @@ FIELDS = (
     "quota_utilization",
     "rss_mb_start",
     "rss_mb_end",
+    "database_apart",
+    "engine_cpu_ms_per_page_apart",
+    "engine_cpu_ms_per_poll_apart",
+    "efficiency_apart",
+    "floor_ms_per_page",
+    "floor_ms_per_poll",
+    "floor_ms_per_poll_socket",
+    "engine_vs_floor_page",
+    "engine_vs_floor_poll",
 )
 
 
@@ -50,6 +59,8 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         quota_pages=20,
         soak_runs=60,
         soak_networks=5,
+        floor_pages=4,
+        floor_polls=20,
     )
     out = io.StringIO()
     assert bench.run(opts, out=out) == 0
@@ -61,6 +72,11 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert result["quota_requests_allowed"] == 10 and 0 < result["quota_requests_used"] <= 10
     assert result["soak_runs"] >= 60 and result["cycle_networks"] == 12
     assert abs(result["efficiency"] - result["speedup"] / result["speedup_bound"]) < 0.01  # rounding apart
+    assert result["database_apart"] == "mongowire"  # the stand-in in a process of its own
+    page, poll = result["engine_cpu_ms_per_page_apart"], result["engine_cpu_ms_per_poll_apart"]
+    assert abs(result["engine_vs_floor_page"] - page / result["floor_ms_per_page"]) < 0.01
+    assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
+    assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
     for key in (
         "wall_s_concurrent",
         "speedup",
@@ -71,6 +87,10 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         "polls_per_s",
         "cycle_s_3000",
         "rss_mb_end",
+        "engine_cpu_ms_per_page_apart",
+        "engine_cpu_ms_per_poll_apart",
+        "floor_ms_per_page",
+        "efficiency_apart",
     ):
         assert result[key] > 0
 
