@@ -18,7 +18,6 @@ from enum import StrEnum
 from typing import Any, cast
 
 from ..sdk.connector import Connector, Job
-from ..sdk.cpugate import CPU_GATE
 from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
 from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
@@ -130,9 +129,8 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     refused: list[tuple[str, str]] = []
     try:
         result = connector.run(job)
-        with CPU_GATE:
-            items, refused = keep_storable(result.items, connector)
-            as_documents(items, network.get("user"), now)
+        items, refused = keep_storable(result.items, connector)
+        as_documents(items, network.get("user"), now)
         check_state(result.state)
         update = schedule.on_success(network, job.mode, result, settings, now, run.jitter)
         update = schedule.with_skips(

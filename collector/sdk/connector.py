@@ -22,7 +22,6 @@ import requests
 
 from ..settings import Settings
 from .auth import Authentication, Bearer
-from .cpugate import CPU_GATE
 from .errors import (
     BadResponse,
     Malformed,
@@ -168,10 +167,6 @@ class Connector(ABC):
         non-empty page could be mapped."""
         if not isinstance(entries, list):
             raise BadResponse(f"{self.name}: expected a list of entries, got {type(entries).__name__}")
-        with CPU_GATE:
-            return self._map_each(entries, map_one)
-
-    def _map_each(self, entries: list, map_one) -> list[Item]:
         items, first_reason = [], None
         for entry in entries:
             try:
@@ -206,8 +201,7 @@ class Connector(ABC):
         if self.entry_shape is not None:
             self.check(job, response)
             try:
-                with CPU_GATE:
-                    return page_decoder(self.entry_shape).decode(response.content), response
+                return page_decoder(self.entry_shape).decode(response.content), response
             except (msgspec.MsgspecError, ValueError, RecursionError):
                 pass  # not the usual page: the whole JSON, as without a shape, settles what it is
         return self.parse_json(job, response)
