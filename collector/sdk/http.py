@@ -486,7 +486,15 @@ class Http:
         settings, cookies and environment again on every call, as much CPU as the exchange itself. Any other
         request takes requests' whole path."""
         data = kwargs.pop("data", None)
-        if method != "GET" or data is not None or self.session.trust_env or self.session.proxies:
+        session = self.session
+        if (
+            method != "GET"
+            or data is not None
+            or session.trust_env
+            or session.proxies
+            or session.params
+            or session.auth
+        ):
             return self.session.request(method, url, data=data, timeout=self.timeout, stream=True, **kwargs)
         prepared = requests.PreparedRequest()
         prepared.method = "GET"
