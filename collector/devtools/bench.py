@@ -104,9 +104,12 @@ class Meter(Observer):
     def __init__(self, target: int, counts: Callable[[RunResult], bool] = lambda result: True):
         self.target, self.counts, self.runs, self.done = target, counts, 0, threading.Event()
         self.pages = 0
+        self.errors: list[str] = []  # runs that failed: a bench measures working runs, or says why not
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         self.pages += bool(result.items)
+        if result.error is not None and len(self.errors) < 5:
+            self.errors.append(f"{result.status}: {result.error.message[:120]}")
         if self.counts(result):
             self.runs += 1
             if self.runs >= self.target:
@@ -158,6 +161,8 @@ def serve_until(collector: Collector, mode: str, meter: Meter, limit_s: float = 
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if not meter.done.is_set():
         raise RuntimeError(f"{mode} workload did not finish within {limit_s:.0f}s")
+    if meter.errors:
+        raise RuntimeError(f"{mode} workload: runs failed, the figures would not be the engine's: {meter.errors}")
     return {"wall_s": wall, "cpu_s": cpu, "db_s": spent["db"]}
 
 
@@ -290,6 +295,8 @@ def soak(opts: Options, dbs: Databases) -> dict:
             return meter.done.is_set()
 
         collector.serve("normal", should_stop=stop, wait=meter.done.wait)
+        if meter.errors:
+            raise RuntimeError(f"soak: runs failed: {meter.errors}")
         gc.collect()
         end_mb = rss_mb()
         collector.close()

@@ -539,12 +539,9 @@ class Http:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
         try:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
-            if response.status_code in (204, 304):  # no body, whatever the headers say (RFC 9110 15.3.5, 15.4.5)
-                body = b""
-            else:
-                body = decode_body(
-                    response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
-                )
+            body = decode_body(
+                response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
+            )
         except BadResponse as error:
             response.close()
             raise BadResponse(f"{error.message}: {what}", response.status_code) from None

@@ -461,3 +461,25 @@ def test_a_header_value_from_a_document_cannot_add_a_header():
             http.get(f"{server.url}/x", headers={"If-None-Match": 'W/"1"\r\nX-Injected: 1'})
         http.get(f"{server.url}/y", headers={"If-None-Match": 'W/"1"'})
     assert [request.split(b" ")[1] for request in server.requests] == [b"/y"]  # the refused one was never sent
+
+
+def test_conditional_polls_one_after_another_reuse_the_kept_alive_connection():
+    """A 304 must leave its connection ready for the next request, even while the caller still holds the 304 (one
+    not read to its end made the next request on that kept-alive connection fail with ResponseNotReady)."""
+    from collector.devtools.fakeapi import FakeGitHub, FakeServer
+
+    fake = FakeGitHub()
+    fake.add_user(TOKEN, generated=30, seed=1)
+    with FakeServer(fake) as url:
+        http = Http(settings_for_tests(github_api_url=url))
+        kept = [  # each response still held while the next request goes out, as a connector may hold it
+            http.get(
+                f"{url}/user/starred",
+                params={"per_page": 10, "page": 1},
+                headers={"If-None-Match": 'W/"0-1-10"', "Authorization": f"Bearer {TOKEN}"},
+            )
+            for _ in range(4)
+        ]
+        page = http.get(f"{url}/user/starred", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert [r.status_code for r in kept] == [304] * 4 and page.status_code == 200 and len(page.json()) == 30
+    assert fake.not_modified == 4 and fake.requests == 5
