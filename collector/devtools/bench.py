@@ -356,6 +356,9 @@ def engine_per_poll(quiet: dict) -> float:
     return round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3)
 
 
+APART = ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency", "speedup", "speedup_bound", "db_ms_per_task")
+
+
 def measure_apart(opts: Options, main: dict) -> dict:
     """The engine with the database out of this process (a real MongoDB given by --mongodb-uri: the main
     figures already are; else the mongowire stand-in in a process of its own), and the floor measured in the
@@ -368,8 +371,7 @@ def measure_apart(opts: Options, main: dict) -> dict:
     if opts.mongodb_uri:
         apart = {
             "database_apart": "mongodb",
-            **{f"{k}_apart": main[k] for k in ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency")},
-            **{f"{k}_apart": main[k] for k in ("speedup", "speedup_bound", "db_ms_per_task")},
+            **{f"{k}_apart": main[k] for k in APART},
         }
     else:
         apart = in_child(standin_apart_here, opts)

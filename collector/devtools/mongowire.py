@@ -240,13 +240,14 @@ class WireServer:
 
     def cmd_insert(self, command: dict) -> dict:
         coll = self.collection(command, "insert")
-        quick = self.quick_inserts and "_id" in command.get("documents", [{}])[0] and not self.unique_indexes(coll)
+        docs = command.get("documents", [])
+        quick = self.quick_inserts and all("_id" in doc for doc in docs) and not self.unique_indexes(coll)
         errors, n = [], 0
-        for index, doc in enumerate(command.get("documents", [])):
+        for index, doc in enumerate(docs):
             try:
                 if quick:  # unique by _id only: stored as decoded, without mongomock's per-document copies
-                    if "_id" not in doc or doc["_id"] in coll._store:
-                        raise mongomock.DuplicateKeyError(f"E11000 duplicate key error: _id {doc.get('_id')!r}", 11000)
+                    if doc["_id"] in coll._store:
+                        raise mongomock.DuplicateKeyError(f"E11000 duplicate key error: _id {doc['_id']!r}", 11000)
                     coll._store[doc["_id"]] = doc
                 else:
                     coll.insert_one(doc)

@@ -74,7 +74,7 @@ class Dispatcher:
 
     def run_pass(self) -> None:
         """Drive it as one pass: run what was claimed, until all of it is saved (or dropped)."""
-        while self.pending or self.inflight or self.unsaved or self.backlog:
+        while self.holding():
             self.step()
         self.leases.release()  # one last try for leases a failed release kept
 

@@ -36,7 +36,7 @@ from requests._internal_utils import to_native_string
 from requests.adapters import HTTPAdapter
 from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
-from requests.utils import check_header_validity, get_encoding_from_headers
+from requests.utils import check_header_validity
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
@@ -250,8 +250,8 @@ class _HTTPSPool(HTTPSConnectionPool):
 
 
 class _NoCookies(RequestsCookieJar):
-    """The jar of the collector's one session and of every request and response: it keeps nothing and does not
-    even read Set-Cookie (one server's cookie must never travel with another user's request)."""
+    """The jar of the collector's one session and of every request it prepares: it keeps nothing and does not even
+    read Set-Cookie (one server's cookie must never travel with another user's request)."""
 
     def __init__(self) -> None:
         super().__init__(NO_COOKIES)
@@ -264,20 +264,6 @@ class _Adapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-
-    def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
-        """requests' own, with a jar that reads no cookies (requests parses Set-Cookie into every response)."""
-        response = requests.Response()
-        response.cookies = _NoCookies()
-        response.status_code = getattr(resp, "status", None)  # type: ignore[assignment]
-        response.headers = CaseInsensitiveDict(getattr(resp, "headers", {}))
-        response.encoding = get_encoding_from_headers(response.headers)
-        response.raw = resp
-        response.reason = response.raw.reason
-        response.url = req.url.decode("utf-8") if isinstance(req.url, bytes) else req.url  # type: ignore[assignment]
-        response.request = req
-        response.connection = self
-        return response
 
 
 class _Session(requests.Session):
