@@ -2,7 +2,9 @@
 
 - **A deadline per request.** `HTTP_TIMEOUT` bounds the whole request: connecting, the status line and headers,
   and the body, however slowly a server trickles them. One watch thread per process shuts down the socket of a
-  request that passes its deadline (socket timeouts alone only bound each read).
+  request that passes its deadline (socket timeouts alone only bound each read). A GET's reads carry no socket
+  timeout of their own, the watch is their bound (a timeout would cost a poll() before every read); connecting
+  keeps HTTP_TIMEOUT as its timeout, since the watch takes a socket once it is connected.
 - **A size cap.** Bodies are read in one call, decoded (gzip/deflate) as they stream, up to `HTTP_MAX_BYTES`;
   a larger body, compressed or not, is refused and its connection dropped.
 - **Addresses.** Every socket to a host that is not one of the collector's configured API hosts is checked at the
@@ -40,6 +42,7 @@ from requests.utils import check_header_validity
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import Timeout
 from urllib3.util import connection as urllib3_connection
 from urllib3.util.retry import Retry
 
@@ -261,9 +264,44 @@ class _NoCookies(RequestsCookieJar):
 
 
 class _Adapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
+    """requests' adapter with our connection pools, and without work it would redo on every request of a request
+    that goes through no proxy: the pool of an origin is looked up once (requests parses the URL and builds the
+    pool key each time), the path is the request's own, and a pool's certificate settings are set once. Through
+    the subclassing hooks requests documents; `send` stays requests' own (and `responses` can stand in for it).
+    It remembers at most as many pools as the manager keeps (pool_connections): at most twice that many pools stay
+    open, with their idle connections, where the manager alone would keep one set."""
+
+    def init_poolmanager(self, connections: int, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(connections, *args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self.pools: dict[tuple, Any] = {}
+        self.pools_kept = connections  # what the manager keeps
+
+    def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None, cert: Any = None) -> Any:
+        if proxies or cert is not None or not isinstance(verify, bool) or not isinstance(request.url, str):
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        parts = urlsplit(request.url)
+        key = (parts.scheme, parts.netloc, verify)
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+            if len(self.pools) >= self.pools_kept:
+                self.pools.clear()
+            self.pools[key] = pool
+        return pool
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        settled = (url[:5].lower() == "https", verify, cert)
+        if getattr(conn, "_collector_cert", None) != settled:  # the same settings again: set already
+            super().cert_verify(conn, url, verify, cert)
+            conn._collector_cert = settled
+
+    def request_url(self, request: Any, proxies: Any) -> str:
+        return request.path_url if not proxies else super().request_url(request, proxies)
+
+    def close(self) -> None:
+        self.pools.clear()
+        super().close()
 
 
 class _Session(requests.Session):
@@ -382,6 +420,7 @@ class Http:
         self.cutoff: float | None = None
         self.counts = threading.local()
         self.urls = _PreparedUrls()
+        self._timeouts: tuple[float | None, Timeout] = (None, Timeout())
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -492,13 +531,20 @@ class Http:
         prepared.prepare_auth(kwargs.get("auth"), prepared.url)
         return self.session.send(
             prepared,
-            timeout=self.timeout,
+            timeout=self._timeout(),  # type: ignore[arg-type]  # requests takes urllib3's Timeout (adapter docs)
             stream=True,
             allow_redirects=True,
             proxies={},
             verify=self.session.verify,
             cert=self.session.cert,
         )
+
+    def _timeout(self) -> Timeout:
+        """HTTP_TIMEOUT for connecting as urllib3's Timeout, made once per value (the adapter would make one per
+        request); reads have none, the deadline watch ends them (module docstring)."""
+        if self._timeouts[0] != self.timeout:
+            self._timeouts = (self.timeout, Timeout(connect=self.timeout, read=None))
+        return self._timeouts[1]
 
     def _headers(self, headers: Mapping[str, Any] | None) -> CaseInsensitiveDict:
         """The session's headers and the call's (None removes one), each checked as requests checks them (no CR,

@@ -54,6 +54,29 @@ def test_a_server_trickling_its_headers_is_cut_at_the_whole_request_deadline():
     assert server.sent < len(whole)  # each byte came within the per-read timeout, yet the request was cut
 
 
+def test_a_server_that_answers_nothing_is_cut_at_the_deadline():
+    """A GET's reads have no socket timeout of their own (each would cost a poll before every read): the deadline
+    watch alone ends a request whose server stays silent after taking it."""
+
+    def silent(conn, head, srv):
+        srv.stop.wait(10)  # holds the connection open and says nothing
+
+    with RawServer(silent) as server:
+        with pytest.raises(Transient, match="deadline of 1s exceeded"):
+            http_to(server, http_timeout=1).get(f"{server.url}/user/starred")
+
+
+def test_the_adapter_remembers_no_more_pools_than_the_pool_manager_keeps():
+    """The adapter looks each origin's pool up once (requests would parse the URL and build the key each time)
+    and keeps no more of them than the pool manager does: pools (and their idle connections) stay bounded."""
+    http = Http(settings_for_tests(), pool_size=10)
+    adapter = http.session.get_adapter("https://example.org")
+    for n in range(25):  # the pool is looked up before anything is sent: no server needed
+        request = requests.Request("GET", f"http://host{n}.example:8080/x").prepare()
+        adapter.get_connection_with_tls_context(request, True, {})
+        assert len(adapter.pools) <= 10
+
+
 def test_a_server_trickling_its_body_is_cut_at_the_deadline():
     body = json.dumps([STAR] * 3).encode()
 
