@@ -210,11 +210,12 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[t
     kept: list[Item] = []
     refused: list[tuple[str, str]] = []
     first = None
+    kind = connector.type_of_items
     for item in items:
         if isinstance(item, dict):
-            item["type"] = connector.type_of_items
+            item["type"] = kind
             decode_item_text(item)  # one rule for every connector: character references in text decoded
-        problem = check_item(item, connector.type_of_items)
+        problem = check_item(item, kind)
         if problem is None:
             kept.append(item)
         elif isinstance(item, dict) and problem.startswith(UNSTORABLE):

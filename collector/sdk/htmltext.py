@@ -9,6 +9,7 @@ degrades to its text, never to an exception.
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -104,9 +105,7 @@ TEXT_FIELDS = ("title", "description", "authorName", "name")
 def decode_entities(text: str) -> str:
     """HTML character references in text an API sent escaped (X's `text`, Stack Exchange's titles): `&amp;` →
     `&`, `&lt;` → `<`, numeric ones too. Text without a reference is returned as it is."""
-    import html
-
-    return html.unescape(text) if ENTITY.search(text) else text
+    return html.unescape(text) if "&" in text and ENTITY.search(text) else text
 
 
 def decode_item_text(item: dict) -> None:
