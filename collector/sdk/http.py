@@ -54,6 +54,7 @@ from .safeurl import is_public
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
+NO_CONTENT = frozenset({204, 304})  # statuses that have no body
 
 
 class AddressRefused(Exception):
@@ -570,10 +571,13 @@ class Http:
         if length.isdigit() and int(length) > cap:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        try:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
-            body = decode_body(
-                response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
-            )
+        try:
+            if response.status_code in NO_CONTENT:  # none by definition (RFC 9110): read to its end, nothing to decode
+                body = response.raw.read(decode_content=False) and b""
+            else:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
+                body = decode_body(
+                    response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
+                )
         except BadResponse as error:
             response.close()
             raise BadResponse(f"{error.message}: {what}", response.status_code) from None
