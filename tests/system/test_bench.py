@@ -111,3 +111,34 @@ def test_database_cpu_counts_a_store_call_made_inside_another_once(db, settings)
     outer = time.thread_time() - started
     assert 0 < spent["db"] <= outer  # counted twice, it would be about twice the call's own CPU
     collector.close()
+
+
+def test_the_apart_figures_are_the_medians_of_three_runs(monkeypatch):
+    """One run of a workload moved by ±15% between benches: the apart figures are medians of RUNS_APART runs."""
+    from collector.devtools import bench
+    from collector.devtools.options import Options
+
+    pages = iter([5.0, 9.0, 4.0])
+    polls = iter([(3.0, 0.1), (1.0, 0.1), (2.0, 0.1)])  # (cpu_s, db_s) of 1,000 polls each
+
+    def point(*args):
+        page = next(pages)
+        return {
+            "engine_cpu_ms_per_page": page,
+            "efficiency": page / 10,
+            "speedup": page,
+            "speedup_bound": 10.0,
+            "db_ms_per_task": 1.0,
+            "over_quota": 0,
+        }
+
+    def quiet(*args):
+        cpu, db = next(polls)
+        return {"cpu_s": cpu, "db_s": db, "polls": 1000, "over_quota": 0}
+
+    monkeypatch.setattr(bench, "series_per_task", lambda *args: (0.6, 0))
+    monkeypatch.setattr(bench, "history_point", point)
+    monkeypatch.setattr(bench, "polls", quiet)
+    result = bench.standin_apart(Options(), None)
+    assert result["engine_cpu_ms_per_page_apart"] == 5.0 and result["efficiency_apart"] == 0.5
+    assert result["engine_cpu_ms_per_poll_apart"] == 1.9  # (2.0 - 0.1) s over 1,000 polls
