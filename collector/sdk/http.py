@@ -114,6 +114,7 @@ class _Watch:
         self.local.entry = None
         with self.lock:
             entry.done = True
+            entry.conns = []  # a finished entry may wait in the heap a while: it holds no connection meanwhile
             self.active.discard(entry)
             if len(self.heap) > 1024 and len(self.heap) > 4 * len(self.active):
                 self.heap = [item for item in self.heap if not item[2].done]
