@@ -573,8 +573,9 @@ class Http:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
         try:
-            if response.status_code in NO_CONTENT:  # none by definition (RFC 9110): read to its end, nothing to decode
-                body = response.raw.read(decode_content=False) and b""
+            if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
+                response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
+                body = b""
             else:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
                 body = decode_body(
                     response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
