@@ -18,6 +18,7 @@ Error messages name the host and path only: a query string may carry credentials
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -375,42 +376,37 @@ def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
     return out
 
 
-class _PreparedUrls:
-    """URLs as requests prepares them (checked, IDNA host, quoted, parameters encoded), remembered for the same
-    URL and parameters: the same poll URL serves every network of a service. At most LIMIT kept."""
-
-    LIMIT = 4096
-
-    def __init__(self) -> None:
-        self.known: dict[tuple, str] = {}
-
-    def prepared(self, url: str, params: Any) -> str:
-        key = _key(url, params)
-        found = self.known.get(key) if key is not None else None
-        if found is not None:
-            return found
+def prepared_url(url: str, params: Any) -> str:
+    """The URL as requests prepares it (checked, IDNA host, quoted, parameters encoded); remembered for plain
+    parameters (str/int/float values): the same poll URL serves every network of a service."""
+    pairs = _plain(params)
+    if pairs is None:
         request = requests.PreparedRequest()
         request.prepare_url(url, params)
         assert request.url is not None
-        if key is not None:
-            if len(self.known) >= self.LIMIT:
-                self.known.clear()
-            self.known[key] = request.url
         return request.url
+    return _prepared_url(url, pairs)
 
 
-def _key(url: str, params: Any) -> tuple | None:
-    """A cache key for (url, params), or None when the parameters are not plain (str/int/float values)."""
+@functools.lru_cache(maxsize=4096)
+def _prepared_url(url: str, pairs: tuple) -> str:
+    request = requests.PreparedRequest()
+    request.prepare_url(url, pairs or None)
+    assert request.url is not None
+    return request.url
+
+
+def _plain(params: Any) -> tuple | None:
+    """(name, value) pairs of parameters that can be remembered ((): none), or None when they are not plain."""
     if params is None:
-        return (url,)
-    if isinstance(params, Mapping):
-        pairs = tuple(params.items())
-    else:
+        return ()
+    if not isinstance(params, Mapping):
         return None
+    pairs = tuple(params.items())
     for name, value in pairs:
         if not isinstance(name, str) or type(value) not in (str, int, float):
             return None
-    return (url, pairs)
+    return pairs
 
 
 class Http:
@@ -421,7 +417,6 @@ class Http:
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
         self.counts = threading.local()
-        self.urls = _PreparedUrls()
         self._timeouts: tuple[float | None, Timeout] = (None, Timeout())
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
@@ -522,23 +517,23 @@ class Http:
             or session.params
             or session.auth
         ):
-            return self.session.request(method, url, data=data, timeout=self.timeout, stream=True, **kwargs)
+            return session.request(method, url, data=data, timeout=self.timeout, stream=True, **kwargs)
         prepared = requests.PreparedRequest()
         prepared.method = "GET"
-        prepared.url = self.urls.prepared(url, kwargs.get("params"))
+        prepared.url = prepared_url(url, kwargs.get("params"))
         prepared.headers = self._headers(kwargs.get("headers"))
         prepared._cookies = _NoCookies()  # type: ignore[attr-defined]  # (make_session)
         prepared.body = None
-        prepared.hooks = {"response": list(self.session.hooks.get("response") or ())}  # the session's hooks
+        prepared.hooks = {"response": list(session.hooks.get("response") or ())}  # the session's hooks
         prepared.prepare_auth(kwargs.get("auth"), prepared.url)
-        return self.session.send(
+        return session.send(
             prepared,
             timeout=self._timeout(),  # type: ignore[arg-type]  # requests takes urllib3's Timeout (adapter docs)
             stream=True,
             allow_redirects=True,
             proxies={},
-            verify=self.session.verify,
-            cert=self.session.cert,
+            verify=session.verify,
+            cert=session.cert,
         )
 
     def _timeout(self) -> Timeout:
