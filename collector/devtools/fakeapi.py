@@ -2,7 +2,11 @@
 
 A real HTTP/1.1 server: page/per_page pagination with Link headers, star+json entries newest first,
 x-ratelimit-* headers from a per-token quota window (403 or 429 with remaining 0 once it is used up),
-ETag/If-None-Match (a 304 costs no quota, as on GitHub), 401 for an unknown token, and a configurable latency.
+ETag/If-None-Match (a 304 costs no quota, as on GitHub), 401 for an unknown token, and a configurable latency:
+an answer leaves `latency` seconds after its request came in, the fake's own work (finding the stars, gzip)
+done within that time, as a real server's work is part of the latency its clients see. Done after the wait,
+the work of 64 answers due together queued in the fake's one interpreter and added its own spread to the
+latency the bench names.
 Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star).
 Each response is written in one piece (see the design notes on delayed ACKs). `GET /_fake/stats` returns the
 counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate process, so that a benchmark's
@@ -134,7 +138,7 @@ class FakeGitHub:
     over_quota: int = 0
     not_modified: int = 0
     accepted_by_window: dict[int, int] = field(default_factory=dict)
-    busy_s: float = 0.0  # time spent answering, latency excluded (the server time of the bench's bound)
+    busy_s: float = 0.0  # time past the answers' latencies: writing them, and any lateness (the bench's server time)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
 
@@ -267,20 +271,25 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {}, fake.stats())
         if parts.path != "/user/starred":
             return self._send(404, {}, {"message": "Not Found"})
-        delay = fake.delay()
-        if delay:
-            time.sleep(delay)
-        started = time.perf_counter()
+        arrived = time.perf_counter()
+        due = arrived + fake.delay()  # the answer leaves `latency` after the request came, the server's work inside it
         auth = self.headers.get("Authorization", "")
         token = auth.split(" ", 1)[1] if " " in auth else None
         status, headers, body = fake.handle(
             token, parse_qs(parts.query), self.server.base_url, time.time(), self.headers.get("If-None-Match")
         )
-        self._send(status, headers, body, gzip_ok="gzip" in self.headers.get("Accept-Encoding", ""))
+        reply = self._reply(status, headers, body, gzip_ok="gzip" in self.headers.get("Accept-Encoding", ""))
+        wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        self.wfile.write(reply)
         with fake.lock:
-            fake.busy_s += time.perf_counter() - started
+            fake.busy_s += time.perf_counter() - due  # the answer's writing, and how late past its latency it left
 
-    def _send(self, status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> None:
+    def _send(self, status: int, headers: dict[str, str], body: object) -> None:
+        self.wfile.write(self._reply(status, headers, body))
+
+    def _reply(self, status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> bytes:
         payload = b"" if body is None else body if isinstance(body, Raw) else json.dumps(body).encode()
         encoding = []
         if gzip_ok and len(payload) > 1024:  # as GitHub does when asked
@@ -294,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
             *encoding,
         ]
         lines += [f"{k}: {v}" for k, v in headers.items() if v]
-        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
     def log_message(self, format: str, *args) -> None:  # keep the demo's output clean
         pass
