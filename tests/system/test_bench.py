@@ -142,3 +142,23 @@ def test_the_apart_figures_are_the_medians_of_three_runs(monkeypatch):
     result = bench.standin_apart(Options(), None)
     assert result["engine_cpu_ms_per_page_apart"] == 5.0 and result["efficiency_apart"] == 0.5
     assert result["engine_cpu_ms_per_poll_apart"] == 1.9  # (2.0 - 0.1) s over 1,000 polls
+
+
+def test_a_server_holds_one_workloads_database_at_a_time():
+    """On a server (here the mongowire stand-in), the next workload's database replaces the last one: left in
+    place, each workload's items slowed the ones after it; all of them are dropped at the end."""
+    from collector.devtools.mongowire import WireProcess
+
+    with WireProcess() as uri:
+        dbs = bench.Databases(uri, standin=True)
+        first = dbs.new()
+        first.items.insert_one({"_id": 1})
+        assert first.items.count_documents({}) == 1
+        second = dbs.new()
+        second.items.insert_one({"_id": 2})
+        assert first.items.count_documents({}) == 0  # dropped when the next was made
+        assert second.items.count_documents({}) == 1
+        dbs.close()
+        check = bench.Databases(uri, standin=True)
+        assert check.client[second.name].items.count_documents({}) == 0  # and the last one at the end
+        check.close()
