@@ -409,6 +409,13 @@ def _plain(params: Any) -> tuple | None:
     return pairs
 
 
+@functools.lru_cache(maxsize=8)
+def connect_only(seconds: float) -> Timeout:
+    """`seconds` for connecting as urllib3's Timeout, made once per value (the adapter would make one per request;
+    urllib3 clones it before use); reads have none, the deadline watch ends them (module docstring)."""
+    return Timeout(connect=seconds, read=None)
+
+
 class Http:
     def __init__(self, settings: Settings, session: requests.Session | None = None, pool_size: int = 32):
         self.timeout = settings.http_timeout
@@ -417,7 +424,6 @@ class Http:
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
         self.counts = threading.local()
-        self._timeouts: tuple[float | None, Timeout] = (None, Timeout())
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -528,20 +534,13 @@ class Http:
         prepared.prepare_auth(kwargs.get("auth"), prepared.url)
         return session.send(
             prepared,
-            timeout=self._timeout(),  # type: ignore[arg-type]  # requests takes urllib3's Timeout (adapter docs)
+            timeout=connect_only(self.timeout),  # type: ignore[arg-type]  # urllib3's Timeout (adapter docs)
             stream=True,
             allow_redirects=True,
             proxies={},
             verify=session.verify,
             cert=session.cert,
         )
-
-    def _timeout(self) -> Timeout:
-        """HTTP_TIMEOUT for connecting as urllib3's Timeout, made once per value (the adapter would make one per
-        request); reads have none, the deadline watch ends them (module docstring)."""
-        if self._timeouts[0] != self.timeout:
-            self._timeouts = (self.timeout, Timeout(connect=self.timeout, read=None))
-        return self._timeouts[1]
 
     def _headers(self, headers: Mapping[str, Any] | None) -> CaseInsensitiveDict:
         """The session's headers and the call's (None removes one), each checked as requests checks them (no CR,
