@@ -85,8 +85,9 @@ class GitHubConnector(GitHubAPI):
         page = job.state_int("page", 1, minimum=1)
         items, response = self.fetch(job, page)
         state: dict[str, Any] = {"page": page + 1}
-        if page == 1 and items:  # (no ETag kept: polls ask for another URL, the newest POLL_PAGE stars)
-            state["sinceLikedAt"] = newest(items)
+        latest = newest(items or []) if page == 1 else None
+        if latest is not None:  # (no ETag kept: polls ask for another URL, the newest POLL_PAGE stars)
+            state["sinceLikedAt"] = latest
         done = not items or "next" not in response.links
         return Result(items or [], state, done=done, quota=self.quota(response))
 
@@ -108,8 +109,9 @@ class GitHubConnector(GitHubAPI):
             collected, quota, complete = self.walk_new(job, marker)
             if not complete:
                 return Result(collected, quota=quota)
-        if collected:
-            state["sinceLikedAt"] = max(newest(collected), marker) if marker else newest(collected)
+        latest = newest(collected)
+        if latest is not None:
+            state["sinceLikedAt"] = max(latest, marker) if marker else latest
         return Result(collected, state, quota=quota)
 
     def walk_new(self, job: Job, marker: datetime) -> tuple[list[Item], Any, bool]:
@@ -157,5 +159,7 @@ def liked_since(item: Item, marker: datetime) -> bool:
     return liked is not None and liked >= marker
 
 
-def newest(items: list[Item]) -> datetime:
-    return max(liked for item in items if (liked := item.get("likedAt")) is not None)
+def newest(items: list[Item]) -> datetime | None:
+    """The latest star time among `items`; None when none has one (a server that left out or garbled
+    `starred_at` on every entry: the items are kept, the marker stays where it was)."""
+    return max((liked for item in items if (liked := item.get("likedAt")) is not None), default=None)

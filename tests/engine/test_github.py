@@ -257,6 +257,27 @@ def test_garbage_bodies_are_errors_on_that_network_only(db, settings, http_mock,
     assert db.items.count_documents({}) == 0
 
 
+@pytest.mark.parametrize("starred_at", [None, "yesterday", 12345])
+def test_a_page_without_usable_star_times_is_stored_and_leaves_the_marker_alone(db, settings, http_mock, starred_at):
+    """A server that drops or garbles `starred_at` on every entry (a proxy that strips the star+json Accept, a
+    GitHub-compatible server): the repositories are still stars, stored without likedAt; no marker is made up."""
+    page = fixture("github_starred_page.json")
+    for entry in page:
+        entry["starred_at"] = starred_at
+    http_mock.get(STARRED, json=page, headers=starred_headers())
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert state["mode"] == "normal" and state["errors"] == 0 and "lastError" not in state
+    assert "sinceLikedAt" not in state
+    assert db.items.count_documents({}) == len(page)
+    assert all(item["likedAt"] is None for item in db.items.find())
+    later = T0 + timedelta(seconds=settings.normal_interval + 1)
+    report = run_once(db, "normal", settings, now=later)  # a poll without a marker: the page again, no error
+    assert report.tasks == 1 and network(db, doc)["errors"] == 0 and "sinceLikedAt" not in network(db, doc)
+    assert db.items.count_documents({}) == len(page)
+
+
 def test_max_consecutive_errors_disable_the_network(db, settings, http_mock):
     http_mock.get(STARRED, status=400, json={"message": "Bad request"})
     doc = add_network(db, mode="normal", errors=settings.max_errors - 1)
