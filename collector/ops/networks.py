@@ -114,7 +114,7 @@ def parse_id(text: str) -> Any:
     if text[:1] in ('"', "{", "[") or _reads_as_other(text):
         try:
             value = json_util.loads(text, json_options=ID_JSON)
-        except (ValueError, TypeError, InvalidId) as exc:
+        except (ValueError, TypeError, InvalidId, RecursionError) as exc:
             raise AdminError(f"id {printable(text)[:80]} is not valid JSON ({printable(str(exc))[:80]})") from None
         # a UUID goes back as the Binary the database holds (a client without a UUID representation sends that)
         return Binary.from_uuid(value) if isinstance(value, uuid.UUID) else value

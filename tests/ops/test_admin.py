@@ -115,6 +115,9 @@ def test_a_bad_id_is_one_line_and_exit_1(cli_db, capsys):
     assert cli.main(["networks", "show", str(ObjectId())]) == 1
     err = capsys.readouterr().err
     assert err.startswith("collector: no network with id") and len(err.strip().splitlines()) == 1
+    assert cli.main(["networks", "show", "[" * 50_000 + "]" * 50_000]) == 1  # nested past the JSON parser's depth
+    err = capsys.readouterr().err
+    assert err.startswith("collector: id [[[") and "is not valid JSON" in err and len(err.strip().splitlines()) == 1
     assert cli.main(["networks", "enable"]) == 1
     assert "give network ids or --service" in capsys.readouterr().err
 
