@@ -25,23 +25,37 @@ MASK = "***"
 MIN_LENGTH = 4
 # a field name that holds a secret, at any depth and in any writer's spelling: accessToken, oauth.token,
 # tokenSecret, client_secret, password, apiKey, app-key, privateKey, refreshJwt, oauth_signature, key, ...
-SECRET_NAME = (
-    r"(?:[A-Za-z_$][\w$.-]*?)?(?:token|secret|passw(?:or)?d|api[_-]?key|app[_-]?key|private[_-]?key|credential|jwt"
-    r"|signature|authorization|cookie)[\w$-]*|key"
+KEYWORDS = (
+    r"token|secret|passw(?:or)?d|api[_-]?key|app[_-]?key|private[_-]?key|credential|jwt|signature|authorization|cookie"
 )
-_SECRET_NAME = re.compile(rf"(?:{SECRET_NAME})", re.IGNORECASE)
+# In free text a name is looked for within REACH characters of its keyword on either side, and an escaping run of
+# at most 8 backslashes: every pattern here then costs time linear in the text, whatever a server or a document
+# puts in it (unbounded, `a.a.a.…` or `\\\…` made the search quadratic: 16 KB took 11 s). `secret_name`, for a
+# field name alone, has no such bound.
+REACH = 64
+_NAME_IN_TEXT = rf"(?:[A-Za-z_$][\w$.-]{{0,{REACH - 1}}}?)?(?:{KEYWORDS})[\w$-]{{0,{REACH}}}|key"
 _SHAPES = re.compile(
-    r"""(?P<q1>\\*["'])?(?P<name>\b""" + SECRET_NAME + r""")(?P=q1)?(?P<sep>\s*[:=]\s*)"""
-    r"""(?:(?P<schemed>(?:Bearer|Basic|OAuth|Digest|token)\s+[^\s"',\\]+)|(?P<esc>\\+")(?P<escaped>(?:(?!\\+").){0,8192})\\+"|"(?P<quoted>(?:[^"\\]|\\.){0,8192})"|'(?P<single>[^']{0,8192})'"""
+    r"""(?P<q1>\\{0,8}["'])?(?P<name>\b""" + _NAME_IN_TEXT + r""")(?P=q1)?(?P<sep>\s*[:=]\s*)"""
+    r"""(?:(?P<schemed>(?:Bearer|Basic|OAuth|Digest|token)\s+[^\s"',\\]+)|(?P<esc>\\{1,8}")(?P<escaped>(?:(?!\\{1,8}").){0,8192})\\{1,8}"|"(?P<quoted>(?:[^"\\]|\\.){0,8192})"|'(?P<single>[^']{0,8192})'"""
     r"""|(?P<value>[^"'\s&,;)}\\]+))"""
     r"""|(?P<scheme>\b(?:Bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
     re.IGNORECASE,
 )
+# text without any of these (case-folded; re's IGNORECASE also takes the dotless ı for i) has no shape to mask
+_SHAPE_WORDS = (
+    *("token", "secret", "passw", "key", "credential", "jwt", "signature", "authorization", "cookie"),
+    *("bearer", "basic", "oauth"),
+)
+_NAME_CHARS = re.compile(r"[\w$.-]+", re.IGNORECASE)
+_NAME_START = re.compile(r"[A-Za-z_$]", re.IGNORECASE)
+_KEYWORD = re.compile(KEYWORDS, re.IGNORECASE)
+_KEY = re.compile("key", re.IGNORECASE)
 # values that are credentials by their shape alone, whatever field or text they sit in
 _CREDENTIALS = re.compile(
     r"\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
     r"|\bgithub_pat_[A-Za-z0-9_]{40,}"
-    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWTs (Bluesky, Google, ...)
+    # JWTs (Bluesky, Google, ...); from the start of a run of base64url characters (possessive: linear time)
+    r"|(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}"
     r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
     r"|\bya29\.[A-Za-z0-9_-]{20,}"  # Google OAuth access tokens
     r"|\b1//0[A-Za-z0-9_-]{20,}"  # Google refresh tokens
@@ -51,8 +65,22 @@ _CREDENTIALS = re.compile(
 
 
 def secret_name(name: object) -> bool:
-    """Whether a field of this name holds a secret (masked by `networks show` at any depth)."""
-    return isinstance(name, str) and _SECRET_NAME.fullmatch(name) is not None
+    """Whether a field of this name holds a secret (masked by `networks show` at any depth): `key`, or a name of
+    word characters, `$`, `.` and `-` with a keyword after its last dot (a name that does not start with a
+    letter, `_` or `$` only as the keyword itself). In one pass over the name, however long."""
+    if not isinstance(name, str) or _NAME_CHARS.fullmatch(name) is None:
+        return False
+    if _KEY.fullmatch(name):
+        return True
+    last_part = name.rfind(".") + 1
+    if _NAME_START.match(name):
+        return _KEYWORD.search(name, last_part) is not None
+    return last_part == 0 and _KEYWORD.match(name) is not None
+
+
+def _may_hold_shape(text: str) -> bool:
+    folded = text.casefold().replace("ı", "i")
+    return any(word in folded for word in _SHAPE_WORDS)
 
 
 def mask_credentials(text: str) -> str:
@@ -102,7 +130,9 @@ class Secrets:
         for value in ordered:  # a substring test per value is far cheaper than one big alternation
             if value in text:
                 text = text.replace(value, MASK)
-        return mask_credentials(_SHAPES.sub(_mask_shape, text))
+        if _may_hold_shape(text):
+            text = _SHAPES.sub(_mask_shape, text)
+        return mask_credentials(text)
 
 
 def _mask_shape(match: re.Match[str]) -> str:
