@@ -37,3 +37,20 @@ def test_first_line_cuts_at_a_word():
     cut = first_line(long, limit=50)
     assert cut.endswith("…") and len(cut) <= 51 and not cut[:-1].endswith(" ")
     assert first_line(None) is None
+
+
+@pytest.mark.parametrize(
+    ("unit", "shown", "between"),
+    [
+        ("<a ", "<a", " "),  # a tag that never ends
+        ("<!--x ", "<!--x", " "),  # a comment that never ends
+        ("<![CDATA[x ", "<![CDATA[x", " "),  # a marked section that never ends
+        ("<svg><![CDATA[", "<![CDATA[", ""),  # ... between tags that do
+        ("<p>a<![if x ", "a<![if x", "\n"),  # an Office section that never ends, in paragraphs
+    ],
+)
+def test_what_never_ends_is_text_and_read_in_one_pass(unit, shown, between):
+    """300 KB of openers nothing closes (html.parser before CVE-2025-6069's fix rescanned the rest of the text for
+    each: minutes for this much): each shows as text, the tags around them are still markup."""
+    count = 300_000 // len(unit)
+    assert html_to_text(unit * count) == between.join([shown] * count)
