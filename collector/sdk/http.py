@@ -309,10 +309,13 @@ class _Adapter(HTTPAdapter):
 
 class _Session(requests.Session):
     def get_redirect_target(self, resp: requests.Response) -> str | None:
-        target = super().get_redirect_target(resp)
-        if target is None:
-            return None
-        parts = urlsplit(urljoin(resp.url, target))
+        try:
+            target = super().get_redirect_target(resp)
+            if target is None:
+                return None
+            parts = urlsplit(urljoin(resp.url, target))
+        except (ValueError, UnicodeError):  # `http://[::1`, bytes that are not UTF-8
+            raise RedirectRefused("redirect to a Location that cannot be read refused") from None
         if urlsplit(resp.url).scheme == "https" and parts.scheme != "https":
             raise RedirectRefused(f"redirect from https to {parts.scheme or 'none'}:// refused")
         if parts.username or parts.password:
@@ -460,6 +463,11 @@ class Http:
         try:
             response = self._send(method, url, **kwargs)
             code = str(response.status_code)
+            if response.status_code < 200:
+                # an interim answer (103 Early Hints) that http.client took for the final one: the real answer may
+                # still come on this connection, and would be read as the next request's; the connection goes
+                response.close()
+                raise Transient(f"{response.status_code} interim response taken as the answer: {what}")
             if 300 <= response.status_code < 400 and response.status_code != 304:
                 # redirects with a usable Location were followed: this one has none (or one nobody can follow).
                 # Never an empty page: that would end a history walk as if it were complete

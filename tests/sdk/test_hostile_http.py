@@ -279,6 +279,40 @@ def test_a_redirect_from_https_to_http_is_refused():
     assert session.get_redirect_target(resp) == "https://cdn.mastodon.example/x"
 
 
+@pytest.mark.parametrize("location", [b"http://[::1", b"/\xff\xfe", b"https://x.example:99999999/"])
+def test_a_redirect_to_a_location_that_cannot_be_read_is_a_bad_response(location):
+    def script(conn, request, server):
+        server.send(conn, b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\nContent-Length: 0\r\n\r\n")
+
+    with RawServer(script) as server:
+        with pytest.raises(BadResponse):
+            http_to(server).get(f"{server.url}/x")
+
+
+def test_an_interim_answer_is_an_error_and_the_answer_after_it_never_reaches_the_next_request():
+    """A server that sends 103 Early Hints before its answer (http.client takes only 100 for interim): the
+    request fails, and its connection is dropped, so the late answer meant for it is never read as the next
+    request's (on a kept-alive connection it would be: another network's page)."""
+    connections = []
+
+    def script(conn, request, server):
+        connections.append(request)
+        if len(connections) == 1:
+            server.send(conn, b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            server.stop.wait(0.3)  # the server works on the answer meanwhile
+            server.send(conn, b'HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n["for A"]')
+            server.stop.wait(1.0)
+        else:
+            server.send(conn, response(body=b'["for B"]'))
+
+    with RawServer(script) as server:
+        http = http_to(server)
+        with pytest.raises(Transient, match="103 interim"):
+            http.get(f"{server.url}/a")
+        assert http.get(f"{server.url}/b").content == b'["for B"]'
+    assert len(connections) == 2
+
+
 def test_a_users_instance_redirecting_to_plain_http_is_an_error_on_that_network(db, http_mock):
     settings = settings_for_tests(allow_private_hosts=True)
     inside = []
