@@ -24,6 +24,7 @@ from collector.sdk import (
     TokenExpired,
     Unauthorized,
     entry_id,
+    error_json,
     optional_date,
     safe_base_url,
     where,
@@ -107,8 +108,5 @@ class BlueskyConnector(PagedConnector):
 
 
 def _error(response: requests.Response) -> str:
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        return ""
+    body = error_json(response)
     return str(body.get("error", "")) if isinstance(body, dict) else ""

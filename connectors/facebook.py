@@ -23,6 +23,7 @@ from collector.sdk import (
     RateLimited,
     Unauthorized,
     entry_id,
+    error_json,
     optional_date,
     where,
 )
@@ -79,9 +80,6 @@ class FacebookConnector(PagedConnector):
 
 
 def _error(response: requests.Response) -> dict:
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        return {}
+    body = error_json(response)
     error = body.get("error") if isinstance(body, dict) else None
     return error if isinstance(error, dict) else {}

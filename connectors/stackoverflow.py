@@ -60,6 +60,7 @@ class StackOverflowConnector(PagedConnector):
                 raw = bounded_decompress(raw, self.http.max_bytes, 16 + zlib.MAX_WBITS)
             elif raw[:1] == b"\x78":
                 raw = bounded_decompress(raw, self.http.max_bytes, zlib.MAX_WBITS)
+            self.refuse_dense(raw, response)
             body = json.loads(raw)
         except (OSError, zlib.error, ValueError, RecursionError):
             raise BadResponse(

@@ -23,6 +23,7 @@ from collector.sdk import (
     RateLimited,
     as_utc,
     entry_id,
+    error_json,
     optional_date,
     where,
 )
@@ -73,9 +74,9 @@ class YouTubeConnector(PagedConnector):
 
 def _reasons(response: requests.Response) -> list[str]:
     try:
-        errors = response.json()["error"]["errors"]
+        errors = error_json(response)["error"]["errors"]
         return [str(e.get("reason")) for e in errors]
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (KeyError, TypeError, AttributeError):
         return []
 
 

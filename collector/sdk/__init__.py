@@ -7,7 +7,7 @@ graph reads `connectors -> collector.sdk <- engine` (tests/test_architecture.py 
 
 from ..settings import Settings
 from .auth import AllOf, Authentication, Bearer, BearerAuth, OAuth1OrBearer, OAuth1Signed, QueryParamAuth, WithAppKey
-from .connector import Connector, Job, Result, dig
+from .connector import Connector, Job, Result, dig, error_json
 from .errors import (
     BadResponse,
     Interrupted,
@@ -33,6 +33,7 @@ from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, optional_date, optional_epoch, parse_iso, to_ms, utcnow
 
 __all__ = [
+    "error_json",
     "optional_epoch",
     "optional_date",
     "entry_id",

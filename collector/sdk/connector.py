@@ -200,6 +200,7 @@ class Connector(ABC):
         it, else as `parse_json` decodes it (the result is the same for every field `map` reads)."""
         if self.entry_shape is not None:
             self.check(job, response)
+            self.refuse_dense(response.content, response)
             try:
                 return page_decoder(self.entry_shape).decode(response.content), response
             except (msgspec.MsgspecError, ValueError, RecursionError):
@@ -208,12 +209,23 @@ class Connector(ABC):
 
     def parse_json(self, job: Job, response: requests.Response) -> tuple[Any, requests.Response]:
         self.check(job, response)
+        self.refuse_dense(response.content, response)
         try:
             return loads(response.content), response
         except (ValueError, RecursionError):
             raise BadResponse(
                 f"{response.status_code} body is not JSON: GET {where(response.url)}", response.status_code
             ) from None
+
+    def refuse_dense(self, content: bytes, response: requests.Response) -> None:
+        """BadResponse for a JSON body that would become more Python objects than a page may (`too_dense`)."""
+        values = too_dense(content)
+        if values is not None:
+            raise BadResponse(
+                f"{response.status_code} body of {len(content)} bytes holds up to {values} JSON values, more than "
+                f"{PAGE_VALUES}: GET {where(response.url)}",
+                response.status_code,
+            )
 
     def check(self, job: Job, response: requests.Response) -> None:
         """Raise the typed error a response means; return for a usable one."""
@@ -247,10 +259,7 @@ class Connector(ABC):
     @staticmethod
     def reason(response: requests.Response) -> str:
         """A short reason: the API's own `message`/`error` text if the body has one, else the HTTP reason."""
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):
-            body = None
+        body = error_json(response)
         if isinstance(body, dict):
             for key in ("message", "error_message", "error", "detail"):
                 if isinstance(body.get(key), str):
@@ -262,6 +271,35 @@ class Connector(ABC):
 def page_decoder(shape: Any) -> msgspec.json.Decoder:
     """The decoder of a page that is a list of `shape` entries (one per connector class, made once)."""
     return msgspec.json.Decoder(list[shape])
+
+
+# A JSON page becomes Python objects: ~2.4 times its bytes for a real page, but up to 24 times for the densest
+# (`[{},{},…]`: an empty dict per 3 bytes). Past COUNTED_FROM bytes a page may hold at most PAGE_VALUES values, so
+# its objects stay under ~18 MiB however it is written (below it, 24 x 768 KiB is that already); real pages hold
+# one value per ~35 bytes (120,000 in the 4 MiB cap). Counting costs ~0.3 ms per 500 KB: pages under the line
+# (a 100-star GitHub page is ~530 KB) are not counted.
+COUNTED_FROM = 768 * 1024
+PAGE_VALUES = 200_000
+
+
+def too_dense(content: bytes) -> int | None:
+    """The number of values a JSON body may hold (its `,`, `[` and `{`, those inside strings too: an upper bound)
+    when that is more than PAGE_VALUES; None for a body within the bound, or under COUNTED_FROM bytes."""
+    if len(content) <= COUNTED_FROM:
+        return None
+    values = content.count(b",") + content.count(b"[") + content.count(b"{")
+    return values if values > PAGE_VALUES else None
+
+
+def error_json(response: requests.Response) -> Any:
+    """The JSON of an error answer, or None when it is not JSON, or too dense to read (`too_dense`)."""
+    content = response.content or b""
+    if too_dense(content) is not None:
+        return None
+    try:
+        return loads(content)
+    except (ValueError, RecursionError):
+        return None
 
 
 def loads(content: bytes) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -228,12 +229,12 @@ def test_a_bent_payload_ends_in_a_clear_outcome_on_its_network(data):
         assert isinstance(item["source"], str) and item["source"]
 
 
-DEEP = "[" * 400_000 + "]" * 400_000  # 800 KB, under the size cap: nested far past any parser's limit
+DEEP = "[" * 300_000 + "]" * 300_000  # 600 KB (uncounted: see too_dense), nested far past any parser's limit
 
 
 @pytest.mark.parametrize(("service", "url", "names", "fields"), SERVICES, ids=[s[0] for s in SERVICES])
 def test_a_page_nested_past_the_parsers_limits_is_refused_on_its_network_alone(service, url, names, fields):
-    """A server answering a page nested 400,000 deep (a user-supplied Mastodon or Bluesky host can): the parser
+    """A server answering a page nested 300,000 deep (a user-supplied Mastodon or Bluesky host can): the parser
     refuses it on that network (a JSON library without a depth bound overflows the C stack and kills the
     process with every network in it); so too a recorded page whose first entry is nested that deep."""
     config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
@@ -255,3 +256,41 @@ def page_at(value: Any, path: tuple) -> Any:
     for step in path:
         value = value[step]
     return value
+
+
+DENSE = "[" + "{}," * 1_398_100 + "{}]"  # 4 MiB, the body cap: an empty object per 3 bytes, ~24 times that in Python
+
+
+@pytest.mark.parametrize("service", ["github", "mastodon", "stackoverflow", "bluesky"])
+@pytest.mark.parametrize("status", [200, 400])
+def test_a_page_denser_than_any_real_one_is_refused_before_it_is_decoded(service, status):
+    """4 MiB of `{},` would be ~95 MiB of Python objects (~145 MiB at the peak of decoding): sixteen such pages at
+    once would pass the unit's MemoryMax. Refused unread, as a page (badResponse) or as an error's body (the
+    HTTP reason is shown instead of the body's), whatever the connector's decoder (msgspec shape, orjson, its own)."""
+    url, fields = next((u, f) for s, u, _, f in SERVICES if s == service)
+    config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
+    config = config.with_(raw={**config.raw, **KEYS})
+    db = mongomock.MongoClient(tz_aware=True)["fuzz"]
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.add(responses.GET, re.compile(re.escape(url) + r"(\?.*)?$"), body=DENSE, status=status)
+        doc = add_network(db, service=service, **fields)
+        tracemalloc.start()
+        try:
+            run_once(db, "initial", config, now=T0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    error = network(db, doc)["lastError"]
+    assert error["kind"] == "badResponse" and error["status"] == status
+    assert status != 200 or "more than 200000" in error["message"]
+    assert peak < 24 * 2**20  # the body and its copies, not its objects
+
+
+def test_a_real_page_over_the_counted_size_is_read():
+    """A page past COUNTED_FROM of real entries (one value per ~35 bytes) is counted and read whole."""
+    from collector.devtools.fakeapi import make_stars
+    from collector.sdk.connector import COUNTED_FROM, too_dense
+
+    body = json.dumps(make_stars(400, seed=2)).encode()
+    assert len(body) > COUNTED_FROM and too_dense(body) is None
+    assert too_dense(DENSE.encode()) == DENSE.count(",") + DENSE.count("[") + DENSE.count("{")
