@@ -16,6 +16,14 @@ STARRED = f"{API}/user/starred"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TOKEN = "ghp_SECRETtoken1234567890"
 FIXTURES = Path(__file__).parent / "fixtures"
+# the app keys the services of the recorded payloads need (Stack Exchange, Flickr, Tumblr)
+KEYS = {
+    "STACKEXCHANGE_KEY": "se-key-12345678",
+    "FLICKR_API_KEY": "flickr-key-1234",
+    "FLICKR_API_SECRET": "fs-12345678",
+    "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
+    "TUMBLR_CONSUMER_SECRET": "ts-12345678",
+}
 
 
 def fixture(name: str):

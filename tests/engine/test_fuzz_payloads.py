@@ -24,16 +24,9 @@ from collector import run_once
 from collector.engine.registry import Registry
 from collector.settings import settings_for_tests
 
-from helpers import T0, add_network, network
+from helpers import KEYS, T0, add_network, network
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-KEYS = {
-    "STACKEXCHANGE_KEY": "se-key-12345678",
-    "FLICKR_API_KEY": "flickr-key-1234",
-    "FLICKR_API_SECRET": "fs-12345678",
-    "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
-    "TUMBLR_CONSUMER_SECRET": "ts-12345678",
-}
 # service, the URL its pages come from, its recorded pages, the network's own fields
 SERVICES: list[tuple[str, str, list[str], dict[str, str]]] = [
     ("github", "https://api.github.test/user/starred", ["github/starred-repository-items.json"], {}),

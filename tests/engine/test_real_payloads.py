@@ -15,17 +15,10 @@ import responses
 from collector import run_once
 from collector.settings import settings_for_tests
 
-from helpers import T0, add_network, network
+from helpers import KEYS, T0, add_network, network
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 UTC = UTC
-KEYS = {
-    "STACKEXCHANGE_KEY": "se-key-12345678",
-    "FLICKR_API_KEY": "flickr-key-1234",
-    "FLICKR_API_SECRET": "fs-12345678",
-    "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
-    "TUMBLR_CONSUMER_SECRET": "ts-12345678",
-}
 
 
 def load(name: str):
