@@ -465,7 +465,7 @@ class Http:
             code = str(response.status_code)
             if response.status_code < 200:
                 # an interim answer (103 Early Hints) that http.client took for the final one: the real answer may
-                # still come on this connection, and would be read as the next request's; the connection goes
+                # still come on this connection and would be read as the next request's, so the connection is closed
                 response.close()
                 raise Transient(f"{response.status_code} interim response taken as the answer: {what}")
             if 300 <= response.status_code < 400 and response.status_code != 304:
