@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import requests
 from typing_extensions import override
 
-from collector.sdk import Connector, Item, Job, Result, entry_id, optional_date
+from collector.sdk import Connector, Item, Job, Result, entry_id, keepable_header, optional_date
 
 PER_PAGE = 100
 POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
@@ -150,8 +150,11 @@ class GitHubConnector(GitHubAPI):
 
 
 def etag_state(response: requests.Response) -> dict[str, Any]:
+    """The answer's ETag to poll with next time, when it can be kept (visible ASCII, at most 1,024 characters: the
+    RFC also allows other bytes, and nothing bounds its length). One that cannot is left out, and the poll after
+    asks without it, rather than failing the run on a state the collector would refuse to save."""
     etag = response.headers.get("ETag")
-    return {"etag": etag} if etag else {}
+    return {"etag": etag} if etag and keepable_header(etag) else {}
 
 
 def liked_since(item: Item, marker: datetime) -> bool:

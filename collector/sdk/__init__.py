@@ -31,8 +31,10 @@ from .ratelimit import RateLimitHeaders, retry_after
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
 from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, optional_date, optional_epoch, parse_iso, to_ms, utcnow
+from .validate import keepable_header
 
 __all__ = [
+    "keepable_header",
     "error_json",
     "optional_epoch",
     "optional_date",

@@ -69,6 +69,11 @@ def _header(value: Any) -> str | None:
     return "a header-safe string (visible ASCII, at most 1024 characters)"
 
 
+def keepable_header(value: Any) -> bool:
+    """Whether a header value a server sent (an ETag) may be kept in a network and sent back: what `etag` must be."""
+    return _header(value) is None
+
+
 def _secret(value: Any) -> str | None:
     if isinstance(value, str) and len(value) <= MAX_TOKEN_CHARS and HEADER_SAFE.match(value):
         return None

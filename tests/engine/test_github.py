@@ -278,6 +278,29 @@ def test_a_page_without_usable_star_times_is_stored_and_leaves_the_marker_alone(
     assert db.items.count_documents({}) == len(page)
 
 
+@pytest.mark.parametrize("etag", ['"' + "e" * 2000 + '"', 'W/"\u00e9t\u00e9"', '"a\x01b"'])
+def test_an_etag_the_collector_cannot_keep_is_left_out_and_the_poll_succeeds(db, settings, http_mock, etag):
+    """An ETag longer than 1,024 characters, or with bytes past ASCII (RFC 9110 allows obs-text), is not kept:
+    the poll's stars are stored, no error counts (else the network would be disabled after MAX_ERRORS polls),
+    and the next poll asks without If-None-Match."""
+    GitHubStub(http_mock, stars=make_stars(5, seed=8))
+    doc = add_network(db)
+    run_once(db, "initial", settings, now=T0)
+    http_mock.replace(
+        responses.GET,
+        STARRED,
+        json=[make_star(700_001, datetime(2026, 7, 1, tzinfo=UTC))],
+        headers={**starred_headers(), "ETag": etag.encode().decode("latin-1")},
+    )
+    later = T0 + timedelta(seconds=settings.normal_interval + 1)
+    report = run_once(db, "normal", settings, now=later)
+    state = network(db, doc)
+    assert report.tasks == 1 and report.new_items == 1 and state["errors"] == 0 and "lastError" not in state
+    assert "etag" not in state and db.items.count_documents({"itemId": "700001"}) == 1
+    run_once(db, "normal", settings, now=later + timedelta(seconds=settings.normal_interval + 1))
+    assert "If-None-Match" not in http_mock.calls[-1].request.headers and network(db, doc)["errors"] == 0
+
+
 def test_max_consecutive_errors_disable_the_network(db, settings, http_mock):
     http_mock.get(STARRED, status=400, json={"message": "Bad request"})
     doc = add_network(db, mode="normal", errors=settings.max_errors - 1)
