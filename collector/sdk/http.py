@@ -199,14 +199,23 @@ class _Guarded:
 
     def _new_conn(self) -> socket.socket:
         entry = _WATCH.current()
+        if entry is not None:  # the watch cannot cut a socket still connecting: no attempt outlives the deadline
+            self.timeout = self._within(entry)
         if entry is not None and not self.proxy and entry.policy.must_check(self.host):
-            sock = self._connect_checked()
+            sock = self._connect_checked(entry)
         else:
             sock = super()._new_conn()  # type: ignore[misc]
         _WATCH.attach(self, sock)
         return sock
 
-    def _connect_checked(self) -> socket.socket:
+    def _within(self, entry: _Entry) -> Any:
+        """The connect timeout, cut to what is left of the request's deadline; ConnectTimeoutError when none is."""
+        left = entry.deadline - time.monotonic()
+        if left <= 0:
+            raise ConnectTimeoutError(self, f"connection to {self.host}: the request's deadline passed")
+        return min(self.timeout, left) if isinstance(self.timeout, (int, float)) else left
+
+    def _connect_checked(self, entry: _Entry) -> socket.socket:
         host = getattr(self, "_dns_host", self.host)
         try:
             infos = socket.getaddrinfo(host, self.port, type=socket.SOCK_STREAM)
@@ -216,11 +225,11 @@ class _Guarded:
         if not passed:
             raise AddressRefused(f"connection to {self.host} refused: non-public address (ALLOW_PRIVATE_HOSTS is off)")
         error: Exception | None = None
-        for _family, _type, _proto, _name, sockaddr in passed:
+        for _family, _type, _proto, _name, sockaddr in passed:  # a name may have dozens of addresses: one deadline
             try:
                 return urllib3_connection.create_connection(
                     (str(sockaddr[0]), self.port),
-                    self.timeout,
+                    self._within(entry),
                     source_address=self.source_address,
                     socket_options=self.socket_options,
                 )

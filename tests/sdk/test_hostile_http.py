@@ -490,6 +490,35 @@ def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answe
     assert not [a for a in tried if not is_public(a)]
 
 
+def test_a_name_with_many_unanswering_addresses_gets_one_deadline_not_one_per_address(monkeypatch):
+    """A host whose name answers 20 public addresses that all drop the connection attempt (a blackhole): each
+    attempt was given the whole HTTP_TIMEOUT, 20 x 3 tries x 30 s. The attempts now share the request's deadline
+    (the connect guard records the timeout each was given, and waits it out as a blackhole would)."""
+    import socket as socket_module
+    import time
+
+    from collector.sdk import http as http_module
+
+    addresses = [f"93.184.216.{k}" for k in range(1, 21)]
+    granted: list[float] = []
+
+    def resolver(host, port, *args, **kwargs):
+        return [(socket_module.AF_INET, socket_module.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+
+    def blackhole(address, timeout, *args, **kwargs):
+        granted.append(timeout)
+        time.sleep(timeout)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(http_module.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(http_module.urllib3_connection, "create_connection", blackhole)
+    http = Http(settings_for_tests(github_api_url="https://api.github.test", http_timeout=0.5))
+    with pytest.raises(Transient):
+        http.get("https://instance.example/api/v1/favourites")
+    assert granted and sum(granted) <= 0.5 + 0.01, granted  # one budget for every address and every retry
+    assert len(granted) < len(addresses)
+
+
 def test_a_cookie_one_server_sets_never_travels_with_a_later_request_nor_a_redirect():
     """One session serves every network: a Set-Cookie answered to one user's request must not be sent with the
     next request (another user's), nor with a redirect's next hop, and the parameters and headers still arrive
