@@ -90,8 +90,10 @@ def html_to_text(markup: object) -> str | None:
 # what ends a comment, a marked section (<![CDATA[ …, Office's <![if …) and any other construct, for html.parser
 _CLOSERS = {"comment": re.compile(r"--\s*>"), "section": re.compile(r"]\s*]\s*>"), "office": re.compile(r"]\s*>")}
 _OPENER = re.compile(r"<(?:!--|!\[([a-zA-Z][-_.a-zA-Z0-9]*)?)?")
-_SECTIONS = {"temp": "section", "cdata": "section", "ignore": "section", "include": "section", "rcdata": "section"}
-_SECTIONS.update({"if": "office", "else": "office", "endif": "office"})
+_SECTIONS = {
+    **dict.fromkeys(("temp", "cdata", "ignore", "include", "rcdata"), "section"),
+    **dict.fromkeys(("if", "else", "endif"), "office"),
+}
 
 
 def _closable(markup: str) -> str:

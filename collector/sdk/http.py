@@ -199,11 +199,11 @@ class _Guarded:
 
     def _new_conn(self) -> socket.socket:
         entry = _WATCH.current()
-        if entry is not None:  # the watch cannot cut a socket still connecting: no attempt outlives the deadline
-            self.timeout = self._within(entry)
         if entry is not None and not self.proxy and entry.policy.must_check(self.host):
             sock = self._connect_checked(entry)
         else:
+            if entry is not None:  # the watch cannot cut a socket still connecting: no attempt outlives the deadline
+                self.timeout = self._within(entry)
             sock = super()._new_conn()  # type: ignore[misc]
         _WATCH.attach(self, sock)
         return sock

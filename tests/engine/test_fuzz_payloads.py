@@ -11,7 +11,6 @@ import json
 import re
 import tracemalloc
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import mongomock
@@ -24,9 +23,8 @@ from collector import run_once
 from collector.engine.registry import Registry
 from collector.settings import settings_for_tests
 
-from helpers import KEYS, T0, add_network, network
+from helpers import FIXTURES, KEYS, T0, add_network, fixture, network
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # service, the URL its pages come from, its recorded pages, the network's own fields
 SERVICES: list[tuple[str, str, list[str], dict[str, str]]] = [
     ("github", "https://api.github.test/user/starred", ["github/starred-repository-items.json"], {}),
@@ -139,6 +137,12 @@ header_values = st.sampled_from(
 )
 
 
+def keyed_settings() -> Any:
+    """Test settings with the app keys the recorded services need, every host allowed (the mock answers)."""
+    config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
+    return config.with_(raw={**config.raw, **KEYS})
+
+
 def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
     """Every place in a JSON value (the root too), as a path of keys and indexes."""
     found = [prefix]
@@ -176,17 +180,16 @@ def test_every_recorded_payload_is_in_the_table():
 @given(st.data())
 def test_a_bent_payload_ends_in_a_clear_outcome_on_its_network(data):
     service, url, names, fields = data.draw(st.sampled_from(SERVICES), label="service")
-    pages = [json.loads((FIXTURES / name).read_text()) for name in names]
+    pages = [fixture(name) for name in names]
     which = data.draw(st.integers(0, len(pages) - 1), label="page")
     for _ in range(data.draw(st.integers(1, 3), label="changes")):
         path = data.draw(st.sampled_from(paths(pages[which])), label="path")
         pages[which] = bent(pages[which], path, copy.deepcopy(data.draw(hostile, label="value")))
     headers = data.draw(st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=2), label="headers")
     in_poll = data.draw(st.booleans(), label="in a poll")
-    clean = [json.loads((FIXTURES / name).read_text()) for name in names]
+    clean = [fixture(name) for name in names]
 
-    config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
-    config = config.with_(raw={**config.raw, **KEYS})
+    config = keyed_settings()
     db = mongomock.MongoClient(tz_aware=True)["fuzz"]
     served = {"pages": clean, "headers": {}, "n": 0}
 
@@ -230,9 +233,8 @@ def test_a_page_nested_past_the_parsers_limits_is_refused_on_its_network_alone(s
     """A server answering a page nested 300,000 deep (a user-supplied Mastodon or Bluesky host can): the parser
     refuses it on that network (a JSON library without a depth bound overflows the C stack and kills the
     process with every network in it); so too a recorded page whose first entry is nested that deep."""
-    config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
-    config = config.with_(raw={**config.raw, **KEYS})
-    page = json.loads((FIXTURES / names[-1]).read_text())
+    config = keyed_settings()
+    page = fixture(names[-1])
     first = next(p for p in paths(page) if p and isinstance(page_at(page, p[:-1]), list))  # the first entry
     for body in (DEEP, json.dumps(bent(page, first, "@deep@")).replace('"@deep@"', DEEP)):
         db = mongomock.MongoClient(tz_aware=True)["fuzz"]
@@ -261,8 +263,7 @@ def test_a_page_denser_than_any_real_one_is_refused_before_it_is_decoded(service
     once would pass the unit's MemoryMax. Refused unread, as a page (badResponse) or as an error's body (the
     HTTP reason is shown instead of the body's), whatever the connector's decoder (msgspec shape, orjson, its own)."""
     url, fields = next((u, f) for s, u, _, f in SERVICES if s == service)
-    config = settings_for_tests(github_api_url="https://api.github.test", allow_private_hosts=True)
-    config = config.with_(raw={**config.raw, **KEYS})
+    config = keyed_settings()
     db = mongomock.MongoClient(tz_aware=True)["fuzz"]
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         mock.add(responses.GET, re.compile(re.escape(url) + r"(\?.*)?$"), body=DENSE, status=status)
