@@ -3,8 +3,10 @@
 - **A deadline per request.** `HTTP_TIMEOUT` bounds the whole request: connecting, the status line and headers,
   and the body, however slowly a server trickles them. One watch thread per process shuts down the socket of a
   request that passes its deadline (socket timeouts alone only bound each read). A GET's reads carry no socket
-  timeout of their own, the watch is their bound (a timeout would cost a poll() before every read); connecting
-  keeps HTTP_TIMEOUT as its timeout, since the watch takes a socket once it is connected.
+  timeout of their own, nor does its request sent on a kept-alive connection: the watch is their bound (a
+  timeout costs a poll() before every read and write, and switching it two ioctl() calls per request, each a
+  hand-over of the interpreter lock); connecting keeps HTTP_TIMEOUT as its timeout, since the watch takes a
+  socket once it is connected.
 - **A size cap.** Bodies are read in one call, decoded (gzip/deflate) as they stream, up to `HTTP_MAX_BYTES`;
   a larger body, compressed or not, is refused and its connection dropped.
 - **Addresses.** Every socket to a host that is not one of the collector's configured API hosts is checked at the
@@ -170,6 +172,29 @@ class _Watch:
                         _shutdown(conn, sock)
 
 
+def _quiet_class(base: type[socket.socket]) -> type:
+    """`base` (a socket class) whose settimeout() does nothing when the timeout is already that value: urllib3
+    sets it twice per request, and each set is an ioctl() that gives the interpreter lock to another thread."""
+
+    def settimeout(self: socket.socket, value: Any) -> None:
+        if (value is None or type(value) in (int, float)) and value == self.gettimeout():
+            return
+        base.settimeout(self, value)
+
+    return type(f"Quiet{base.__name__}", (base,), {"__slots__": (), "settimeout": settimeout, "quiet": True})
+
+
+_QUIET: dict[type, type] = {}
+
+
+def _quiet(sock: Any) -> None:
+    """Give a connected socket (plain or TLS) the settimeout() of `_quiet_class` (a subclass with no slots of its
+    own: the object's layout is unchanged, so its class may be swapped)."""
+    if isinstance(sock, socket.socket) and not getattr(sock, "quiet", False):
+        kind = type(sock)
+        sock.__class__ = _QUIET.get(kind) or _QUIET.setdefault(kind, _quiet_class(kind))
+
+
 def _shutdown(conn: Any, sock: socket.socket) -> None:
     target = getattr(conn, "sock", None) or sock
     try:
@@ -242,9 +267,15 @@ class _Guarded:
         assert error is not None
         raise error
 
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        _quiet(self.sock)
+
     def request(self, *args: Any, **kwargs: Any) -> Any:
         if self.sock is not None:  # a pooled connection, reused: under this request's deadline now
             _WATCH.attach(self, self.sock)
+            if _WATCH.current() is not None:
+                self.timeout = None  # sent as its reads are read: bounded by the watch (module docstring)
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 

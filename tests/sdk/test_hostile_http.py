@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -569,3 +570,50 @@ def test_conditional_polls_one_after_another_reuse_the_kept_alive_connection():
         page = http.get(f"{url}/user/starred", headers={"Authorization": f"Bearer {TOKEN}"})
     assert [r.status_code for r in kept] == [304] * 4 and page.status_code == 200 and len(page.json()) == 30
     assert fake.not_modified == 4 and fake.requests == 5
+
+
+def test_a_request_sent_on_a_kept_alive_connection_is_cut_at_the_deadline_when_the_server_stops_reading():
+    """On a kept-alive connection a request is sent without a socket timeout (setting one costs two system calls
+    per request): the deadline watch alone ends a send the server no longer reads."""
+    keep_alive = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]"
+
+    def answer_once_then_stop_reading(conn, head, srv):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the client's send fills it
+        srv.send(conn, keep_alive)
+        srv.stop.wait(10)
+
+    with RawServer(answer_once_then_stop_reading) as server:
+        http = http_to(server, http_timeout=1)
+        assert http.get(f"{server.url}/user/starred").json() == []
+        with pytest.raises(Transient, match="deadline of 1s exceeded"):
+            http.get(f"{server.url}/user/starred", headers={"X-Large": "x" * 8 * 2**20})
+    assert len(server.requests) == 1  # the second request went out on the same connection
+
+
+def test_requests_on_a_kept_alive_connection_leave_its_socket_timeout_as_it_is(monkeypatch):
+    """Each socket timeout set is a system call (an ioctl) that hands the interpreter lock to another thread: on a
+    kept-alive connection a GET's send and reads both go without one, so after the first request nothing is set."""
+    from collector.devtools.fakeapi import FakeGitHub, FakeServer
+
+    fake = FakeGitHub()
+    fake.add_user(TOKEN, generated=30, seed=1)
+    set_to: list = []
+    plain_settimeout = socket.socket.settimeout
+
+    def counted(sock, value):
+        set_to.append(value)
+        plain_settimeout(sock, value)
+
+    monkeypatch.setattr(socket.socket, "settimeout", counted)
+    headers = {"If-None-Match": 'W/"0-1-10"', "Authorization": f"Bearer {TOKEN}"}
+    with FakeServer(fake) as url:
+        http = Http(settings_for_tests(github_api_url=url))
+        first = http.get(f"{url}/user/starred", params={"per_page": 10, "page": 1}, headers=headers)
+        assert set_to  # connecting set the connect timeout, reading the response none
+        set_to.clear()
+        again = [
+            http.get(f"{url}/user/starred", params={"per_page": 10, "page": 1}, headers=headers).status_code
+            for _ in range(5)
+        ]
+    assert first.status_code == 304 and again == [304] * 5 and fake.requests == 6
+    assert set_to == []
