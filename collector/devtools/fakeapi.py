@@ -7,7 +7,9 @@ an answer leaves `latency` seconds after its request came in, the fake's own wor
 done within that time, as a real server's work is part of the latency its clients see. Done after the wait,
 the work of 64 answers due together queued in the fake's one interpreter and added its own spread to the
 latency the bench names.
-Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star).
+Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star);
+`prerender_per_page` has every page of that size rendered and gzipped before serving (`collector bench`: the
+server's CPU is then not spent on the cores the collector is measured on, as a remote server's never is).
 Each response is written in one piece (see the design notes on delayed ACKs). `GET /_fake/stats` returns the
 counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate process, so that a benchmark's
 fake does not compete with the collector for the interpreter.
@@ -62,7 +64,12 @@ class Raw(bytes):
     """A response body already encoded as JSON."""
 
 
+class Gzipped(bytes):
+    """A response body already encoded as JSON and gzip-compressed (a page rendered before serving)."""
+
+
 SENTINEL = 987654321
+GZIP_OVER = 1024  # bodies longer than this are gzip-encoded for a client that accepts it
 
 
 def _star_template() -> str:
@@ -139,6 +146,8 @@ class FakeGitHub:
     not_modified: int = 0
     accepted_by_window: dict[int, int] = field(default_factory=dict)
     busy_s: float = 0.0  # time past the answers' latencies: writing them, and any lateness (the bench's server time)
+    prerender_per_page: int = 0  # > 0: every account's pages of this size rendered and gzipped before serving
+    rendered: dict[tuple, Gzipped] = field(default_factory=dict)  # (token, version, page, per_page): body
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
 
@@ -159,6 +168,18 @@ class FakeGitHub:
         with self.lock:
             value = self.latency * self.rng.lognormvariate(0.0, self.latency_sigma)
             return value * 10 if self.rng.random() < 0.01 else value
+
+    def prerender(self) -> None:
+        """Render and gzip every account's pages of `prerender_per_page` now, before serving: the server's work for
+        them is then done before a client's clock starts, as a remote server's is never on the client's machine
+        (`collector bench` walks histories against a fake on the same cores)."""
+        per_page = self.prerender_per_page
+        with self.lock:
+            for token, account in self.accounts.items():
+                for page in range(1, max(math.ceil(len(account) / per_page), 1) + 1):
+                    body = account.page((page - 1) * per_page, page * per_page)
+                    if len(body) > GZIP_OVER:
+                        self.rendered[(token, account.version, page, per_page)] = Gzipped(gzip.compress(body, 1))
 
     def add_user(
         self, token: str, stars: list[dict] | None = None, quota: int | None = None, generated: int = 0, seed: int = 0
@@ -225,7 +246,9 @@ class FakeGitHub:
             self.accepted += 1
             self.accepted_by_window[int(start)] = self.accepted_by_window.get(int(start), 0) + 1
             headers = {**_quota_headers(limit, limit - account.used, reset), "ETag": etag}
-            body = account.page((page - 1) * per_page, page * per_page)
+            body = self.rendered.get((token, account.version, page, per_page)) or account.page(
+                (page - 1) * per_page, page * per_page
+            )
             last = max(math.ceil(len(account) / per_page), 1)
         headers["Link"] = _links(base_url, page, last, per_page)
         return 200, headers, body
@@ -290,9 +313,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(self._reply(status, headers, body))
 
     def _reply(self, status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> bytes:
-        payload = b"" if body is None else body if isinstance(body, Raw) else json.dumps(body).encode()
         encoding = []
-        if gzip_ok and len(payload) > 1024:  # as GitHub does when asked
+        if isinstance(body, Gzipped):
+            payload = bytes(body) if gzip_ok else gzip.decompress(body)
+            encoding = ["Content-Encoding: gzip"] if gzip_ok else []
+        else:
+            payload = b"" if body is None else body if isinstance(body, Raw) else json.dumps(body).encode()
+        if gzip_ok and not encoding and len(payload) > GZIP_OVER:  # as GitHub does when asked
             payload = gzip.compress(payload, compresslevel=1)
             encoding = ["Content-Encoding: gzip"]
         lines = [
@@ -321,6 +348,8 @@ class FakeServer:
 
     def __init__(self, fake: FakeGitHub, host: str = "127.0.0.1", port: int = 0):
         self.fake = fake
+        if fake.prerender_per_page:
+            fake.prerender()
         self.httpd = _Server((host, port), _Handler)
         self.httpd.fake = fake
         self.httpd.base_url = f"http://{host}:{self.httpd.server_address[1]}"

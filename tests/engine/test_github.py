@@ -337,3 +337,36 @@ def test_redirect_to_another_host_does_not_carry_the_token(db, settings, http_mo
     add_network(db)
     run_once(db, "initial", settings, now=T0)
     assert seen == [None]
+
+
+@pytest.mark.parametrize("gzip_ok", [True, False])
+def test_the_fakes_prerendered_pages_are_the_pages_it_renders_when_asked(gzip_ok):
+    """`collector bench` has the fake render its pages before serving (its CPU then is not spent on the cores the
+    walk is measured on): a client gets the same page either way, gzip-encoded only when it asked."""
+    import gzip
+
+    import requests
+
+    from collector.devtools.fakeapi import FakeGitHub, FakeServer
+
+    def pages(fake: FakeGitHub) -> list[tuple[str | None, bytes]]:
+        fake.add_user("t", generated=250, seed=3)
+        fake.add_user("u", stars=make_stars(2, seed=4))
+        got = []
+        with FakeServer(fake) as url:
+            for token, page in (("t", 1), ("t", 3), ("u", 1)):
+                response = requests.get(
+                    f"{url}/user/starred",
+                    params={"per_page": 100, "page": page},
+                    headers={"Authorization": f"Bearer {token}", "Accept-Encoding": "gzip" if gzip_ok else "identity"},
+                    stream=True,
+                )
+                raw = response.raw.read(decode_content=False)
+                encoding = response.headers.get("Content-Encoding")
+                got.append((encoding, gzip.decompress(raw) if encoding == "gzip" else raw))
+        return got
+
+    prerendered = FakeGitHub(prerender_per_page=100)
+    assert pages(prerendered) == pages(FakeGitHub())
+    assert len(prerendered.rendered) == 3 + 1  # t: 3 pages of 100, u: 1
+    assert {encoding for encoding, _ in pages(FakeGitHub(prerender_per_page=100))} == {"gzip" if gzip_ok else None}
