@@ -244,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 BENCH_FLAGS = (
     ("networks", int, "networks in the history walk"),
+    ("split-processes", int, "collector processes sharing the walk's concurrency, database apart (1: not run)"),
     ("pages", int, "pages of 100 stars per network"),
     ("series-networks", int, "networks walked in series (concurrency 1) for the series time per task"),
     ("latencies", str, "fake API latencies to measure, ms, comma-separated (the last is the headline)"),

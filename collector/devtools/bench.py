@@ -207,16 +207,25 @@ def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
     assert generated_star(0, 0)["starred_at"].startswith(str(newest.year))
 
 
-def history(opts: Options, dbs: Databases, latency: float, concurrency: int, networks: int) -> dict:
-    fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma)
+def history(opts: Options, dbs: Databases, latency: float, concurrency: int, networks: int, processes: int = 1) -> dict:
+    """The history walk by one collector here, or by `processes` collectors in processes of their own sharing
+    `concurrency` (scaleout.py: a database at a URI, not mongomock in this process)."""
+    fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma, prerender_per_page=PER_PAGE)
     db = dbs.new()
     seed_history(db, fake, networks, opts.pages * PER_PAGE)
     with FakeProcess(fake) as url:
-        meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
-        collector = Collector(db, bench_settings(url, concurrency), observers=[meter])
-        dbs.relax(db)
-        measured = serve_until(collector, "initial", meter)
-        collector.close()
+        if processes > 1:
+            from . import scaleout
+
+            measured = scaleout.walk(
+                dbs.uri, db.name, url, processes, concurrency // processes, networks, lambda: dbs.relax(db)
+            )
+        else:
+            meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
+            collector = Collector(db, bench_settings(url, concurrency), observers=[meter])
+            dbs.relax(db)
+            measured = {**serve_until(collector, "initial", meter), "pages": meter.pages}
+            collector.close()
         stats = fetch_stats(url)
     items = db.items.estimated_document_count()
     if items != networks * opts.pages * PER_PAGE:
@@ -225,7 +234,6 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
     return {
         **measured,
         "tasks": tasks,
-        "pages": meter.pages,
         "over_quota": stats["over_quota"],
         "server_ms": stats["busy_s"] / max(tasks, 1) * 1000,
     }
@@ -334,13 +342,17 @@ def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[floa
     return series["wall_s"] / series["tasks"], series["over_quota"]
 
 
-def history_point(opts: Options, dbs: Databases, latency: float, concurrency: int, per_task: float) -> dict:
+def history_point(
+    opts: Options, dbs: Databases, latency: float, concurrency: int, per_task: float, processes: int = 1
+) -> dict:
     """The history walk at one latency and concurrency, against the series time per task: speedup, its bound
-    (the concurrency's, or the CPU's), and the CPU split between the engine and the database calls."""
-    run_ = history(opts, dbs, latency, concurrency, opts.networks)
+    (the concurrency's, or the CPU's: one core per interpreter, as many as the machine has), and the CPU split
+    between the engine and the database calls."""
+    run_ = history(opts, dbs, latency, concurrency, opts.networks, processes)
     cpu_per_task = run_["cpu_s"] / run_["tasks"]
     waited = latency + run_["server_ms"] / 1000  # what a task waits for, the server's own time included
-    bound = min(concurrency * per_task / waited if waited else float("inf"), per_task / cpu_per_task)
+    cores = min(processes, os.cpu_count() or 1)
+    bound = min(concurrency * per_task / waited if waited else float("inf"), cores * per_task / cpu_per_task)
     speedup = per_task * run_["tasks"] / run_["wall_s"]
     return {
         "latency_ms": round(latency * 1000),
@@ -363,6 +375,7 @@ def engine_per_poll(quiet: dict) -> float:
 
 
 RUNS_APART = 3  # runs of each workload measured with the database apart (their median is reported)
+SPLIT = ("efficiency", "speedup", "speedup_bound", "engine_cpu_ms_per_page")  # of the walk shared by processes
 APART = ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency", "speedup", "speedup_bound", "db_ms_per_task")
 
 
@@ -435,11 +448,23 @@ def standin_apart(opts: Options, dbs: Databases) -> dict:
     per_task, over_quota = series_per_task(opts, dbs, latency)
     points = [history_point(opts, dbs, latency, opts.concurrency, per_task) for _ in range(RUNS_APART)]
     quiets = [polls(opts, dbs, 0.0, opts.polls // 2, 0.0, opts.concurrency, opts.poll_networks) for _ in points]
-    if over_quota + sum(run["over_quota"] for run in (*points, *quiets)):
+    split = [
+        history_point(opts, dbs, latency, opts.concurrency, per_task, opts.split_processes)
+        for _ in range(RUNS_APART if opts.split_processes > 1 else 0)
+    ]
+    if over_quota + sum(run["over_quota"] for run in (*points, *quiets, *split)):
         raise RuntimeError("requests over quota with the database apart")
 
-    def median(field: str) -> float:
-        return statistics.median(point[field] for point in points)
+    def median(field: str, runs: list[dict] = points) -> float:
+        return statistics.median(point[field] for point in runs)
+
+    if split:
+        split_figures = {
+            "split_processes": opts.split_processes,
+            **{f"{name}_apart_split": median(name, split) for name in SPLIT},
+        }
+    else:
+        split_figures = {"split_processes": 1}
 
     return {
         "database_apart": "mongowire",
@@ -449,6 +474,7 @@ def standin_apart(opts: Options, dbs: Databases) -> dict:
         "speedup_apart": median("speedup"),
         "speedup_bound_apart": median("speedup_bound"),
         "db_ms_per_task_apart": median("db_ms_per_task"),
+        **split_figures,
     }
 
 

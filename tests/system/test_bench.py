@@ -36,6 +36,10 @@ FIELDS = (
     "floor_ms_per_poll_socket",
     "engine_vs_floor_page",
     "engine_vs_floor_poll",
+    "split_processes",
+    "efficiency_apart_split",
+    "speedup_apart_split",
+    "engine_cpu_ms_per_page_apart_split",
 )
 
 
@@ -77,6 +81,9 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert abs(result["engine_vs_floor_page"] - page / result["floor_ms_per_page"]) < 0.01
     assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
     assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
+    assert result["split_processes"] == 2  # the walk again, by two collectors under leases (each stored it whole)
+    split = result["efficiency_apart_split"]
+    assert abs(split - result["speedup_apart_split"] / result["speedup_bound_apart_split"]) < 0.01
     for key in (
         "wall_s_concurrent",
         "speedup",
@@ -91,6 +98,8 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         "engine_cpu_ms_per_poll_apart",
         "floor_ms_per_page",
         "efficiency_apart",
+        "efficiency_apart_split",
+        "engine_cpu_ms_per_page_apart_split",
     ):
         assert result[key] > 0
 
@@ -119,10 +128,11 @@ def test_the_apart_figures_are_the_medians_of_three_runs(monkeypatch):
     from collector.devtools.options import Options
 
     pages = iter([5.0, 9.0, 4.0])
+    split_pages = iter([3.0, 2.0, 7.0])
     polls = iter([(3.0, 0.1), (1.0, 0.1), (2.0, 0.1)])  # (cpu_s, db_s) of 1,000 polls each
 
-    def point(*args):
-        page = next(pages)
+    def point(opts, dbs, latency, concurrency, per_task, processes=1):
+        page = next(pages if processes == 1 else split_pages)
         return {
             "engine_cpu_ms_per_page": page,
             "efficiency": page / 10,
@@ -142,6 +152,27 @@ def test_the_apart_figures_are_the_medians_of_three_runs(monkeypatch):
     result = bench.standin_apart(Options(), None)
     assert result["engine_cpu_ms_per_page_apart"] == 5.0 and result["efficiency_apart"] == 0.5
     assert result["engine_cpu_ms_per_poll_apart"] == 1.9  # (2.0 - 0.1) s over 1,000 polls
+    assert result["split_processes"] == 2 and result["engine_cpu_ms_per_page_apart_split"] == 3.0
+    assert result["efficiency_apart_split"] == 0.3
+
+
+def test_collectors_in_processes_of_their_own_share_a_walk_under_leases_each_page_fetched_once():
+    """The scale-out the README assumes (one collector per core, leases on one database): two processes walk
+    every network's history to normal mode together, no page fetched twice, every star stored once."""
+    from collector.devtools.mongowire import WireProcess
+    from collector.devtools.options import Options
+
+    opts = Options(networks=6, pages=2, latency_sigma=0.0)
+    with WireProcess() as uri:
+        dbs = bench.Databases(uri, standin=True)
+        try:
+            walk = bench.history(opts, dbs, 0.0, 4, opts.networks, processes=2)
+            stored = dbs.client[dbs.created[-1]].items.count_documents({})
+        finally:
+            dbs.close()
+    assert stored == 6 * 2 * bench.PER_PAGE  # history() also refuses a walk that stored any other number
+    assert walk["tasks"] == 6 * 2 and walk["pages"] == 6 * 2  # each page requested once, by one of the two
+    assert walk["over_quota"] == 0 and walk["cpu_s"] > 0
 
 
 def test_a_server_holds_one_workloads_database_at_a_time():

@@ -1,0 +1,112 @@
+"""The history walk shared by several collectors, each in a process of its own, under leases on one database: the
+scale-out the README's "Scaling out" assumes (one instance per core), measured on the bench's workload.
+
+Each child builds a `Collector` on the database at `uri` (a real MongoDB, or the mongowire stand-in) with its own
+instance id and `concurrency` networks in flight and says it is ready; once all are, the parent prepares the
+database (the bench drops the index a stand-in enforces by scanning, which each collector creates when it is
+built) and lets them go together. They serve initial mode until all of them together have brought every network to
+normal mode. The walk's wall time runs from the barrier to the
+last network done, in any process; its CPU is the children's, the database's calls counted apart as in the bench.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..engine import Collector
+from ..engine.events import Observer, Saved
+from ..engine.run import RunResult
+
+LIMIT_S = 600.0  # a walk that has not ended by then is reported as an error, not waited for
+
+
+class SharedMeter(Observer):
+    """Counts, across processes, runs that brought a network to normal mode; stops every process at the target."""
+
+    def __init__(self, target: int, done: Any, stop: Any):
+        self.target, self.done, self.stop = target, done, stop
+        self.last = 0.0  # monotonic time of this process's last counted run (system-wide clock on Linux)
+        self.pages = 0
+        self.errors: list[str] = []
+
+    def on_run(self, result: RunResult, saved: Saved) -> None:
+        self.pages += bool(result.items)
+        if result.error is not None and len(self.errors) < 5:
+            self.errors.append(f"{result.status}: {result.error.message[:120]}")
+        if result.update.values.get("mode") == "normal":
+            self.last = time.monotonic()
+            with self.done.get_lock():
+                self.done.value += 1
+                if self.done.value >= self.target:
+                    self.stop.set()
+
+
+def child(conn: Any, uri: str, name: str, url: str, concurrency: int, target: int, shared: tuple) -> None:
+    """One collector of the walk (run in a spawned process); sends back its figures or why it could not."""
+    from pymongo import MongoClient
+
+    from .bench import bench_settings, time_store
+
+    done, stop, ready, go = shared
+    client: Any = MongoClient(uri, tz_aware=True)
+    try:
+        meter = SharedMeter(target, done, stop)
+        collector = Collector(client[name], bench_settings(url, concurrency), observers=[meter])
+        spent = time_store(collector)
+        ready.wait(timeout=60)
+        go.wait(timeout=60)
+        started, cpu = time.monotonic(), time.process_time()
+        limit = started + LIMIT_S
+        collector.serve("initial", should_stop=lambda: stop.is_set() or time.monotonic() > limit, wait=stop.wait)
+        cpu = time.process_time() - cpu
+        collector.close()
+        figures = {"start": started, "last": meter.last, "cpu_s": cpu, "db_s": spent["db"], "pages": meter.pages}
+        conn.send(("ok", {**figures, "errors": meter.errors, "finished": stop.is_set()}))
+    except Exception as exc:  # the parent raises it: a bench that cannot measure says why
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        client.close()
+
+
+def walk(
+    uri: str, name: str, url: str, processes: int, concurrency: int, target: int, prepare: Callable[[], None]
+) -> dict:
+    """The walk by `processes` collectors of `concurrency` each on the database `name` at `uri`, seeded with `target`
+    networks in initial mode, `prepare()` called once they are built: wall time, CPU and database CPU summed over
+    the processes, pages."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    shared = (context.Value("i", 0), context.Event(), context.Barrier(processes + 1), context.Barrier(processes + 1))
+    pipes, children = [], []
+    for _ in range(processes):
+        parent, end = context.Pipe()
+        process = context.Process(target=child, args=(end, uri, name, url, concurrency, target, shared))
+        process.start()
+        pipes.append(parent)
+        children.append(process)
+    try:
+        shared[2].wait(timeout=60)
+        prepare()
+        shared[3].wait(timeout=60)
+        answers = [pipe.recv() for pipe in pipes]
+    finally:
+        shared[1].set()
+        for process in children:
+            process.join(timeout=60)
+    failed = [value for status, value in answers if status != "ok"]
+    if failed:
+        raise RuntimeError(f"scale-out walk: {failed[0]}")
+    results = [value for _, value in answers]
+    errors = [error for result in results for error in result["errors"]]
+    if errors or not all(result["finished"] for result in results):
+        raise RuntimeError(f"scale-out walk did not finish cleanly: {errors[:3] or 'time limit'}")
+    return {
+        "wall_s": max(result["last"] for result in results) - min(result["start"] for result in results),
+        "cpu_s": sum(result["cpu_s"] for result in results),
+        "db_s": sum(result["db_s"] for result in results),
+        "pages": sum(result["pages"] for result in results),
+        "runs_per_process": [result["pages"] for result in results],
+    }
