@@ -52,6 +52,7 @@ from urllib3.util.retry import Retry
 from ..settings import Settings
 from .decoding import CHUNK, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
+from .headers import install as install_header_parser
 from .safeurl import is_public
 
 log = logging.getLogger(__name__)
@@ -467,6 +468,7 @@ class Http:
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
         self.counts = threading.local()
+        install_header_parser()  # http.client's header parsing without the email parser for plain lines
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
