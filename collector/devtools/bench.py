@@ -217,9 +217,8 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
         if processes > 1:
             from . import scaleout
 
-            measured = scaleout.walk(
-                dbs.uri, db.name, url, processes, concurrency // processes, networks, lambda: dbs.relax(db)
-            )
+            settings = bench_settings(url, concurrency // processes)
+            measured = scaleout.walk(dbs.uri, db.name, settings, processes, networks, lambda: dbs.relax(db), time_store)
         else:
             meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
             collector = Collector(db, bench_settings(url, concurrency), observers=[meter])

@@ -18,6 +18,7 @@ from typing import Any
 from ..engine import Collector
 from ..engine.events import Observer, Saved
 from ..engine.run import RunResult
+from ..settings import Settings
 
 LIMIT_S = 600.0  # a walk that has not ended by then is reported as an error, not waited for
 
@@ -43,18 +44,17 @@ class SharedMeter(Observer):
                     self.stop.set()
 
 
-def child(conn: Any, uri: str, name: str, url: str, concurrency: int, target: int, shared: tuple) -> None:
-    """One collector of the walk (run in a spawned process); sends back its figures or why it could not."""
+def child(conn: Any, uri: str, name: str, settings: Settings, timer: Callable, target: int, shared: tuple) -> None:
+    """One collector of the walk (run in a spawned process); sends back its figures or why it could not.
+    `timer(collector)` wraps its store's calls to add up their CPU (the bench's `time_store`)."""
     from pymongo import MongoClient
-
-    from .bench import bench_settings, time_store
 
     done, stop, ready, go = shared
     client: Any = MongoClient(uri, tz_aware=True)
     try:
         meter = SharedMeter(target, done, stop)
-        collector = Collector(client[name], bench_settings(url, concurrency), observers=[meter])
-        spent = time_store(collector)
+        collector = Collector(client[name], settings, observers=[meter])
+        spent = timer(collector)
         ready.wait(timeout=60)
         go.wait(timeout=60)
         started, cpu = time.monotonic(), time.process_time()
@@ -71,11 +71,17 @@ def child(conn: Any, uri: str, name: str, url: str, concurrency: int, target: in
 
 
 def walk(
-    uri: str, name: str, url: str, processes: int, concurrency: int, target: int, prepare: Callable[[], None]
+    uri: str,
+    name: str,
+    settings: Settings,
+    processes: int,
+    target: int,
+    prepare: Callable[[], None],
+    timer: Callable[[Collector], dict],
 ) -> dict:
-    """The walk by `processes` collectors of `concurrency` each on the database `name` at `uri`, seeded with `target`
-    networks in initial mode, `prepare()` called once they are built: wall time, CPU and database CPU summed over
-    the processes, pages."""
+    """The walk by `processes` collectors of `settings` (each its concurrency) on the database `name` at `uri`,
+    seeded with `target` networks in initial mode, `prepare()` called once they are built: wall time, CPU and
+    database CPU summed over the processes, pages."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -83,7 +89,7 @@ def walk(
     pipes, children = [], []
     for _ in range(processes):
         parent, end = context.Pipe()
-        process = context.Process(target=child, args=(end, uri, name, url, concurrency, target, shared))
+        process = context.Process(target=child, args=(end, uri, name, settings, timer, target, shared))
         process.start()
         pipes.append(parent)
         children.append(process)
