@@ -21,6 +21,7 @@ from ..engine.run import RunResult
 from ..settings import Settings
 
 LIMIT_S = 600.0  # a walk that has not ended by then is reported as an error, not waited for
+START_S = 60.0  # how long the children and the parent wait for one another at the start
 
 
 class SharedMeter(Observer):
@@ -55,8 +56,8 @@ def child(conn: Any, uri: str, name: str, settings: Settings, timer: Callable, t
         meter = SharedMeter(target, done, stop)
         collector = Collector(client[name], settings, observers=[meter])
         spent = timer(collector)
-        ready.wait(timeout=60)
-        go.wait(timeout=60)
+        ready.wait(timeout=START_S)
+        go.wait(timeout=START_S)
         started, cpu = time.monotonic(), time.process_time()
         limit = started + LIMIT_S
         collector.serve("initial", should_stop=lambda: stop.is_set() or time.monotonic() > limit, wait=stop.wait)
@@ -94,9 +95,16 @@ def walk(
         pipes.append(parent)
         children.append(process)
     try:
-        shared[2].wait(timeout=60)
-        prepare()
-        shared[3].wait(timeout=60)
+        try:
+            shared[2].wait(timeout=START_S)
+            prepare()
+            shared[3].wait(timeout=START_S)
+        except Exception as exc:
+            for barrier in shared[2:]:
+                barrier.abort()  # children still waiting give up at once, and say why they stopped
+            said = [pipe.recv()[1] for pipe in pipes if pipe.poll(START_S)]
+            why = f"{type(exc).__name__}: {exc}"
+            raise RuntimeError(f"scale-out walk could not start ({why}); children: {said}") from None
         answers = [pipe.recv() for pipe in pipes]
     finally:
         shared[1].set()
@@ -114,5 +122,5 @@ def walk(
         "cpu_s": sum(result["cpu_s"] for result in results),
         "db_s": sum(result["db_s"] for result in results),
         "pages": sum(result["pages"] for result in results),
-        "runs_per_process": [result["pages"] for result in results],
+        "pages_per_process": [result["pages"] for result in results],
     }

@@ -192,3 +192,19 @@ def test_a_server_holds_one_workloads_database_at_a_time():
         check = bench.Databases(uri, standin=True)
         assert check.client[second.name].items.count_documents({}) == 0  # and the last one at the end
         check.close()
+
+
+def test_a_scale_out_walk_that_cannot_start_says_why_and_leaves_no_child_waiting():
+    import pytest
+
+    from collector.devtools import scaleout
+    from collector.devtools.mongowire import WireProcess
+
+    def prepare():
+        raise OSError("the stand-in refused the index drop")
+
+    with WireProcess() as uri:
+        settings = bench.bench_settings("http://127.0.0.1:9", 2)
+        with pytest.raises(RuntimeError, match="could not start.*index drop") as raised:
+            scaleout.walk(uri, "scaleout_start", settings, 2, 4, prepare, bench.time_store)
+    assert "BrokenBarrierError" in str(raised.value)  # both children were let go, and said so
