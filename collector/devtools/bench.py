@@ -419,8 +419,11 @@ def in_child(call: Callable[..., dict], *args: Any) -> dict:
     parent, child = context.Pipe()
     process = context.Process(target=_child, args=(child, call, args))
     process.start()
+    child.close()  # the child's end is the child's alone: if it dies, recv() ends instead of waiting for ever
     try:
         status, value = parent.recv()
+    except EOFError:
+        status, value = "error", "the measuring process ended without an answer"
     finally:
         process.join(timeout=60)
     if status != "ok":

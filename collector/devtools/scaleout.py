@@ -71,6 +71,13 @@ def child(conn: Any, uri: str, name: str, settings: Settings, timer: Callable, t
         client.close()
 
 
+def _answer(pipe: Any) -> tuple[str, Any]:
+    try:
+        return pipe.recv()
+    except EOFError:
+        return ("error", "a collector process ended without an answer")
+
+
 def walk(
     uri: str,
     name: str,
@@ -92,6 +99,7 @@ def walk(
         parent, end = context.Pipe()
         process = context.Process(target=child, args=(end, uri, name, settings, timer, target, shared))
         process.start()
+        end.close()  # the child's alone: if it dies, recv() ends instead of waiting for ever
         pipes.append(parent)
         children.append(process)
     try:
@@ -102,10 +110,10 @@ def walk(
         except Exception as exc:
             for barrier in shared[2:]:
                 barrier.abort()  # children still waiting give up at once, and say why they stopped
-            said = [pipe.recv()[1] for pipe in pipes if pipe.poll(START_S)]
+            said = [_answer(pipe)[1] for pipe in pipes if pipe.poll(START_S)]
             why = f"{type(exc).__name__}: {exc}"
             raise RuntimeError(f"scale-out walk could not start ({why}); children: {said}") from None
-        answers = [pipe.recv() for pipe in pipes]
+        answers = [_answer(pipe) for pipe in pipes]
     finally:
         shared[1].set()
         for process in children:

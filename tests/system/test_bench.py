@@ -208,3 +208,12 @@ def test_a_scale_out_walk_that_cannot_start_says_why_and_leaves_no_child_waiting
         with pytest.raises(RuntimeError, match="could not start.*index drop") as raised:
             scaleout.walk(uri, "scaleout_start", settings, 2, 4, prepare, bench.time_store)
     assert "BrokenBarrierError" in str(raised.value)  # both children were let go, and said so
+
+
+def test_a_measuring_process_that_dies_is_an_error_not_a_wait_for_ever():
+    import os
+
+    import pytest
+
+    with pytest.raises(RuntimeError, match="ended without an answer"):
+        bench.in_child(os._exit, 3)  # the child dies before it answers
