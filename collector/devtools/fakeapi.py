@@ -395,7 +395,13 @@ class FakeProcess:
         parent, child = context.Pipe()
         self.process = context.Process(target=_serve_in_child, args=(self.fake, child), daemon=True)
         self.process.start()
-        self.url = parent.recv()
+        child.close()  # the child's alone: if it dies before answering, recv() ends instead of waiting for ever
+        try:
+            self.url = parent.recv()
+        except EOFError:
+            self.process.join(timeout=10)
+            code = self.process.exitcode
+            raise RuntimeError(f"fake API: its process ended before serving (exit code {code})") from None
         return self.url
 
     def stats(self) -> dict:

@@ -404,10 +404,14 @@ class WireProcess:
         parent, child = context.Pipe()
         self.process = context.Process(target=_serve_in_child, args=(child,), daemon=True)
         self.process.start()
-        if not parent.poll(60):
-            self.process.terminate()
-            raise RuntimeError("mongowire: the database process did not start within 60 s")
-        return str(parent.recv())
+        child.close()  # the child's alone: if it dies before answering, the wait ends at once
+        try:
+            if parent.poll(60):
+                return str(parent.recv())
+        except EOFError:
+            raise RuntimeError(f"mongowire: the database process ended at start ({self.process.exitcode})") from None
+        self.process.terminate()
+        raise RuntimeError("mongowire: the database process did not start within 60 s")
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:

@@ -370,3 +370,13 @@ def test_the_fakes_prerendered_pages_are_the_pages_it_renders_when_asked(gzip_ok
     assert pages(prerendered) == pages(FakeGitHub())
     assert len(prerendered.rendered) == 3 + 1  # t: 3 pages of 100, u: 1
     assert {encoding for encoding, _ in pages(FakeGitHub(prerender_per_page=100))} == {"gzip" if gzip_ok else None}
+
+
+def test_a_fake_whose_process_dies_before_serving_is_an_error_not_a_wait_for_ever():
+    from collector.devtools.fakeapi import FakeGitHub, FakeProcess
+
+    broken = FakeGitHub(prerender_per_page=100)
+    broken.accounts["t"] = "not an account"  # type: ignore[assignment]  # its prerendering fails in the child
+    with pytest.raises(RuntimeError, match="ended before serving"):
+        with FakeProcess(broken):
+            pass
