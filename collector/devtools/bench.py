@@ -24,17 +24,15 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from ..engine import Collector
-from ..engine.events import Observer, Saved
-from ..engine.run import RunResult
 from ..settings import Settings, load_settings
 from .fakeapi import GENERATED_NEWEST, FakeGitHub, FakeProcess, fetch_stats, generated_star
+from .meter import Meter, reached_normal
 from .options import Options
 
 PER_PAGE = 100
@@ -102,24 +100,6 @@ class Databases:
             for name in self.created:
                 self.client.drop_database(name)
             self.client.close()
-
-
-class Meter(Observer):
-    """Counts runs (and runs that reached normal mode) and stops the loop at a target."""
-
-    def __init__(self, target: int, counts: Callable[[RunResult], bool] = lambda result: True):
-        self.target, self.counts, self.runs, self.done = target, counts, 0, threading.Event()
-        self.pages = 0
-        self.errors: list[str] = []  # runs that failed: a bench measures working runs, or says why not
-
-    def on_run(self, result: RunResult, saved: Saved) -> None:
-        self.pages += bool(result.items)
-        if result.error is not None and len(self.errors) < 5:
-            self.errors.append(f"{result.status}: {result.error.message[:120]}")
-        if self.counts(result):
-            self.runs += 1
-            if self.runs >= self.target:
-                self.done.set()
 
 
 def time_store(collector: Collector) -> dict[str, float]:
@@ -220,7 +200,7 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
             settings = bench_settings(url, concurrency // processes)
             measured = scaleout.walk(dbs.uri, db.name, settings, processes, networks, lambda: dbs.relax(db), time_store)
         else:
-            meter = Meter(networks, lambda r: r.update.values.get("mode") == "normal")
+            meter = Meter(networks, reached_normal)
             collector = Collector(db, bench_settings(url, concurrency), observers=[meter])
             dbs.relax(db)
             measured = {**serve_until(collector, "initial", meter), "pages": meter.pages}

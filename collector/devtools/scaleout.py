@@ -16,33 +16,27 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine import Collector
-from ..engine.events import Observer, Saved
-from ..engine.run import RunResult
 from ..settings import Settings
+from .meter import Meter, reached_normal
 
 LIMIT_S = 600.0  # a walk that has not ended by then is reported as an error, not waited for
 START_S = 60.0  # how long the children and the parent wait for one another at the start
 
 
-class SharedMeter(Observer):
+class SharedMeter(Meter):
     """Counts, across processes, runs that brought a network to normal mode; stops every process at the target."""
 
     def __init__(self, target: int, done: Any, stop: Any):
-        self.target, self.done, self.stop = target, done, stop
+        super().__init__(target, reached_normal)
+        self.shared, self.stop = done, stop
         self.last = 0.0  # monotonic time of this process's last counted run (system-wide clock on Linux)
-        self.pages = 0
-        self.errors: list[str] = []
 
-    def on_run(self, result: RunResult, saved: Saved) -> None:
-        self.pages += bool(result.items)
-        if result.error is not None and len(self.errors) < 5:
-            self.errors.append(f"{result.status}: {result.error.message[:120]}")
-        if result.update.values.get("mode") == "normal":
-            self.last = time.monotonic()
-            with self.done.get_lock():
-                self.done.value += 1
-                if self.done.value >= self.target:
-                    self.stop.set()
+    def count(self) -> None:
+        self.last = time.monotonic()
+        with self.shared.get_lock():
+            self.shared.value += 1
+            if self.shared.value >= self.target:
+                self.stop.set()
 
 
 def child(conn: Any, uri: str, name: str, settings: Settings, timer: Callable, target: int, shared: tuple) -> None:
