@@ -380,6 +380,9 @@ def measure_apart(opts: Options, main: dict) -> dict:
         **apart,
         **ground,
         "engine_vs_floor_page": round(apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page"], 2),
+        "engine_vs_floor_page_zlib_ng": round(
+            apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page_zlib_ng"], 2
+        ),
         "engine_vs_floor_poll": round(apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll"], 2),
     }
 

@@ -3,7 +3,8 @@ this interpreter, measured in the same run, against the same fake (in its own pr
 
 - a page (a changed page of 100 stars, ~560 KB, gzip): urllib3's pool on a kept-alive connection, gzip undone
   by urllib3, `orjson.loads`, and one plain dict per star with the fields the GitHub connector stores (dates
-  parsed) — no checks, no limits, no scheduling, no database;
+  parsed) — no checks, no limits, no scheduling, no database; and the same with gzip undone by zlib-ng in one
+  call (`floor_ms_per_page_zlib_ng`: the engine inflates with zlib-ng, urllib3 with the standard library);
 - a poll (a conditional request answered 304 Not Modified): urllib3's pool, and a raw socket exchange (one
   prebuilt request written, the reply read until the end of its headers) as the bottom line.
 
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import urllib3
+from zlib_ng import zlib_ng
 
 from .fakeapi import FakeGitHub, FakeProcess
 
@@ -103,6 +105,14 @@ def measure(pages: int = 150, polls: int = 1500) -> dict[str, float]:
                 raise RuntimeError(f"floor: the fake answered {response.status} to a page")
             return items_of(response.data)
 
+        def page_zlib_ng(i: int) -> list[dict]:
+            response = pool.request(
+                "GET", f"{url}/user/starred?per_page=100&page={1 + i % 4}", headers=page_headers, decode_content=False
+            )
+            if response.status != 200 or response.headers.get("Content-Encoding") != "gzip":
+                raise RuntimeError(f"floor: the fake answered {response.status} to a page")
+            return items_of(zlib_ng.decompress(response.data, 16 + zlib_ng.MAX_WBITS))
+
         def poll(_: int) -> None:
             response = pool.request("GET", f"{url}/user/starred?per_page=10&page=1", headers=poll_headers)
             if response.status != 304:
@@ -113,6 +123,7 @@ def measure(pages: int = 150, polls: int = 1500) -> dict[str, float]:
             raise RuntimeError("floor: the raw exchange was not answered 304")
         result = {
             "floor_ms_per_page": cpu_ms(page, pages),
+            "floor_ms_per_page_zlib_ng": cpu_ms(page_zlib_ng, pages),
             "floor_ms_per_poll": cpu_ms(poll, polls),
             "floor_ms_per_poll_socket": cpu_ms(exchange, polls),
         }

@@ -32,9 +32,11 @@ FIELDS = (
     "engine_cpu_ms_per_poll_apart",
     "efficiency_apart",
     "floor_ms_per_page",
+    "floor_ms_per_page_zlib_ng",
     "floor_ms_per_poll",
     "floor_ms_per_poll_socket",
     "engine_vs_floor_page",
+    "engine_vs_floor_page_zlib_ng",
     "engine_vs_floor_poll",
     "split_processes",
     "efficiency_apart_split",
@@ -79,6 +81,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert result["database_apart"] == "mongowire"  # the stand-in in a process of its own
     page, poll = result["engine_cpu_ms_per_page_apart"], result["engine_cpu_ms_per_poll_apart"]
     assert abs(result["engine_vs_floor_page"] - page / result["floor_ms_per_page"]) < 0.01
+    assert abs(result["engine_vs_floor_page_zlib_ng"] - page / result["floor_ms_per_page_zlib_ng"]) < 0.01
     assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
     assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
     assert result["split_processes"] == 2  # the walk again, by two collectors under leases (each stored it whole)
@@ -96,6 +99,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         "engine_cpu_ms_per_page_apart",
         "engine_cpu_ms_per_poll_apart",
         "floor_ms_per_page",
+        "floor_ms_per_page_zlib_ng",
         "efficiency_apart",
         "efficiency_apart_split",
         "engine_cpu_ms_per_page_apart_split",
