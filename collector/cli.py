@@ -264,7 +264,7 @@ BENCH_FLAGS = (
     ("quota-pages", int, "pages per network in the quota-bound run (work must exceed quota)"),
     ("soak-runs", int, "network runs in the memory soak"),
     ("soak-networks", int, "networks in the memory soak"),
-    ("floor-pages", int, "pages fetched by the floor measure (urllib3, gzip, orjson, dicts), per round"),
+    ("floor-pages", int, "pages per round of the floor measure (urllib3, gzip, orjson, dicts; again with zlib-ng)"),
     ("floor-polls", int, "304 polls made by the floor measure (urllib3; a raw socket), per round"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
