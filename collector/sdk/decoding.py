@@ -8,12 +8,19 @@ most 64 KiB each, so the bound is the cap plus one step.
 Inflating is zlib-ng's (the `zlib-ng` package: the same formats, errors and API as the standard library's `zlib`,
 about three times faster on a 560 KB page, a fifth of a changed page's CPU), or the standard library's where that
 package cannot be installed.
+
+Each inflating call lets go of the interpreter's lock, and with other threads busy, a thread that let go waits up
+to a switch interval (5 ms) to get it back. A `decompressobj` step starts from a 16 KiB buffer and doubles it,
+one call per doubling: a 560 KB page took ~27 calls in 64 KiB steps, 25-50 ms of a run's wall time spent waiting
+for the lock under load for 0.15 ms of work. zlib-ng's `_ZlibDecompressor` fills a buffer of the size asked in one
+call, so the last layer asks for what its input can plausibly give (EXPANSION times its size, within what the cap
+still allows): a page is one call. Inner layers (a body encoded twice) keep 64 KiB steps.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from .errors import BadResponse
@@ -31,12 +38,14 @@ INFLATER = _inflater()
 INFLATE_ERRORS = (zlib.error, INFLATER.error)
 
 CHUNK = 64 * 1024  # bytes read from the socket at a time
-STEP = 64 * 1024  # bytes one decompression step may produce (the "small constant" over the cap)
+STEP = 64 * 1024  # bytes one decompression step of an inner layer may produce (the "small constant" over the cap)
+EXPANSION = 32  # a JSON page inflates ~19 times: the last layer asks for this many times its input in one call
 
 
 class _Layer:
-    """One encoding undone: a zlib decompressor that yields at most CHUNK bytes per step, a new member after the
-    end of a gzip member, and raw deflate when zlib-wrapped deflate fails on the first bytes."""
+    """One encoding undone by `decompressobj` (the standard library's, or zlib-ng's without `_ZlibDecompressor`):
+    at most STEP bytes per step, a new member after the end of a gzip member, and raw deflate when zlib-wrapped
+    deflate fails on the first bytes."""
 
     def __init__(self, encoding: str):
         self.encoding = encoding
@@ -44,7 +53,7 @@ class _Layer:
         self.started = False
         self.obj = INFLATER.decompressobj(self.wbits)
 
-    def steps(self, data: bytes) -> Iterable[bytes]:
+    def steps(self, data: bytes, room: Callable[[], int]) -> Iterable[bytes]:
         while data:
             try:
                 piece = self.obj.decompress(data, STEP)
@@ -65,6 +74,46 @@ class _Layer:
         return self.obj.flush(STEP)
 
 
+class _OneCallLayer:
+    """One encoding undone by zlib-ng's `_ZlibDecompressor`: each call inflates into one buffer of the size asked
+    (`room()`, at most), so a page takes one call instead of one per buffer doubling; the same members, zero
+    padding and raw-deflate fallback as _Layer, and no output held back for a flush."""
+
+    def __init__(self, encoding: str):
+        self.encoding = encoding
+        self.wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self.started = False
+        self.obj = INFLATER._ZlibDecompressor(self.wbits)
+        self.after_end = b""  # input past the end of a member, zero padding stripped: the next member's start
+
+    def steps(self, data: bytes, room: Callable[[], int]) -> Iterable[bytes]:
+        while True:
+            if self.obj.eof:
+                data = (self.after_end + data).lstrip(b"\0")
+                self.after_end = b""
+                if not data:
+                    return
+                self.obj = INFLATER._ZlibDecompressor(self.wbits)  # another gzip member follows
+            if not data and self.obj.needs_input:  # nothing to inflate, nothing held back
+                return
+            try:
+                piece = self.obj.decompress(data, room())
+            except INFLATE_ERRORS:
+                if self.encoding == "deflate" and not self.started and self.wbits > 0:
+                    self.wbits, self.obj = -zlib.MAX_WBITS, INFLATER._ZlibDecompressor(-zlib.MAX_WBITS)
+                    continue
+                raise
+            self.started, data = True, b""
+            if self.obj.eof:
+                self.after_end = self.obj.unused_data
+            yield piece
+            if not self.obj.eof and self.obj.needs_input:
+                return
+
+    def finish(self) -> bytes:
+        return b""
+
+
 def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> bytes:
     """The body from raw `chunks`, every layer of `content_encoding` undone; BadResponse past `cap` decoded bytes
     (or compressed ones), or for an encoding this client never asked for."""
@@ -73,7 +122,8 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
     unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
     if unknown:
         raise BadResponse(f"body in an encoding not asked for ({', '.join(unknown)[:60]})")
-    layers = [_Layer(n) for n in reversed(names)]  # the last applied comes off first
+    kind = _OneCallLayer if hasattr(INFLATER, "_ZlibDecompressor") else _Layer
+    layers = [kind(n) for n in reversed(names)]  # the last applied comes off first
     out: list[bytes] = []  # joined once at the end: one copy of the body, not one per step
     size = 0
     received = 0
@@ -86,7 +136,12 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
             if size > cap:
                 raise BadResponse(f"decoded body exceeds the {cap}-byte cap")
             return
-        for piece in layers[level].steps(data):
+        hint = max(STEP, EXPANSION * len(data)) if level == len(layers) - 1 else 0
+
+        def room() -> int:  # the last layer: the hint, within the cap (one over it: the cap's check); inner: STEP
+            return max(min(hint, cap - size + 1), 1) if hint else STEP
+
+        for piece in layers[level].steps(data, room):
             push(piece, level + 1)
 
     try:
