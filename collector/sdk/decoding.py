@@ -2,8 +2,9 @@
 x-gzip, deflate — zlib-wrapped or raw —, identity; "gzip, gzip" is two layers) undone one bounded step at a time,
 so the decoded bytes held at any moment stay within the cap plus one chunk, however the layers are stacked
 (urllib3 inflates a whole network read per layer at once: a deflate or double-gzip bomb reached two and three
-times the cap before it was refused). The compressed input is bounded too: at most the cap. Steps produce at
-most 64 KiB each, so the bound is the cap plus one step.
+times the cap before it was refused). The compressed input is bounded too: at most the cap. The last layer's
+calls produce at most what the cap still allows plus one byte (the byte that shows the cap is passed), inner
+layers' steps at most 64 KiB each, so the bound is the cap plus one step per inner layer.
 
 Inflating is zlib-ng's (the `zlib-ng` package: the same formats, errors and API as the standard library's `zlib`,
 about three times faster on a 560 KB page, a fifth of a changed page's CPU), or the standard library's where that
