@@ -173,16 +173,31 @@ class _Watch:
                         _shutdown(conn, sock)
 
 
+READ_BUFFER = 64 * 1024  # bytes http.client's response reader takes per read (its default: 8 KiB)
+
+
 def _quiet_class(base: type[socket.socket]) -> type:
     """`base` (a socket class) whose settimeout() does nothing when the timeout is already that value: urllib3
-    sets it twice per request, and each set is an ioctl() that gives the interpreter lock to another thread."""
+    sets it twice per request, and each set is an ioctl() that gives the interpreter lock to another thread. Its
+    response reader (makefile) reads up to 64 KiB at a time: a page that arrived whole (a 560 KB page is ~32 KB
+    gzipped) is taken in by the read that finds its status line, not by a second read for the rest (every read
+    is a system call that lets go of the lock, and under load getting it back costs up to a switch interval)."""
 
     def settimeout(self: socket.socket, value: Any) -> None:
         if (value is None or type(value) in (int, float)) and value == self.gettimeout():
             return
         base.settimeout(self, value)
 
-    return type(f"Quiet{base.__name__}", (base,), {"__slots__": (), "settimeout": settimeout, "quiet": True})
+    def makefile(self: socket.socket, mode: str = "r", buffering: int | None = None, **kwargs: Any) -> Any:
+        if mode == "rb" and buffering is None:  # http.client's reader of a response
+            buffering = READ_BUFFER
+        return base.makefile(self, mode, buffering, **kwargs)  # type: ignore[call-overload]
+
+    return type(
+        f"Quiet{base.__name__}",
+        (base,),
+        {"__slots__": (), "settimeout": settimeout, "makefile": makefile, "quiet": True},
+    )
 
 
 _QUIET: dict[type, type] = {}

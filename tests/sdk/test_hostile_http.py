@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -617,3 +618,34 @@ def test_requests_on_a_kept_alive_connection_leave_its_socket_timeout_as_it_is(m
         ]
     assert first.status_code == 304 and again == [304] * 5 and fake.requests == 6
     assert set_to == []
+
+
+def test_a_page_that_arrived_whole_is_taken_in_by_one_read(monkeypatch):
+    """Every read is a system call that lets go of the interpreter lock (under load, up to a switch interval to get
+    it back): a gzipped page that arrived whole (~32 KB for 100 stars) is taken in by the read that finds its
+    status line, not by a second read for the rest as http.client's 8 KiB reader would."""
+    page = gzip.compress(b'[{"repo": 1}]' + random.Random(1).randbytes(32_000))  # as large as a page gzipped
+    reply = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nConnection: close\r\n"
+        + f"Content-Length: {len(page)}\r\n\r\n".encode()
+        + page
+    )
+
+    def whole(conn, request, server):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2**20)  # one write, one segment on loopback
+        server.send(conn, reply)
+
+    reads: list[int] = []
+    plain_recv_into = socket.socket.recv_into
+
+    def counted(sock, buffer, *args):
+        got = plain_recv_into(sock, buffer, *args)
+        reads.append(got)
+        return got
+
+    monkeypatch.setattr(socket.socket, "recv_into", counted)
+    with RawServer(whole) as server:
+        http = http_to(server)
+        for _ in range(3):
+            assert http.get(f"{server.url}/user/starred").content.startswith(b'[{"repo"')
+    assert len(page) > 30_000 and reads == [len(reply)] * 3
