@@ -23,6 +23,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from types import ModuleType
+from typing import Any
 
 from .errors import BadResponse
 
@@ -45,22 +46,32 @@ EXPANSION = 32  # a JSON page inflates ~19 times: the last layer asks for this m
 
 class _Layer:
     """One encoding undone by `decompressobj` (the standard library's, or zlib-ng's without `_ZlibDecompressor`):
-    at most STEP bytes per step, a new member after the end of a gzip member, and raw deflate when zlib-wrapped
-    deflate fails on the first bytes."""
+    at most STEP bytes per step whatever `room()` allows, a new member after the end of a gzip member, and raw
+    deflate when zlib-wrapped deflate fails on the first bytes."""
 
     def __init__(self, encoding: str):
         self.encoding = encoding
         self.wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
         self.started = False
-        self.obj = INFLATER.decompressobj(self.wbits)
+        self.obj = self.inflater(self.wbits)
+
+    def inflater(self, wbits: int) -> Any:
+        return INFLATER.decompressobj(wbits)
+
+    def raw_instead(self) -> bool:
+        """zlib-wrapped deflate failed on its first bytes: raw deflate instead (servers send either)."""
+        if self.encoding == "deflate" and not self.started and self.wbits > 0:
+            self.wbits = -zlib.MAX_WBITS
+            self.obj = self.inflater(self.wbits)
+            return True
+        return False
 
     def steps(self, data: bytes, room: Callable[[], int]) -> Iterable[bytes]:
         while data:
             try:
                 piece = self.obj.decompress(data, STEP)
             except INFLATE_ERRORS:
-                if self.encoding == "deflate" and not self.started and self.wbits > 0:
-                    self.wbits, self.obj = -zlib.MAX_WBITS, INFLATER.decompressobj(-zlib.MAX_WBITS)
+                if self.raw_instead():
                     continue
                 raise
             self.started = True
@@ -68,24 +79,24 @@ class _Layer:
             if self.obj.eof:
                 data = self.obj.unused_data.lstrip(b"\0")
                 if data:  # another gzip member follows
-                    self.obj = INFLATER.decompressobj(self.wbits)
+                    self.obj = self.inflater(self.wbits)
             yield piece
 
     def finish(self) -> bytes:
         return self.obj.flush(STEP)
 
 
-class _OneCallLayer:
+class _OneCallLayer(_Layer):
     """One encoding undone by zlib-ng's `_ZlibDecompressor`: each call inflates into one buffer of the size asked
     (`room()`, at most), so a page takes one call instead of one per buffer doubling; the same members, zero
     padding and raw-deflate fallback as _Layer, and no output held back for a flush."""
 
     def __init__(self, encoding: str):
-        self.encoding = encoding
-        self.wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
-        self.started = False
-        self.obj = INFLATER._ZlibDecompressor(self.wbits)
+        super().__init__(encoding)
         self.after_end = b""  # input past the end of a member, zero padding stripped: the next member's start
+
+    def inflater(self, wbits: int) -> Any:
+        return INFLATER._ZlibDecompressor(wbits)
 
     def steps(self, data: bytes, room: Callable[[], int]) -> Iterable[bytes]:
         while True:
@@ -94,14 +105,13 @@ class _OneCallLayer:
                 self.after_end = b""
                 if not data:
                     return
-                self.obj = INFLATER._ZlibDecompressor(self.wbits)  # another gzip member follows
+                self.obj = self.inflater(self.wbits)  # another gzip member follows
             if not data and self.obj.needs_input:  # nothing to inflate, nothing held back
                 return
             try:
                 piece = self.obj.decompress(data, room())
             except INFLATE_ERRORS:
-                if self.encoding == "deflate" and not self.started and self.wbits > 0:
-                    self.wbits, self.obj = -zlib.MAX_WBITS, INFLATER._ZlibDecompressor(-zlib.MAX_WBITS)
+                if self.raw_instead():
                     continue
                 raise
             self.started, data = True, b""
