@@ -10,7 +10,7 @@ from pymongo import MongoClient
 from collector.devtools.fakeapi import FakeGitHub, FakeServer, make_stars
 from collector.devtools.mongowire import WireServer
 
-from proc import free_port, run, scrape, start, stop, wait_until, write_env
+from proc import free_port, get, run, scrape, start, stop, wait_until, write_env
 
 
 def test_pause_stops_every_collectors_claims_drains_and_resume_restarts_them(tmp_path):
@@ -93,6 +93,8 @@ def test_collectors_that_serve_chosen_services_split_the_work_and_status_names_a
         try:
             wait_until(lambda: db.networks.count_documents({"mode": "normal"}) == 6, timeout=60)
             assert db.items.count_documents({}) == 180  # every star, each once
+            for port in ports.values():  # a collector slow to start may not serve /metrics yet (loaded machine)
+                wait_until(lambda port=port: get(port, "/metrics")[0] == 200, timeout=30)
             runs = {
                 name: sum(
                     v
