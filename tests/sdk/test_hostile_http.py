@@ -168,8 +168,8 @@ def test_a_bomb_is_refused_at_the_cap_with_memory_bounded_whatever_the_encoding(
     assert len(bomb) < 1024 * 1024
     assert result["kind"].startswith("badResponse") and "cap" in result["kind"]
     assert result["cap_mb"] == 4  # the default: about 7 times the largest real page (a 100-star GitHub page)
-    # decoded one bounded step at a time: the peak grows by about the cap plus a small constant, any layering
-    assert result["peak_mb"] - result["base_mb"] < result["cap_mb"] + 2, result  # measured: 4.8-4.9 MiB
+    # decoded in bounded steps: the peak grows by about the cap plus a small constant, any layering
+    assert result["peak_mb"] - result["base_mb"] < result["cap_mb"] + 2, result  # measured: 4.2-4.3 MiB
 
 
 def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropped():
@@ -446,7 +446,7 @@ def test_concurrency_hostile_hosts_at_once_stay_well_inside_the_units_memory_max
     assert result["kinds"] == ["badResponse"] * result["concurrency"] == ["badResponse"] * 16
     # the unit's MemoryMax is 1 GiB: 16 bombs at once add about 16 x (cap + a constant), far below it
     grown = result["peak_mb"] - result["base_mb"]
-    assert grown < result["concurrency"] * (result["cap_mb"] + 2) < 512, result  # measured: 75 MiB
+    assert grown < result["concurrency"] * (result["cap_mb"] + 2) < 512, result  # measured: 48-66 MiB
 
 
 @pytest.mark.parametrize(
