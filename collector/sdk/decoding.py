@@ -15,7 +15,8 @@ to a switch interval (5 ms) to get it back. A `decompressobj` step starts from a
 one call per doubling: a 560 KB page took ~27 calls in 64 KiB steps, 25-50 ms of a run's wall time spent waiting
 for the lock under load for 0.15 ms of work. zlib-ng's `_ZlibDecompressor` fills a buffer of the size asked in one
 call, so the last layer asks for what its input can plausibly give (EXPANSION times its size, within what the cap
-still allows): a page is one call. Inner layers (a body encoded twice) keep 64 KiB steps.
+still allows): a page is one call, into a buffer of ~1 MB cut to the page's size. Inner layers (a body encoded
+twice) keep 64 KiB steps.
 """
 
 from __future__ import annotations
