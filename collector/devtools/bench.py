@@ -34,6 +34,7 @@ from ..settings import Settings, load_settings
 from .fakeapi import GENERATED_NEWEST, FakeGitHub, FakeProcess, fetch_stats, generated_star
 from .meter import Meter, reached_normal
 from .options import Options
+from .spawned import NoAnswer, answer, spawn
 
 PER_PAGE = 100
 STORE_CALLS = (
@@ -396,17 +397,11 @@ def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
 
 def in_child(call: Callable[..., dict], *args: Any) -> dict:
     """`call(*args)` in a fresh interpreter (spawned), its result sent back."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    process = context.Process(target=_child, args=(child, call, args))
-    process.start()
-    child.close()  # the child's end is the child's alone: if it dies, recv() ends instead of waiting for ever
+    process, pipe = spawn(_child, call, args)
     try:
-        status, value = parent.recv()
-    except EOFError:
-        status, value = "error", "the measuring process ended without an answer"
+        status, value = answer(pipe)
+    except NoAnswer as exc:
+        status, value = "error", f"the measuring process: {exc}"
     finally:
         process.join(timeout=60)
     if status != "ok":

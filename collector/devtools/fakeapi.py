@@ -32,6 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
+from .spawned import NoAnswer, answer, spawn
+
 GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -375,7 +377,7 @@ def fetch_stats(url: str) -> dict:
     return requests.get(f"{url}/_fake/stats", timeout=10).json()
 
 
-def _serve_in_child(fake: FakeGitHub, conn) -> None:
+def _serve_in_child(conn, fake: FakeGitHub) -> None:
     server = FakeServer(fake)
     conn.send(server.url)
     server.httpd.serve_forever()
@@ -391,14 +393,10 @@ class FakeProcess:
         self.url = ""
 
     def __enter__(self) -> str:
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self.process = context.Process(target=_serve_in_child, args=(self.fake, child), daemon=True)
-        self.process.start()
-        child.close()  # the child's alone: if it dies before answering, recv() ends instead of waiting for ever
+        self.process, pipe = spawn(_serve_in_child, self.fake, daemon=True)
         try:
-            self.url = parent.recv()
-        except EOFError:
+            self.url = answer(pipe)
+        except NoAnswer:
             self.process.join(timeout=10)
             code = self.process.exitcode
             raise RuntimeError(f"fake API: its process ended before serving (exit code {code})") from None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import multiprocessing
 import socket
 import struct
 import threading
@@ -30,6 +29,8 @@ from typing import Any
 import bson
 import mongomock
 from bson.codec_options import CodecOptions
+
+from .spawned import NoAnswer, answer, spawn
 
 OP_REPLY, OP_QUERY, OP_MSG = 1, 2004, 2013
 HEADER = struct.Struct("<iiii")  # messageLength, requestID, responseTo, opCode
@@ -400,18 +401,14 @@ class WireProcess:
         self.process: Any = None
 
     def __enter__(self) -> str:
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self.process = context.Process(target=_serve_in_child, args=(child,), daemon=True)
-        self.process.start()
-        child.close()  # the child's alone: if it dies before answering, the wait ends at once
+        self.process, pipe = spawn(_serve_in_child, daemon=True)
         try:
-            if parent.poll(60):
-                return str(parent.recv())
-        except EOFError:
-            raise RuntimeError(f"mongowire: the database process ended at start ({self.process.exitcode})") from None
-        self.process.terminate()
-        raise RuntimeError("mongowire: the database process did not start within 60 s")
+            return str(answer(pipe, timeout=60))
+        except NoAnswer as exc:
+            self.process.terminate()
+            self.process.join(timeout=10)
+            code = self.process.exitcode
+            raise RuntimeError(f"mongowire: the database process did not start: {exc} (exit code {code})") from None
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:

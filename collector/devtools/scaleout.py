@@ -18,6 +18,7 @@ from typing import Any
 from ..engine import Collector
 from ..settings import Settings
 from .meter import Meter, reached_normal
+from .spawned import NoAnswer, answer, spawn
 
 LIMIT_S = 600.0  # a walk that has not ended by then is reported as an error, not waited for
 START_S = 60.0  # how long the children and the parent wait for one another at the start
@@ -67,9 +68,9 @@ def child(conn: Any, uri: str, name: str, settings: Settings, timer: Callable, t
 
 def _answer(pipe: Any) -> tuple[str, Any]:
     try:
-        return pipe.recv()
-    except EOFError:
-        return ("error", "a collector process ended without an answer")
+        return answer(pipe)
+    except NoAnswer as exc:
+        return ("error", f"a collector process: {exc}")
 
 
 def walk(
@@ -90,11 +91,8 @@ def walk(
     shared = (context.Value("i", 0), context.Event(), context.Barrier(processes + 1), context.Barrier(processes + 1))
     pipes, children = [], []
     for _ in range(processes):
-        parent, end = context.Pipe()
-        process = context.Process(target=child, args=(end, uri, name, settings, timer, target, shared))
-        process.start()
-        end.close()  # the child's alone: if it dies, recv() ends instead of waiting for ever
-        pipes.append(parent)
+        process, pipe = spawn(child, uri, name, settings, timer, target, shared)
+        pipes.append(pipe)
         children.append(process)
     try:
         try:

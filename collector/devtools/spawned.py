@@ -1,0 +1,33 @@
+"""Processes the bench's tools start in fresh interpreters (spawned): each gets one end of a pipe and sends its
+answer on it. The parent closes the child's end at once, so a child that dies before answering ends the wait
+(end of file) instead of leaving the parent waiting for ever (bench.py, fakeapi.py, mongowire.py, scaleout.py)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
+
+class NoAnswer(Exception):
+    """The child ended, or the time allowed passed, before it answered."""
+
+
+def spawn(target: Callable[..., None], *args: Any, daemon: bool = False) -> tuple[Any, Any]:
+    """`target(pipe, *args)` started in a fresh interpreter: the process and this side's end of its pipe."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=target, args=(child, *args), daemon=daemon)
+    process.start()
+    child.close()  # the child's alone: if it dies, recv() ends instead of waiting for ever
+    return process, parent
+
+
+def answer(pipe: Any, timeout: float | None = None) -> Any:
+    """The child's answer on `pipe`; NoAnswer if it ended first or `timeout` seconds passed."""
+    if timeout is not None and not pipe.poll(timeout):
+        raise NoAnswer(f"no answer within {timeout:g} s")
+    try:
+        return pipe.recv()
+    except EOFError:
+        raise NoAnswer("it ended without an answer") from None
