@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=None,
-        help="networks run at once, 1 to 4096 (default: the CONCURRENCY setting, 16; 1 runs them in series)",
+        help="requests out at once, 1 to 4096, with up to twice as many networks held (default: the CONCURRENCY "
+        "setting, 16; 1 runs networks in series)",
     )
     parser.add_argument(
         "--services",
@@ -248,7 +249,7 @@ BENCH_FLAGS = (
     ("pages", int, "pages of 100 stars per network"),
     ("series-networks", int, "networks walked in series (concurrency 1) for the series time per task"),
     ("latencies", str, "fake API latencies to measure, ms, comma-separated (the last is the headline)"),
-    ("concurrency", int, "networks run at once"),
+    ("concurrency", int, "requests out at once (twice as many networks held)"),
     ("compare-concurrency", int, "a second concurrency, for comparison"),
     ("latency-sigma", float, "> 0: lognormal latency with this sigma and a 1%% tail ten times slower"),
     ("poll-networks", int, "networks in the steady-state polls"),

@@ -51,10 +51,10 @@ class Heartbeat(Observer):
         self.inflight = 0
         # what this collector claims (Collector.served): (only these or None for all, never these)
         self.served: Callable[[], tuple[Any, Any]] = lambda: (None, ())
-        # the networks running now (Collector.running), at most `max_running` of them (the concurrency)
+        # the networks running now (Collector.running), at most `max_running()` of them (the runs it may hold)
         self.runs_now: Callable[[], dict] = dict
         self.jobs: Callable[[], list] = list  # the recurring jobs as Jobs.describe gives them
-        self.max_running = 4096
+        self.max_running: Callable[[], int] = lambda: 4096
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         status = str(result.status)
@@ -105,7 +105,7 @@ class Heartbeat(Observer):
             "jobs": self.jobs(),
             "running": [
                 {"network": str(network_id)[:80], "service": str(service)[:40], "user": str(user)[:80], "since": since}
-                for network_id, service, user, since in list(self.runs_now().values())[: self.max_running]
+                for network_id, service, user, since in list(self.runs_now().values())[: self.max_running()]
             ],
             "sinceStart": self.total,
             "lastMinute": self.last_minute(),

@@ -20,6 +20,7 @@ from pymongo.errors import PyMongoError
 
 from ..engine import Collector
 from ..engine.events import Observer
+from ..engine.sizing import seats
 from ..engine.store import IndexRefused
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..sdk.timeutil import utcnow
@@ -232,7 +233,7 @@ class Daemon:
         )
         self.heartbeat.served = self.collector.served
         self.heartbeat.runs_now = lambda: self.collector.running
-        self.heartbeat.max_running = self.collector.concurrency
+        self.heartbeat.max_running = lambda: seats(self.collector.concurrency)  # a reload may change it
         self.collector.observers.add(self.heartbeat)
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready

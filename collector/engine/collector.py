@@ -22,6 +22,7 @@ from pymongo.database import Database
 
 from ..sdk.http import Http
 from ..sdk.redaction import SECRETS, install
+from ..sdk.slots import Slots
 from ..sdk.timeutil import to_ms, utcnow
 from ..sdk.validate import SECRET_FIELDS
 from ..settings import Settings, load_settings
@@ -36,6 +37,7 @@ from .rules import MODES, schedule_lag
 from .run import Run, RunResult, crashed, execute, prepare, secrets_of
 from .runlog import PassLog, RunLog
 from .saving import Saver, Saving
+from .sizing import seats
 from .store import Store
 from .store.control import Pause, holding
 from .store.control import read as read_pause
@@ -70,8 +72,9 @@ class Collector:
         self.instance_id = instance_id or default_instance_id()
         self.concurrency = concurrency or settings.concurrency
         self.concurrency_given = concurrency is not None  # --concurrency wins over CONCURRENCY, reloads too
-        self.http = http or Http(settings, pool_size=max(self.concurrency, 10))  # a connection per worker
-        self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
+        self.http = http or Http(settings, pool_size=max(self.concurrency, 10))  # a connection per request slot
+        self.http.slots = Slots(self.concurrency, self.service_cap)  # requests out at once (sdk/slots.py)
+        self.pool = ThreadPoolExecutor(max_workers=seats(self.concurrency), thread_name_prefix="network")
         self.quotas = QuotaMemory()
         self.observers = Observers(observers if observers is not None else (RunLog(), PassLog()))
         self.throttle = Throttle(logger=log)  # failure lines that repeat: one a minute each
@@ -280,13 +283,18 @@ class Collector:
         """New settings, on the dispatch loop's thread (a reload): pauses, intervals, limits, caps and timeouts
         take effect from the next decision; a new concurrency gets a new worker pool (runs in flight finish in
         the old one)."""
+        caps = (settings.service_concurrency, settings.service_concurrencies)
+        caps_changed = caps != (self.settings.service_concurrency, self.settings.service_concurrencies)
         self.settings = self.saver.settings = settings
         self.http.timeout, self.http.max_bytes = settings.http_timeout, settings.http_max_bytes
         SECRETS.add(settings.secrets())
         if not self.concurrency_given and settings.concurrency != self.concurrency:
             old, self.concurrency = self.pool, settings.concurrency
-            self.pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="network")
+            self.pool = ThreadPoolExecutor(max_workers=seats(self.concurrency), thread_name_prefix="network")
             old.shutdown(wait=False)
+            caps_changed = True
+        if caps_changed:  # exchanges under way give back the old slots; new ones take the new
+            self.http.slots = Slots(self.concurrency, self.service_cap)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

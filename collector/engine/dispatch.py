@@ -24,7 +24,7 @@ from .events import Report, Saved
 from .leases import Leases
 from .run import Run, RunResult, crashed, execute, prepare
 from .saving import Backlog, Saving
-from .sizing import claim_size, saturated_services, service_key
+from .sizing import claim_size, saturated_services, seats, service_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from .resources import Resources
@@ -208,7 +208,7 @@ class Dispatcher:
         return max(until, 0.0)
 
     def wanted(self, saturated: set[str]) -> int:
-        return claim_size(self.pending, len(self.inflight), self.c.concurrency, saturated)
+        return claim_size(self.pending, len(self.inflight), seats(self.c.concurrency), saturated)
 
     def saturated(self) -> set[str]:
         return saturated_services(self.per_service, self.pending, self.c.concurrency, self.c.service_cap)
@@ -232,11 +232,11 @@ class Dispatcher:
             return []
         settled: list[RunResult] = []
         waiting: deque[Mapping[str, Any]] = deque()
-        while self.pending and len(self.inflight) < self.c.concurrency:
+        while self.pending and len(self.inflight) < seats(self.c.concurrency):
             network = self.pending.popleft()
             service = network.get("service")
             key = service_key(network)
-            if self.per_service[key] >= self.c.service_cap(service):
+            if self.per_service[key] >= seats(self.c.service_cap(service)):
                 waiting.append(network)
                 continue
             now, jitter = self.clock(), self.c.rng.random()

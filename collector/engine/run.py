@@ -12,6 +12,7 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +30,7 @@ from . import rules as schedule
 from .quota import QuotaMemory
 from .registry import Registry
 from .rules import Mode, Update
+from .sizing import service_key
 from .store import item_key
 
 log = logging.getLogger("collector.run")
@@ -127,8 +129,10 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     started = time.perf_counter()
     requests_before, codes_before = connector.http.requests_made(), connector.http.codes_seen()
     refused: list[tuple[str, str]] = []
+    slots = getattr(connector.http, "slots", None)  # request slots, per service (sdk/slots.py)
     try:
-        result = connector.run(job)
+        with slots.serving(service_key(network)) if slots is not None else nullcontext():
+            result = connector.run(job)
         items, refused = keep_storable(result.items, connector)
         as_documents(items, network.get("user"), now)
         check_state(result.state)

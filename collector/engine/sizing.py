@@ -9,6 +9,14 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
+SEATS_PER_SLOT = 2  # runs held per request slot: one with its request out, one turning its answer into items
+
+
+def seats(slots: int) -> int:
+    """How many runs one collector (or one service) holds at once for `slots` requests out at once (sdk/slots.py):
+    twice as many, so that a run turning its answer into items and being saved has given its slot to the next
+    network's request. One slot stays one run: `--concurrency 1` runs networks strictly in series."""
+    return slots if slots <= 1 else SEATS_PER_SLOT * slots
 
 
 def service_key(network: Mapping[str, Any]) -> str | None:
@@ -40,8 +48,9 @@ def saturated_services(
     cap: Callable[[object], int],
 ) -> set[str]:
     """Services held back by their own cap (below the concurrency: a cap as large as the concurrency never
-    holds a network that a free slot could take) that have a cap's worth of networks already waiting."""
-    full = {s for s, n in per_service.items() if s is not None and n >= cap(s) and cap(s) < concurrency}
+    holds a network that a free slot could take) that have a cap's worth of networks already waiting. Counts are
+    of runs, against the seats of each cap."""
+    full = {s for s, n in per_service.items() if s is not None and n >= seats(cap(s)) and cap(s) < concurrency}
     if not full:
         return set()
     waiting = Counter(service_key(n) for n in pending)

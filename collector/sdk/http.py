@@ -12,6 +12,8 @@
 - **Addresses.** Every socket to a host that is not one of the collector's configured API hosts is checked at the
   address actually connected to (no loopback, private, link-local or translated address unless
   ALLOW_PRIVATE_HOSTS), on every redirect hop; a redirect may not leave https.
+- **Slots.** With `slots` (slots.py) each request waits for a slot of its run's service and of the whole before it
+  is sent, and gives them back once its body is read: the concurrency bounds exchanges, not runs.
 - **Stopping.** `interrupt_after(seconds)` cuts every request still running after that many seconds, and
   refuses new ones: a collector that is asked to stop is done within the deadline.
 
@@ -54,6 +56,7 @@ from .decoding import CHUNK, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
 from .safeurl import is_public
+from .slots import Slots
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
@@ -483,6 +486,7 @@ class Http:
         self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         self.cutoff: float | None = None
         self.counts = threading.local()
+        self.slots: Slots | None = None  # request slots (slots.py), given by the engine: None, no limit here
         install_header_parser()  # http.client's header parsing without the email parser for plain lines
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
@@ -508,6 +512,18 @@ class Http:
     def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
+        held = None
+        if self.slots is not None:  # wait for a slot: the deadline starts once the request may go
+            held = self.slots.take(lambda: self.cutoff)
+            if held is None:
+                raise Interrupted(f"collector stopping: {what} not started")
+        try:
+            return self._exchange(method, url, what, **kwargs)
+        finally:
+            if held is not None:
+                held.release()
+
+    def _exchange(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
         now = time.monotonic()
         deadline, cutoff = now + self.timeout, False
         if self.cutoff is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections import Counter
 from datetime import UTC, timedelta
 
 import pytest
@@ -15,6 +17,7 @@ from collector.sdk.connector import Connector, Result
 from collector.settings import settings_for_tests
 
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
+from rawserver import RawServer
 
 
 class Gauge:
@@ -57,16 +60,16 @@ def test_concurrency_one_runs_networks_in_series(db, settings):
     assert report.tasks == 6 and gauge.peak == 1
 
 
-def test_networks_run_at_once_up_to_the_concurrency(db, settings):
+def test_networks_run_at_once_up_to_two_per_request_slot(db, settings):
     gauge = Gauge()
-    for k in range(8):
+    for k in range(16):
         add_network(db, user=f"u{k}@x.test", service="gauged")
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(8)
     report = run_once(
         db, "initial", settings, now=T0, concurrency=4, registry=Registry({"gauged": gauged("gauged", gauge, barrier)})
     )
-    assert report.by_status == {"ok": 8} and gauge.peak == 4
-    assert db.items.count_documents({}) == 8
+    assert report.by_status == {"ok": 16} and gauge.peak == 8
+    assert db.items.count_documents({}) == 16
 
 
 def test_per_service_cap(db):
@@ -74,12 +77,81 @@ def test_per_service_cap(db):
     capped, free = Gauge(), Gauge()
     for k in range(6):
         add_network(db, user=f"c{k}@x.test", service="capped")
+    for k in range(12):
         add_network(db, user=f"f{k}@x.test", service="free")
     registry = Registry(
-        {"capped": gauged("capped", capped, threading.Barrier(2)), "free": gauged("free", free, threading.Barrier(6))}
+        {"capped": gauged("capped", capped, threading.Barrier(4)), "free": gauged("free", free, threading.Barrier(12))}
     )
     report = run_once(db, "initial", settings, now=T0, concurrency=8, registry=registry)
-    assert report.tasks == 12 and capped.peak == 2 and free.peak == 6
+    assert report.tasks == 18 and capped.peak == 4 and free.peak == 12
+
+
+class Exchanges:
+    """A server on 127.0.0.1 that counts the requests it holds at once, in all and per first path segment."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.now: Counter = Counter()
+        self.peak: Counter = Counter()
+
+    def __call__(self, conn, request, server):
+        service = request.split(b" ")[1].decode().strip("/").split("/")[0]
+        with self.lock:
+            for key in ("all", service):
+                self.now[key] += 1
+                self.peak[key] = max(self.peak[key], self.now[key])
+        time.sleep(0.02)  # so that requests overlap when the client lets them; the assertions count, not time
+        with self.lock:
+            for key in ("all", service):
+                self.now[key] -= 1
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]")
+
+
+def fetching(name: str, url: str, after: threading.Barrier):
+    """Runs that make one request, then wait at `after` until that many runs are past their request at once."""
+
+    class Fetching(Connector):
+        def initial(self, job):
+            self.get(job, f"{url}/{name}/{job.network['_id']}")
+            after.wait(timeout=30)  # times out (the run fails) unless the slots were given back after the requests
+            return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}], done=True)
+
+        def normal(self, job):
+            return self.initial(job)
+
+    Fetching.name = name
+    return Fetching
+
+
+def test_a_run_gives_its_request_slot_to_the_next_network_once_its_answer_is_in(db):
+    exchanges = Exchanges()
+    settings = settings_for_tests(allow_private_hosts=True)
+    with RawServer(exchanges) as server:
+        for k in range(8):
+            add_network(db, user=f"u{k}@x.test", service="fetching")
+        registry = Registry({"fetching": fetching("fetching", server.url, threading.Barrier(4))})
+        report = run_once(db, "initial", settings, now=T0, concurrency=2, registry=registry)
+    # four runs were past their request at once (the barrier), yet at most two requests were ever out
+    assert report.by_status == {"ok": 8}
+    assert 1 <= exchanges.peak["all"] <= 2
+
+
+def test_a_service_cap_bounds_its_requests_out_at_once(db):
+    exchanges = Exchanges()
+    settings = settings_for_tests(allow_private_hosts=True, service_concurrencies={"capped": 2})
+    with RawServer(exchanges) as server:
+        for k in range(8):
+            add_network(db, user=f"c{k}@x.test", service="capped")
+            add_network(db, user=f"f{k}@x.test", service="free")
+        registry = Registry(
+            {
+                "capped": fetching("capped", server.url, threading.Barrier(4)),
+                "free": fetching("free", server.url, threading.Barrier(4)),
+            }
+        )
+        report = run_once(db, "initial", settings, now=T0, concurrency=8, registry=registry)
+    assert report.by_status == {"ok": 16}
+    assert 1 <= exchanges.peak["capped"] <= 2 and exchanges.peak["all"] <= 8
 
 
 def test_concurrent_pass_saves_every_network_and_item(db, settings, http_mock):

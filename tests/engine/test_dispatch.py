@@ -183,9 +183,10 @@ def test_claims_keep_networks_waiting_so_a_freed_worker_never_waits_for_a_claim(
         add_network(db, service="quiet", user=f"u{k}@x.test")
     counting = Counting(40)
     serve_until_done(db, settings, counting, concurrency=4).close()
-    # the first claim fills the 4 slots and keeps two concurrencies waiting; the next ones come when at most one
-    # network (a quarter of the concurrency) still waits, so the slots are refilled while the claim is made
-    assert counting.sizes[0] == 12
+    # the first claim fills the 8 seats (two runs per request slot) and keeps two seats' worth waiting; the next
+    # ones come when at most two networks (a quarter of the seats) still wait, so seats are refilled while the
+    # claim is made
+    assert counting.sizes[0] == 24
     assert sum(counting.sizes) == 40 and len([size for size in counting.sizes if size]) <= 5, counting.sizes
     assert db.networks.count_documents({"mode": "normal"}) == 40
 

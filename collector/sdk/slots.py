@@ -1,0 +1,88 @@
+"""Request slots: how many HTTP exchanges one collector has out at once, in all (`CONCURRENCY`) and per service
+(`SERVICE_CONCURRENCY_<SERVICE>`).
+
+A slot is held from sending a request until its body is read and decoded, not for a whole run: a run that turns
+its answer into items (JSON, mapping, the save) has given its slot to the next network's request, so the API is
+asked as often as the concurrency allows while the interpreter does that work. The engine holds more runs than
+slots (engine/sizing.py: `seats`); a run whose request finds every slot taken waits here for one.
+
+A run's thread says which service it serves (`serving`); a thread that said nothing (a tool calling a connector
+by hand) takes a slot of the whole only. A wait is bounded by the exchanges ahead of it, each bounded by its own
+deadline, and ends early when the collector stops (`take(until=...)`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+WAIT_STEP = 0.25  # seconds between looks at the stop's cutoff while waiting for a slot
+
+
+class Held:
+    """The slots one exchange holds; `release()` gives them back (once)."""
+
+    def __init__(self, semaphores: tuple[threading.Semaphore, ...]):
+        self.semaphores = semaphores
+
+    def release(self) -> None:
+        semaphores, self.semaphores = self.semaphores, ()
+        for semaphore in reversed(semaphores):
+            semaphore.release()
+
+
+class Slots:
+    def __init__(self, total: int, cap: Callable[[str], int]):
+        self.size = max(total, 1)
+        self.total = threading.BoundedSemaphore(self.size)
+        self.cap = cap
+        self.per_service: dict[str, threading.BoundedSemaphore] = {}
+        self.lock = threading.Lock()
+        self.local = threading.local()
+
+    @contextmanager
+    def serving(self, service: object) -> Iterator[None]:
+        """This thread's requests count against `service`'s cap until the block ends."""
+        self.local.service = service if isinstance(service, str) else None
+        try:
+            yield
+        finally:
+            self.local.service = None
+
+    def take(self, until: Callable[[], float | None]) -> Held | None:
+        """Wait for a slot of this thread's service, then one of the whole (always in that order: a run waiting
+        for its service's slot holds none of the whole). None when the stop's cutoff (`until()`, monotonic)
+        came first."""
+        held: list[threading.Semaphore] = []
+        for semaphore in (self.service_slots(), self.total):
+            if semaphore is None:
+                continue
+            if not self._wait(semaphore, until):
+                Held(tuple(held)).release()
+                return None
+            held.append(semaphore)
+        return Held(tuple(held))
+
+    def service_slots(self) -> threading.BoundedSemaphore | None:
+        service = getattr(self.local, "service", None)
+        if service is None:
+            return None
+        semaphore = self.per_service.get(service)
+        if semaphore is None:
+            with self.lock:
+                semaphore = self.per_service.setdefault(service, threading.BoundedSemaphore(max(self.cap(service), 1)))
+        return semaphore
+
+    @staticmethod
+    def _wait(semaphore: threading.Semaphore, until: Callable[[], float | None]) -> bool:
+        if semaphore.acquire(blocking=False):
+            return True
+        while True:
+            cutoff = until()
+            left = WAIT_STEP if cutoff is None else min(cutoff - time.monotonic(), WAIT_STEP)
+            if left <= 0:
+                return False
+            if semaphore.acquire(timeout=left):
+                return True
