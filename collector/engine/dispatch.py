@@ -208,7 +208,7 @@ class Dispatcher:
         return max(until, 0.0)
 
     def wanted(self, saturated: set[str]) -> int:
-        return claim_size(self.pending, len(self.inflight), seats(self.c.concurrency), saturated)
+        return claim_size(self.pending, len(self.inflight), self.c.concurrency, saturated)
 
     def saturated(self) -> set[str]:
         return saturated_services(self.per_service, self.pending, self.c.concurrency, self.c.service_cap)

@@ -183,10 +183,10 @@ def test_claims_keep_networks_waiting_so_a_freed_worker_never_waits_for_a_claim(
         add_network(db, service="quiet", user=f"u{k}@x.test")
     counting = Counting(40)
     serve_until_done(db, settings, counting, concurrency=4).close()
-    # the first claim fills the 8 seats (two runs per request slot) and keeps two seats' worth waiting; the next
-    # ones come when at most two networks (a quarter of the seats) still wait, so seats are refilled while the
-    # claim is made
-    assert counting.sizes[0] == 24
+    # the first claim fills the 4 request slots and keeps two concurrencies waiting (four of them are started at
+    # once, two runs per slot); the next ones come when at most one network (a quarter of the concurrency) still
+    # waits, so the slots are refilled while the claim is made
+    assert counting.sizes[0] == 12
     assert sum(counting.sizes) == 40 and len([size for size in counting.sizes if size]) <= 5, counting.sizes
     assert db.networks.count_documents({"mode": "normal"}) == 40
 
@@ -295,3 +295,14 @@ def test_a_cap_as_large_as_the_concurrency_never_holds_back_the_claims(db, setti
     assert finished and sum(counting.sizes) == 40
     assert 0 not in counting.sizes[:-1]  # no claim skipped the only service and came back empty (then a minute idle)
     collector.close()
+
+
+def test_runs_in_a_slots_second_seat_count_as_work_held_when_sizing_a_claim():
+    from collector.engine.sizing import claim_size, seats
+
+    assert seats(1) == 1 and seats(4) == 8  # one slot stays one run; else two runs per request slot
+    assert claim_size([], 0, 4, set()) == 12  # the free slots plus two concurrencies
+    # all eight seats taken, nothing claimed waits: four runs wait for (or work past) a slot, no claim yet, so
+    # that a collector does not hold work another collector of the fleet could do now
+    assert claim_size([], 8, 4, set()) == 0
+    assert claim_size([], 5, 4, set()) == 7  # one run beyond the slots: two concurrencies less that one
