@@ -36,7 +36,7 @@ class SettingsError(ValueError):
 
 
 MAX_SECONDS = 366 * 86400  # every duration setting: beyond a year is a typo, and far beyond breaks date arithmetic
-MAX_CONCURRENCY = 4096  # a thread and a pooled connection each
+MAX_CONCURRENCY = 4096  # a pooled connection and two threads each (two runs per request slot)
 
 
 def _number(text: str) -> float:

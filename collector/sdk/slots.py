@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 WAIT_STEP = 0.25  # seconds between looks at the stop's cutoff while waiting for a slot
+_SERVING = threading.local()  # the service of this thread's run, for every Slots (a reload makes new ones)
 
 
 class Held:
@@ -40,16 +41,17 @@ class Slots:
         self.cap = cap
         self.per_service: dict[str, threading.BoundedSemaphore] = {}
         self.lock = threading.Lock()
-        self.local = threading.local()
 
+    @staticmethod
     @contextmanager
-    def serving(self, service: object) -> Iterator[None]:
-        """This thread's requests count against `service`'s cap until the block ends."""
-        self.local.service = service if isinstance(service, str) else None
+    def serving(service: object) -> Iterator[None]:
+        """This thread's requests count against `service`'s cap until the block ends (whichever Slots they take:
+        slots made new by a reload while the run goes on included)."""
+        _SERVING.service = service if isinstance(service, str) else None
         try:
             yield
         finally:
-            self.local.service = None
+            _SERVING.service = None
 
     def take(self, until: Callable[[], float | None]) -> Held | None:
         """Wait for a slot of this thread's service, then one of the whole (always in that order: a run waiting
@@ -66,7 +68,7 @@ class Slots:
         return Held(tuple(held))
 
     def service_slots(self) -> threading.BoundedSemaphore | None:
-        service = getattr(self.local, "service", None)
+        service = getattr(_SERVING, "service", None)
         if service is None:
             return None
         semaphore = self.per_service.get(service)

@@ -99,3 +99,15 @@ def test_a_concurrency_below_one_still_gives_one_slot(size):
         held = slots.take(lambda: time.monotonic())
     assert held is not None
     held.release()
+
+
+def test_a_runs_service_holds_for_slots_a_reload_made_while_it_ran():
+    before = Slots(2, lambda service: 1)
+    with before.serving("capped"):
+        after = Slots(2, lambda service: 1)  # a reload while the run goes on
+        first = after.take(lambda: None)
+        assert after.take(lambda: time.monotonic()) is None  # capped's one slot is out: the run's service counts
+    other = after.take(lambda: time.monotonic())  # no service said: a slot of the whole, free
+    assert other is not None
+    other.release()
+    first.release()
