@@ -8,13 +8,13 @@ slots (engine/sizing.py: `seats`); a run whose request finds every slot taken wa
 
 A run's thread says which service it serves (`serving`); a thread that said nothing (a tool calling a connector
 by hand) takes a slot of the whole only. A wait is bounded by the exchanges ahead of it, each bounded by its own
-deadline, and ends early when the collector stops (`take(until=...)`).
+deadline; once the collector is stopping (`take(until=...)` gives its cutoff), a request that would wait for a slot
+is not sent at all: the stop waits for the exchanges already out, not for a round of new ones.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -55,8 +55,8 @@ class Slots:
 
     def take(self, until: Callable[[], float | None]) -> Held | None:
         """Wait for a slot of this thread's service, then one of the whole (always in that order: a run waiting
-        for its service's slot holds none of the whole). None when the stop's cutoff (`until()`, monotonic)
-        came first."""
+        for its service's slot holds none of the whole). None when the collector is stopping (`until()`, the
+        stop's monotonic cutoff, is not None) and a slot is not free at once."""
         held: list[threading.Semaphore] = []
         for semaphore in (self.service_slots(), self.total):
             if semaphore is None:
@@ -79,12 +79,13 @@ class Slots:
 
     @staticmethod
     def _wait(semaphore: threading.Semaphore, until: Callable[[], float | None]) -> bool:
-        if semaphore.acquire(blocking=False):
-            return True
         while True:
-            cutoff = until()
-            left = WAIT_STEP if cutoff is None else min(cutoff - time.monotonic(), WAIT_STEP)
-            if left <= 0:
-                return False
-            if semaphore.acquire(timeout=left):
+            if semaphore.acquire(blocking=False):
                 return True
+            if until() is not None:  # stopping: nothing new waits its turn
+                return False
+            if semaphore.acquire(timeout=WAIT_STEP):
+                if until() is None:
+                    return True
+                semaphore.release()  # the stop came while it waited: the slot goes back unused
+                return False

@@ -325,3 +325,37 @@ def test_a_token_spent_in_one_collector_is_skipped_by_another_without_a_request(
     report = second.run_pass("initial", now=now + timedelta(minutes=1))
     assert report.requests_skipped == 1 and len(http_mock.calls) == 1
     assert db.networks.find_one({"service": "gist"})["scheduledTo"] == reset
+
+
+def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave_their_networks_as_they_were(db):
+    from collector.engine import Collector
+
+    go, lock, arrived = threading.Event(), threading.Lock(), []
+
+    def held_answers(conn, request, server):
+        with lock:
+            arrived.append(request)
+        go.wait(timeout=10)  # the first requests stay out until the stop has come
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]")
+
+    settings = settings_for_tests(allow_private_hosts=True)
+    with RawServer(held_answers) as server:
+        docs = [add_network(db, user=f"u{k}@x.test", service="fetching") for k in range(4)]
+        registry = Registry({"fetching": fetching("fetching", server.url, threading.Barrier(1))})
+        collector = Collector(db, settings, registry=registry, concurrency=2)  # two slots, four runs
+        reports: list = []
+        thread = threading.Thread(target=lambda: reports.append(collector.run_pass("initial", now=T0)), daemon=True)
+        thread.start()
+        for _ in range(500):  # both slots out (bounded look, not a timing assertion)
+            if len(arrived) == 2:
+                break
+            time.sleep(0.01)
+        collector.http.interrupt_after(3600)  # a stop: requests out may finish, nothing new waits for a slot
+        go.set()
+        thread.join(timeout=30)
+        collector.close()
+    assert len(arrived) == 2 and reports[0].by_status == {"ok": 2, "interrupted": 2}
+    untouched = [network(db, doc) for doc in docs if network(db, doc).get("mode") != "normal"]
+    assert len(untouched) == 2
+    for state in untouched:
+        assert state.get("errors", 0) == 0 and "lastError" not in state

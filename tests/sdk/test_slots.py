@@ -62,10 +62,16 @@ def test_the_stop_ends_a_wait_for_a_slot():
     held = slots.take(lambda: None)
     cutoff: list[float] = []
     thread, got = take_in_thread(slots, "github", until=lambda: cutoff[0] if cutoff else None)
-    cutoff.append(time.monotonic())
+    thread.join(timeout=0.3)
+    assert thread.is_alive() and not got
+    cutoff.append(time.monotonic() + 3600)  # a stop whose cutoff is an hour away: no new exchange waits its turn
     thread.join(timeout=10)
     assert got == [None]
     held.release()
+    with slots.serving("github"):  # a free slot is still taken while stopping (as requests start until the cutoff)
+        free = slots.take(lambda: time.monotonic() + 3600)
+    assert free is not None
+    free.release()
 
 
 def test_a_request_waiting_for_a_slot_when_the_collector_stops_is_not_sent():
@@ -83,7 +89,7 @@ def test_a_request_waiting_for_a_slot_when_the_collector_stops_is_not_sent():
 
         thread = threading.Thread(target=ask, daemon=True)
         thread.start()
-        http.interrupt_after(0)
+        http.interrupt_after(3600)  # the stop's cutoff is far away, yet a request waiting for a slot is not sent
         thread.join(timeout=10)
         held.release()
         http.close()
