@@ -12,7 +12,6 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -24,6 +23,7 @@ from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
 from ..sdk.items import Item
 from ..sdk.redaction import redact as mask_everywhere
+from ..sdk.slots import serving
 from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
 from ..settings import Settings
 from . import rules as schedule
@@ -129,9 +129,8 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     started = time.perf_counter()
     requests_before, codes_before = connector.http.requests_made(), connector.http.codes_seen()
     refused: list[tuple[str, str]] = []
-    slots = getattr(connector.http, "slots", None)  # request slots, per service (sdk/slots.py)
     try:
-        with slots.serving(service_key(network)) if slots is not None else nullcontext():
+        with serving(service_key(network)):  # its requests take its service's request slots (sdk/slots.py)
             result = connector.run(job)
         items, refused = keep_storable(result.items, connector)
         as_documents(items, network.get("user"), now)

@@ -6,10 +6,11 @@ its answer into items (JSON, mapping, the save) has given its slot to the next n
 asked as often as the concurrency allows while the interpreter does that work. The engine holds more runs than
 slots (engine/sizing.py: `seats`); a run whose request finds every slot taken waits here for one.
 
-A run's thread says which service it serves (`serving`); a thread that said nothing (a tool calling a connector
-by hand) takes a slot of the whole only. A wait is bounded by the exchanges ahead of it, each bounded by its own
-deadline; once the collector is stopping (`take(until=...)` gives its cutoff), a request that would wait for a slot
-is not sent at all: the stop waits for the exchanges already out, not for a round of new ones.
+A run's thread says which service it serves (`serving`, kept per thread whichever `Slots` the engine has); a
+thread that said nothing (a tool calling a connector by hand) takes a slot of the whole only. A wait is bounded by
+the exchanges ahead of it, each bounded by its own deadline; once the collector is stopping (`take(until=...)`
+gives its cutoff), a request that would wait for a slot is not sent at all: the stop waits for the exchanges
+already out, not for a round of new ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from contextlib import contextmanager
 
 WAIT_STEP = 0.25  # seconds between looks at the stop's cutoff while waiting for a slot
 _SERVING = threading.local()  # the service of this thread's run, for every Slots (a reload makes new ones)
+
+
+@contextmanager
+def serving(service: object) -> Iterator[None]:
+    """This thread's requests count against `service`'s cap until the block ends, whichever Slots they take (slots
+    a reload makes while the run goes on included)."""
+    _SERVING.service = service if isinstance(service, str) else None
+    try:
+        yield
+    finally:
+        _SERVING.service = None
 
 
 class Held:
@@ -41,17 +53,6 @@ class Slots:
         self.cap = cap
         self.per_service: dict[str, threading.BoundedSemaphore] = {}
         self.lock = threading.Lock()
-
-    @staticmethod
-    @contextmanager
-    def serving(service: object) -> Iterator[None]:
-        """This thread's requests count against `service`'s cap until the block ends (whichever Slots they take:
-        slots made new by a reload while the run goes on included)."""
-        _SERVING.service = service if isinstance(service, str) else None
-        try:
-            yield
-        finally:
-            _SERVING.service = None
 
     def take(self, until: Callable[[], float | None]) -> Held | None:
         """Wait for a slot of this thread's service, then one of the whole (always in that order: a run waiting

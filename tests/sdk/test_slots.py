@@ -9,7 +9,7 @@ import pytest
 
 from collector.sdk.errors import Interrupted
 from collector.sdk.http import Http
-from collector.sdk.slots import Slots
+from collector.sdk.slots import Slots, serving
 from collector.settings import settings_for_tests
 
 from rawserver import RawServer, response
@@ -19,7 +19,7 @@ def take_in_thread(slots: Slots, service: str, until=lambda: None) -> tuple[thre
     got: list = []
 
     def wait() -> None:
-        with slots.serving(service):
+        with serving(service):
             got.append(slots.take(until))
 
     thread = threading.Thread(target=wait, daemon=True)
@@ -42,12 +42,12 @@ def test_a_request_waits_for_a_free_slot_and_gets_the_one_given_back():
 
 def test_a_run_waiting_for_its_service_holds_no_slot_of_the_whole():
     slots = Slots(2, lambda service: 1 if service == "capped" else 2)
-    with slots.serving("capped"):
+    with serving("capped"):
         first = slots.take(lambda: None)
     thread, got = take_in_thread(slots, "capped")  # waits for capped's only slot
     thread.join(timeout=0.3)
     assert thread.is_alive() and not got
-    with slots.serving("free"):
+    with serving("free"):
         other = slots.take(lambda: time.monotonic())  # a cutoff already passed: only a free slot, no wait
     assert other is not None
     other.release()
@@ -68,7 +68,7 @@ def test_the_stop_ends_a_wait_for_a_slot():
     thread.join(timeout=10)
     assert got == [None]
     held.release()
-    with slots.serving("github"):  # a free slot is still taken while stopping (as requests start until the cutoff)
+    with serving("github"):  # a free slot is still taken while stopping (as requests start until the cutoff)
         free = slots.take(lambda: time.monotonic() + 3600)
     assert free is not None
     free.release()
@@ -101,15 +101,14 @@ def test_a_request_waiting_for_a_slot_when_the_collector_stops_is_not_sent():
 def test_a_concurrency_below_one_still_gives_one_slot(size):
     slots = Slots(size, lambda service: 0)
     assert slots.size == 1
-    with slots.serving("github"):
+    with serving("github"):
         held = slots.take(lambda: time.monotonic())
     assert held is not None
     held.release()
 
 
 def test_a_runs_service_holds_for_slots_a_reload_made_while_it_ran():
-    before = Slots(2, lambda service: 1)
-    with before.serving("capped"):
+    with serving("capped"):  # the run starts under the slots of the time
         after = Slots(2, lambda service: 1)  # a reload while the run goes on
         first = after.take(lambda: None)
         assert after.take(lambda: time.monotonic()) is None  # capped's one slot is out: the run's service counts
