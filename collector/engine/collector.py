@@ -14,7 +14,6 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +40,7 @@ from .sizing import seats
 from .store import Store
 from .store.control import Pause, holding
 from .store.control import read as read_pause
+from .workers import Workers
 
 log = logging.getLogger("collector.engine")
 
@@ -74,7 +74,7 @@ class Collector:
         self.concurrency_given = concurrency is not None  # --concurrency wins over CONCURRENCY, reloads too
         self.http = http or Http(settings, pool_size=max(self.concurrency, 10))  # a connection per request slot
         self.http.slots = Slots(self.concurrency, self.service_cap)  # requests out at once (sdk/slots.py)
-        self.pool = ThreadPoolExecutor(max_workers=seats(self.concurrency), thread_name_prefix="network")
+        self.pool = Workers(seats(self.concurrency))
         self.quotas = QuotaMemory()
         self.observers = Observers(observers if observers is not None else (RunLog(), PassLog()))
         self.throttle = Throttle(logger=log)  # failure lines that repeat: one a minute each
@@ -290,7 +290,7 @@ class Collector:
         SECRETS.add(settings.secrets())
         if not self.concurrency_given and settings.concurrency != self.concurrency:
             old, self.concurrency = self.pool, settings.concurrency
-            self.pool = ThreadPoolExecutor(max_workers=seats(self.concurrency), thread_name_prefix="network")
+            self.pool = Workers(seats(self.concurrency))
             old.shutdown(wait=False)
             caps_changed = True
         if caps_changed:  # exchanges under way give back the old slots; new ones take the new

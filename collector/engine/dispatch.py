@@ -15,7 +15,6 @@ import queue
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from .leases import Leases
 from .run import Run, RunResult, crashed, execute, prepare
 from .saving import Backlog, Saving
 from .sizing import claim_size, saturated_services, seats, service_key
+from .workers import Finished
 
 if TYPE_CHECKING:  # pragma: no cover
     from .resources import Resources
@@ -57,8 +57,8 @@ class Dispatcher:
         self.report = report
         self.clock = clock
         self.should_stop = should_stop
-        self.inflight: dict[Future, Mapping[str, Any]] = {}
-        self.completions: queue.SimpleQueue[Future] = queue.SimpleQueue()  # futures as they finish, in order
+        self.inflight: dict[int, Mapping[str, Any]] = {}  # by the workers' ticket of its run
+        self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they finish, in order
         self.unsaved: list[RunResult] = []  # finished, gathered for the next save batch
         self.unsaved_since = 0.0
         self.backlog = Backlog(collector.saver, collector.throttle)  # finished runs the database has not taken
@@ -107,7 +107,7 @@ class Dispatcher:
         self.claim()
         self.save(self.dispatch())
         if self.inflight:
-            results = [self.finish(future) for future in self.completed(self.wait_time())]
+            results = [self.finish(finished) for finished in self.completed(self.wait_time())]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
             results += self.dispatch()
@@ -129,7 +129,7 @@ class Dispatcher:
         """Whether anything claimed is not saved yet: waiting to start, running, finished or kept for a retry."""
         return bool(self.pending or self.inflight or self.unsaved or self.backlog)
 
-    def completed(self, timeout: float) -> list[Future]:
+    def completed(self, timeout: float) -> list[Finished]:
         """The runs that finished: waits up to `timeout` for the first, then takes every other one that finished
         meanwhile (one wake-up for a burst; no lock taken per run in flight, as `concurrent.futures.wait` does)."""
         try:
@@ -245,9 +245,8 @@ class Dispatcher:
             except Exception as exc:  # our bug, shown on that network only
                 prepared = crashed(network, None, exc, self.c.settings, now, jitter)
             if isinstance(prepared, Run):
-                future = self.c.pool.submit(execute, prepared, self.c.settings, now)
-                self.inflight[future] = network
-                future.add_done_callback(self.completions.put)
+                ticket = self.c.pool.submit(execute, (prepared, self.c.settings, now), self.completions.put)
+                self.inflight[ticket] = network
                 self.c.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
                 self.per_service[key] += 1
             else:
@@ -255,12 +254,12 @@ class Dispatcher:
         self.pending.extendleft(reversed(waiting))
         return settled
 
-    def finish(self, future: Future) -> RunResult:
-        network = self.inflight.pop(future)
+    def finish(self, finished: Finished) -> RunResult:
+        network = self.inflight.pop(finished.ticket)
         self.c.running.pop(id(network), None)
         self.per_service[service_key(network)] -= 1
         try:
-            result = future.result()  # execute() never raises, but a bug must not take the pass with it
+            result = finished.value()  # execute() never raises, but a bug must not take the pass with it
         except Exception as exc:
             return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
         self.c.learn(result)

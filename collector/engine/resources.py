@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import random
-    from concurrent.futures import ThreadPoolExecutor
     from datetime import timedelta
 
     from ..sdk.http import Http
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .run import RunResult
     from .saving import Saver
     from .store import Store
+    from .workers import Workers
 
 
 class Resources(Protocol):
@@ -35,7 +35,7 @@ class Resources(Protocol):
     saver: Saver
     registry: Registry
     http: Http
-    pool: ThreadPoolExecutor
+    pool: Workers
     rng: random.Random
     quotas: QuotaMemory
     observers: Observers
