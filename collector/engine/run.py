@@ -132,8 +132,8 @@ def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
     try:
         with serving(service_key(network)):  # its requests take its service's request slots (sdk/slots.py)
             result = connector.run(job)
-        items, refused = keep_storable(result.items, connector)
-        as_documents(items, network.get("user"), now)
+            items, refused = keep_storable(result.items, connector)
+            as_documents(items, network.get("user"), now)
         check_state(result.state)
         update = schedule.on_success(network, job.mode, result, settings, now, run.jitter)
         update = schedule.with_skips(

@@ -56,12 +56,13 @@ from .decoding import CHUNK, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
 from .safeurl import is_public
-from .slots import Slots
+from .slots import Slots, give_turn, take_turn
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
 NO_CONTENT = frozenset({204, 304})  # statuses that have no body
+TURN_BYTES = 32 * 1024  # an answer this large waits for the turn to be turned into items (slots.py: take_turn)
 
 
 class AddressRefused(Exception):
@@ -512,16 +513,20 @@ class Http:
     def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
+        give_turn()  # a run asking again lets the next run with an answer turn it into items meanwhile
         held = None
         if self.slots is not None:  # wait for a slot: the deadline starts once the request may go
             held = self.slots.take(lambda: self.cutoff)
             if held is None:
                 raise Interrupted(f"collector stopping: {what} not started")
         try:
-            return self._exchange(method, url, what, **kwargs)
+            response = self._exchange(method, url, what, **kwargs)
         finally:
             if held is not None:
                 held.release()
+        if len(response.content) >= TURN_BYTES:
+            take_turn()
+        return response
 
     def _exchange(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
         now = time.monotonic()

@@ -15,78 +15,129 @@ already out, not for a round of new ones.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 WAIT_STEP = 0.25  # seconds between looks at the stop's cutoff while waiting for a slot
 _SERVING = threading.local()  # the service of this thread's run, for every Slots (a reload makes new ones)
+_TURN = threading.Lock()  # the turn to turn an answer into items: one run at a time (module docstring)
 
 
 @contextmanager
 def serving(service: object) -> Iterator[None]:
-    """This thread's requests count against `service`'s cap until the block ends, whichever Slots they take (slots
-    a reload makes while the run goes on included)."""
+    """This thread runs a network of `service` until the block ends: its requests count against the service's
+    cap, whichever Slots they take (slots a reload makes while the run goes on included), and its answers take
+    the turn (`take_turn`), given back at the latest when the block ends."""
     _SERVING.service = service if isinstance(service, str) else None
+    _SERVING.run = True
     try:
         yield
     finally:
         _SERVING.service = None
+        _SERVING.run = False
+        give_turn()
+
+
+def take_turn() -> None:
+    """A run's request has its answer: wait for the turn (one run at a time turns answers into items) and keep
+    it until the run's next request or its end. Outside a run (`serving`), nothing."""
+    if getattr(_SERVING, "run", False) and not getattr(_SERVING, "turn", False):
+        _TURN.acquire()
+        _SERVING.turn = True
+
+
+def give_turn() -> None:
+    """This thread's run is about to ask again, or is done: the turn goes to the next run with an answer."""
+    if getattr(_SERVING, "turn", False):
+        _SERVING.turn = False
+        _TURN.release()
+
+
+class Tokens:
+    """`size` slots as tokens in a queue (the standard library's C `SimpleQueue`): taking one and giving it back
+    are one call each, where a `threading.Semaphore` runs a Python-level condition (a lock, a wait list) on both."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.queue: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(size):
+            self.queue.put(None)
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """One slot: at once when `timeout` is None (False if none is free), else within `timeout` seconds."""
+        try:
+            if timeout is None:
+                self.queue.get_nowait()
+            else:
+                self.queue.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        return True
+
+    def release(self) -> None:
+        self.queue.put(None)
+
+    def free(self) -> int:
+        """Slots not taken now (a snapshot)."""
+        return self.queue.qsize()
 
 
 class Held:
     """The slots one exchange holds; `release()` gives them back (once)."""
 
-    def __init__(self, semaphores: tuple[threading.Semaphore, ...]):
-        self.semaphores = semaphores
+    def __init__(self, tokens: tuple[Tokens, ...]):
+        self.tokens = tokens
 
     def release(self) -> None:
-        semaphores, self.semaphores = self.semaphores, ()
-        for semaphore in reversed(semaphores):
-            semaphore.release()
+        tokens, self.tokens = self.tokens, ()
+        for slot in reversed(tokens):
+            slot.release()
 
 
 class Slots:
     def __init__(self, total: int, cap: Callable[[str], int]):
         self.size = max(total, 1)
-        self.total = threading.BoundedSemaphore(self.size)
+        self.total = Tokens(self.size)
         self.cap = cap
-        self.per_service: dict[str, threading.BoundedSemaphore] = {}
+        self.per_service: dict[str, Tokens] = {}
         self.lock = threading.Lock()
 
     def take(self, until: Callable[[], float | None]) -> Held | None:
         """Wait for a slot of this thread's service, then one of the whole (always in that order: a run waiting
         for its service's slot holds none of the whole). None when the collector is stopping (`until()`, the
         stop's monotonic cutoff, is not None) and a slot is not free at once."""
-        held: list[threading.Semaphore] = []
-        for semaphore in (self.service_slots(), self.total):
-            if semaphore is None:
-                continue
-            if not self._wait(semaphore, until):
-                Held(tuple(held)).release()
-                return None
-            held.append(semaphore)
-        return Held(tuple(held))
+        service = self.service_slots()
+        if service is None:
+            if self.total.acquire() or self._wait(self.total, until):
+                return Held((self.total,))
+            return None
+        if not (service.acquire() or self._wait(service, until)):
+            return None
+        if self.total.acquire() or self._wait(self.total, until):
+            return Held((service, self.total))
+        service.release()
+        return None
 
-    def service_slots(self) -> threading.BoundedSemaphore | None:
+    def service_slots(self) -> Tokens | None:
         service = getattr(_SERVING, "service", None)
         if service is None:
             return None
-        semaphore = self.per_service.get(service)
-        if semaphore is None:
+        slots = self.per_service.get(service)
+        if slots is None:
             with self.lock:
-                semaphore = self.per_service.setdefault(service, threading.BoundedSemaphore(max(self.cap(service), 1)))
-        return semaphore
+                slots = self.per_service.setdefault(service, Tokens(max(self.cap(service), 1)))
+        return slots
 
     @staticmethod
-    def _wait(semaphore: threading.Semaphore, until: Callable[[], float | None]) -> bool:
+    def _wait(slots: Tokens, until: Callable[[], float | None]) -> bool:
+        """After a look that found no slot free: wait for one, looking at the stop every WAIT_STEP."""
         while True:
-            if semaphore.acquire(blocking=False):
-                return True
             if until() is not None:  # stopping: nothing new waits its turn
                 return False
-            if semaphore.acquire(timeout=WAIT_STEP):
+            if slots.acquire(timeout=WAIT_STEP):
                 if until() is None:
                     return True
-                semaphore.release()  # the stop came while it waited: the slot goes back unused
+                slots.release()  # the stop came while it waited: the slot goes back unused
                 return False

@@ -14,10 +14,11 @@ from collector import run_once
 from collector.devtools.fakeapi import FakeGitHub, make_stars
 from collector.engine.registry import Registry
 from collector.sdk.connector import Connector, Result
+from collector.sdk.http import TURN_BYTES
 from collector.settings import settings_for_tests
 
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
-from rawserver import RawServer
+from rawserver import RawServer, response
 
 
 class Gauge:
@@ -152,6 +153,55 @@ def test_a_service_cap_bounds_its_requests_out_at_once(db):
         report = run_once(db, "initial", settings, now=T0, concurrency=8, registry=registry)
     assert report.by_status == {"ok": 16}
     assert 1 <= exchanges.peak["capped"] <= 2 and exchanges.peak["all"] <= 8
+
+
+def answering(name: str, url: str, gauge: Gauge, barrier: threading.Barrier | None = None):
+    """Runs that ask once, then map the answer for a while: in the gauge, held at `barrier` when given, else for
+    50 ms (runs mapping at once would overlap there)."""
+
+    class Answering(Connector):
+        def initial(self, job):
+            self.get_json(job, f"{url}/{name}/{job.network['_id']}")
+            with gauge:
+                if barrier is not None:
+                    barrier.wait(timeout=30)  # times out (the run fails) unless that many runs map at once
+                else:
+                    time.sleep(0.05)
+            return Result([{"itemId": str(job.network["_id"]), "type": name, "source": "https://x.test"}], done=True)
+
+        def normal(self, job):
+            return self.initial(job)
+
+    Answering.name = name
+    return Answering
+
+
+def answer_of(size: int):
+    body = b"[" + b"1," * (size // 2) + b"1]"
+    return lambda conn, request, server: conn.sendall(response(body=body))
+
+
+def test_runs_turn_large_answers_into_items_one_at_a_time(db):
+    mapping = Gauge()
+    with RawServer(answer_of(TURN_BYTES)) as server:
+        for k in range(8):
+            add_network(db, user=f"u{k}@x.test", service="answering")
+        registry = Registry({"answering": answering("answering", server.url, mapping)})
+        settings = settings_for_tests(allow_private_hosts=True)
+        report = run_once(db, "initial", settings, now=T0, concurrency=4, registry=registry)
+    assert report.by_status == {"ok": 8} and db.items.count_documents({}) == 8
+    assert mapping.peak == 1
+
+
+def test_small_answers_are_turned_into_items_without_waiting_for_the_turn(db):
+    mapping = Gauge()
+    with RawServer(answer_of(1000)) as server:
+        for k in range(4):
+            add_network(db, user=f"u{k}@x.test", service="answering")
+        registry = Registry({"answering": answering("answering", server.url, mapping, threading.Barrier(4))})
+        settings = settings_for_tests(allow_private_hosts=True)
+        report = run_once(db, "initial", settings, now=T0, concurrency=4, registry=registry)
+    assert report.by_status == {"ok": 4} and mapping.peak == 4
 
 
 def test_concurrent_pass_saves_every_network_and_item(db, settings, http_mock):

@@ -1,4 +1,5 @@
-"""Request slots (collector/sdk/slots.py): requests out at once, in all and per service; a stop ends a wait."""
+"""Request slots (collector/sdk/slots.py): requests out at once, in all and per service; a stop ends a wait; the
+turn: one run at a time turns a large answer into items."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import time
 import pytest
 
 from collector.sdk.errors import Interrupted
-from collector.sdk.http import Http
-from collector.sdk.slots import Slots, serving
+from collector.sdk.http import TURN_BYTES, Http
+from collector.sdk.slots import Slots, serving, take_turn
 from collector.settings import settings_for_tests
 
 from rawserver import RawServer, response
@@ -37,7 +38,7 @@ def test_a_request_waits_for_a_free_slot_and_gets_the_one_given_back():
     thread.join(timeout=10)
     assert got and got[0] is not None
     got[0].release()
-    assert slots.total.acquire(blocking=False)  # the slot came back
+    assert slots.total.acquire()  # the slot came back
 
 
 def test_a_run_waiting_for_its_service_holds_no_slot_of_the_whole():
@@ -116,3 +117,84 @@ def test_a_runs_service_holds_for_slots_a_reload_made_while_it_ran():
     assert other is not None
     other.release()
     first.release()
+
+
+def turn_in_thread(service: str) -> tuple[threading.Thread, list]:
+    got: list = []
+
+    def run() -> None:
+        with serving(service):
+            take_turn()
+            got.append(True)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_outside_a_run_an_answer_takes_no_turn():
+    take_turn()  # a tool calling a connector by hand, on this thread: nothing is held
+    thread, got = turn_in_thread("github")
+    thread.join(timeout=10)
+    assert got == [True]
+
+
+def test_one_run_at_a_time_has_the_turn_until_its_run_ends():
+    has_turn, run_ends = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with serving("github"):
+            take_turn()
+            has_turn.set()
+            run_ends.wait(10)
+
+    holder = threading.Thread(target=first, daemon=True)
+    holder.start()
+    assert has_turn.wait(10)
+    thread, got = turn_in_thread("other")  # any service: there is one turn
+    thread.join(timeout=0.3)
+    assert thread.is_alive() and not got
+    run_ends.set()  # the first run ends: the turn is given back
+    thread.join(timeout=10)
+    holder.join(timeout=10)
+    assert got == [True]
+
+
+def test_a_run_gives_the_turn_back_when_it_asks_again():
+    large = b"[" + b"1," * TURN_BYTES + b"1]"
+    other_has_turn = threading.Event()
+    order: list[str] = []
+
+    def script(conn, request, server):
+        if b"/second" in request:  # answered once the other run has had the turn (or after 10 s)
+            other_has_turn.wait(10)
+        conn.sendall(response(body=large))
+
+    with RawServer(script) as server:
+        http = Http(settings_for_tests(allow_private_hosts=True))
+
+        def asks_twice() -> None:
+            with serving("github"):
+                http.get(f"{server.url}/first")  # a large answer: this run takes the turn
+                order.append("first answer")
+                http.get(f"{server.url}/second")  # and gives it back as it asks again
+                order.append("second answer")
+
+        def other() -> None:
+            with serving("github"):
+                take_turn()
+                order.append("other has the turn")
+                other_has_turn.set()
+
+        first = threading.Thread(target=asks_twice, daemon=True)
+        first.start()
+        for _ in range(200):
+            if order:
+                break
+            time.sleep(0.05)
+        second = threading.Thread(target=other, daemon=True)
+        second.start()
+        first.join(timeout=20)
+        second.join(timeout=20)
+        http.close()
+    assert order == ["first answer", "other has the turn", "second answer"]
