@@ -367,7 +367,7 @@ def measure_apart(opts: Options, main: dict) -> dict:
     and the floor on both sides of the engine's measure, averaged: the machine's speed drifts."""
     from . import floor
 
-    before = in_child(floor.measure)
+    before = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     if opts.mongodb_uri:
         apart = {
             "database_apart": "mongodb",
@@ -375,7 +375,7 @@ def measure_apart(opts: Options, main: dict) -> dict:
         }
     else:
         apart = in_child(standin_apart_here, opts)
-    after = in_child(floor.measure, opts.floor_pages, opts.floor_polls)
+    after = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {
         **apart,
@@ -385,6 +385,9 @@ def measure_apart(opts: Options, main: dict) -> dict:
             apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page_zlib_ng"], 2
         ),
         "engine_vs_floor_poll": round(apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll"], 2),
+        "engine_vs_floor_poll_threads": round(
+            apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll_threads"], 2
+        ),
     }
 
 

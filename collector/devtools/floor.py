@@ -6,7 +6,9 @@ this interpreter, measured in the same run, against the same fake (in its own pr
   parsed) — no checks, no limits, no scheduling, no database; and the same with gzip undone by zlib-ng in one
   call (`floor_ms_per_page_zlib_ng`: the engine inflates with zlib-ng, urllib3 with the standard library);
 - a poll (a conditional request answered 304 Not Modified): urllib3's pool, and a raw socket exchange (one
-  prebuilt request written, the reply read until the end of its headers) as the bottom line.
+  prebuilt request written, the reply read until the end of its headers) as the bottom line; and urllib3's pool
+  polled by as many threads as the bench's concurrency at once (`floor_ms_per_poll_threads`): what threads sharing
+  one interpreter lock cost by themselves, each system call a hand-over of it (the engine's threads pay it too).
 
 Each figure is process CPU per request (`time.process_time`), the median of three rounds.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import socket
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -69,6 +72,26 @@ def items_of(body: bytes) -> list[dict]:
     return items
 
 
+def cpu_ms_threads(call: Callable[[int], object], count: int, threads: int, rounds: int = 3) -> float:
+    """Median process CPU per call (ms) over `rounds` rounds of `count` calls shared by `threads` threads."""
+    each = max(count // threads, 1)
+
+    def share() -> None:
+        for i in range(each):
+            call(i)
+
+    spent = []
+    for _ in range(rounds):
+        workers = [threading.Thread(target=share) for _ in range(threads)]
+        started = time.process_time()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        spent.append((time.process_time() - started) / (each * threads) * 1000)
+    return statistics.median(spent)
+
+
 def raw_exchange(url: str) -> Callable[[int], bytes]:
     """One 304 exchange on a raw kept-alive socket: a prebuilt request written, the reply read to its headers'
     end (a 304 has no body)."""
@@ -89,12 +112,13 @@ def raw_exchange(url: str) -> Callable[[int], bytes]:
     return exchange
 
 
-def measure(pages: int = 150, polls: int = 1500) -> dict[str, float]:
-    """The floor per page and per 304 poll (ms of CPU), against a fake account of 400 generated stars."""
+def measure(pages: int = 150, polls: int = 1500, threads: int = 64) -> dict[str, float]:
+    """The floor per page and per 304 poll (ms of CPU), against a fake account of 400 generated stars; a poll by
+    `threads` threads at once too."""
     fake = FakeGitHub()
     fake.add_user(TOKEN, generated=400, seed=1)
     with FakeProcess(fake) as url:
-        pool = urllib3.PoolManager(maxsize=1)
+        pool = urllib3.PoolManager(maxsize=threads)  # one kept-alive connection per thread
         auth = {"Authorization": f"Bearer {TOKEN}", "Accept": ACCEPT}
         page_headers = {**auth, "Accept-Encoding": "gzip"}
         poll_headers = {**auth, "If-None-Match": ETAG}
@@ -130,6 +154,7 @@ def measure(pages: int = 150, polls: int = 1500) -> dict[str, float]:
             "floor_ms_per_page_zlib_ng": cpu_ms(page_zlib_ng, pages),
             "floor_ms_per_poll": cpu_ms(poll, polls),
             "floor_ms_per_poll_socket": cpu_ms(exchange, polls),
+            "floor_ms_per_poll_threads": cpu_ms_threads(poll, 2 * polls, threads),
         }
         pool.clear()
     return {name: round(value, 3) for name, value in result.items()}

@@ -35,9 +35,11 @@ FIELDS = (
     "floor_ms_per_page_zlib_ng",
     "floor_ms_per_poll",
     "floor_ms_per_poll_socket",
+    "floor_ms_per_poll_threads",
     "engine_vs_floor_page",
     "engine_vs_floor_page_zlib_ng",
     "engine_vs_floor_poll",
+    "engine_vs_floor_poll_threads",
     "split_processes",
     "efficiency_apart_split",
     "speedup_apart_split",
@@ -83,6 +85,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert abs(result["engine_vs_floor_page"] - page / result["floor_ms_per_page"]) < 0.01
     assert abs(result["engine_vs_floor_page_zlib_ng"] - page / result["floor_ms_per_page_zlib_ng"]) < 0.01
     assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
+    assert abs(result["engine_vs_floor_poll_threads"] - poll / result["floor_ms_per_poll_threads"]) < 0.01
     assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
     assert result["split_processes"] == 2  # the walk again, by two collectors under leases (each stored it whole)
     assert result["speedup_bound_apart_split"] > 0  # (each split figure is a median of its own: no ratio between them)
