@@ -13,7 +13,8 @@
   address actually connected to (no loopback, private, link-local or translated address unless
   ALLOW_PRIVATE_HOSTS), on every redirect hop; a redirect may not leave https.
 - **Slots.** With `slots` (slots.py) each request waits for a slot of its run's service and of the whole before it
-  is sent, and gives them back once its body is read: the concurrency bounds exchanges, not runs.
+  is sent, and gives them back once its body is read (still encoded): the concurrency bounds exchanges, not runs.
+  The body is decoded after that, a large one under the run's turn (slots.py: one run at a time).
 - **Stopping.** `interrupt_after(seconds)` cuts every request still running after that many seconds, and
   refuses new ones: a collector that is asked to stop is done within the deadline.
 
@@ -33,7 +34,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.cookiejar import DefaultCookiePolicy
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
 from urllib.request import getproxies
 
@@ -62,7 +63,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
 NO_CONTENT = frozenset({204, 304})  # statuses that have no body
-TURN_BYTES = 32 * 1024  # an answer this large waits for the turn to be turned into items (slots.py: take_turn)
+TURN_BYTES = 32 * 1024  # an answer this large (decoded) waits for the turn to be turned into items (slots.py)
+TURN_RAW_BYTES = 4 * 1024  # a body this large as received waits for the turn to be decoded (JSON gzips ~8 to 1)
 
 
 class AddressRefused(Exception):
@@ -524,8 +526,7 @@ class Http:
         finally:
             if held is not None:
                 held.release()
-        if len(response.content) >= TURN_BYTES:
-            take_turn()
+        self._decode(response, what)
         return response
 
     def _exchange(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
@@ -646,26 +647,41 @@ class Http:
         return Transient(f"deadline of {self.timeout:g}s exceeded: {what}")
 
     def _read_body(self, response: requests.Response, what: str) -> None:
-        """Read the whole body in one call, decoded, at most max_bytes; drop the connection past that."""
+        """Read the whole body as it came (every Content-Encoding layer still on), at most max_bytes; drop the
+        connection past that. It is decoded once the request's slot is given back (`_decode`)."""
         cap = self.max_bytes
         length = response.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > cap:
             response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        try:
-            if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
-                response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
-                body = b""
-            else:  # raw bytes, decoded here one bounded step at a time (decoding.py), whatever the layering
-                body = decode_body(
-                    response.raw.stream(CHUNK, decode_content=False), response.headers.get("Content-Encoding", ""), cap
-                )
-        except BadResponse as error:
-            response.close()
-            raise BadResponse(f"{error.message}: {what}", response.status_code) from None
-        response._content = body
+        chunks: list[bytes] = []
+        if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
+            response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
+        else:
+            received = 0
+            for chunk in response.raw.stream(CHUNK, decode_content=False):
+                received += len(chunk)
+                if received > cap:
+                    response.close()
+                    raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
+                chunks.append(chunk)
+        response._content = chunks  # type: ignore[assignment]  # raw until _decode
         response._content_consumed = True  # type: ignore[attr-defined]
         response.raw.release_conn()
+
+    def _decode(self, response: requests.Response, what: str) -> None:
+        """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
+        the turn first (slots.py: one run at a time turns answers into items, decoding included)."""
+        chunks = cast("list[bytes]", response._content)
+        if sum(map(len, chunks)) >= TURN_RAW_BYTES:
+            take_turn()
+        try:
+            body = decode_body(chunks, response.headers.get("Content-Encoding", ""), self.max_bytes)
+        except BadResponse as error:
+            raise BadResponse(f"{error.message}: {what}", response.status_code) from None
+        response._content = body
+        if len(body) >= TURN_BYTES:
+            take_turn()
 
     def close(self) -> None:
         self.session.close()

@@ -1,10 +1,16 @@
 """Request slots: how many HTTP exchanges one collector has out at once, in all (`CONCURRENCY`) and per service
 (`SERVICE_CONCURRENCY_<SERVICE>`).
 
-A slot is held from sending a request until its body is read and decoded, not for a whole run: a run that turns
-its answer into items (JSON, mapping, the save) has given its slot to the next network's request, so the API is
-asked as often as the concurrency allows while the interpreter does that work. The engine holds more runs than
-slots (engine/sizing.py: `seats`); a run whose request finds every slot taken waits here for one.
+A slot is held from sending a request until its body is read (still encoded), not for a whole run: a run that
+turns its answer into items (decoding, JSON, mapping, the save) has given its slot to the next network's request,
+so the API is asked as often as the concurrency allows while the interpreter does that work. The engine holds more
+runs than slots (engine/sizing.py: `seats`); a run whose request finds every slot taken waits here for one.
+
+The turn: one run at a time turns a large answer into items (http.py decides what is large). It takes the turn
+before decoding and keeps it until its next request or its end (`take_turn`, `give_turn`, `serving`). The runs
+with pages then wait for the turn on a lock rather than for the interpreter all at once, so a request whose answer
+is being read competes with one thread turning answers into items, not with every run that has one: each read
+gets the interpreter back within a switch interval (engine/collector.py sets it to 1 ms).
 
 A run's thread says which service it serves (`serving`, kept per thread whichever `Slots` the engine has); a
 thread that said nothing (a tool calling a connector by hand) takes a slot of the whole only. A wait is bounded by

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from collector.sdk import http as http_module
 from collector.sdk.errors import Interrupted
-from collector.sdk.http import TURN_BYTES, Http
+from collector.sdk.http import TURN_BYTES, TURN_RAW_BYTES, Http
 from collector.sdk.slots import Slots, serving, take_turn
 from collector.settings import settings_for_tests
 
@@ -198,3 +199,75 @@ def test_a_run_gives_the_turn_back_when_it_asks_again():
         second.join(timeout=20)
         http.close()
     assert order == ["first answer", "other has the turn", "second answer"]
+
+
+def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
+    second_sent = threading.Event()
+    seen_while_decoding: list[bool] = []
+    decode = http_module.decode_body
+
+    def script(conn, request, server):
+        if b"/second" in request:
+            second_sent.set()
+        conn.sendall(response(body=b"[1, 2, 3]"))
+
+    def slow_decode(chunks, encoding, cap):
+        if not seen_while_decoding:  # the first body: decoded only once the other request has gone out (or 10 s)
+            seen_while_decoding.append(second_sent.wait(10))
+        return decode(chunks, encoding, cap)
+
+    monkeypatch.setattr(http_module, "decode_body", slow_decode)
+    with RawServer(script) as server:
+        http = Http(settings_for_tests(allow_private_hosts=True))
+        http.slots = Slots(1, lambda service: 1)  # one slot: the second request goes only once the first gave it
+        first = threading.Thread(target=lambda: http.get(f"{server.url}/first"), daemon=True)
+        first.start()
+        for _ in range(200):
+            if server.requests:
+                break
+            time.sleep(0.05)
+        second = threading.Thread(target=lambda: http.get(f"{server.url}/second"), daemon=True)
+        second.start()
+        first.join(timeout=20)
+        second.join(timeout=20)
+        http.close()
+    assert seen_while_decoding == [True]
+
+
+def test_large_bodies_are_decoded_one_at_a_time_and_small_ones_at_once(monkeypatch):
+    decoding, peak = [0], {}
+    lock = threading.Lock()
+    decode = http_module.decode_body
+
+    def gauged_decode(chunks, encoding, cap):
+        size = "large" if sum(map(len, chunks)) >= TURN_RAW_BYTES else "small"
+        with lock:
+            decoding[0] += 1
+            peak[size] = max(peak.get(size, 0), decoding[0])
+        time.sleep(0.1)  # long enough for four threads to overlap here unless something keeps them apart
+        with lock:
+            decoding[0] -= 1
+        return decode(chunks, encoding, cap)
+
+    def script(conn, request, server):
+        body = b"[" + b"1," * TURN_RAW_BYTES + b"1]" if b"/large" in request else b"[1]"
+        conn.sendall(response(body=body))
+
+    monkeypatch.setattr(http_module, "decode_body", gauged_decode)
+    with RawServer(script) as server:
+        http = Http(settings_for_tests(allow_private_hosts=True))
+        for size in ("large", "small"):
+            gate = threading.Barrier(4)
+
+            def run(size: str = size, gate: threading.Barrier = gate) -> None:
+                with serving("github"):
+                    gate.wait(timeout=10)
+                    http.get(f"{server.url}/{size}")
+
+            threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=20)
+        http.close()
+    assert peak["large"] == 1 and peak["small"] > 1
