@@ -3,6 +3,7 @@ turn: one run at a time turns a large answer into items."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -211,8 +212,10 @@ def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
             second_sent.set()
         conn.sendall(response(body=b"[1, 2, 3]"))
 
+    decodes = itertools.count()
+
     def slow_decode(chunks, encoding, cap):
-        if not seen_while_decoding:  # the first body: decoded only once the other request has gone out (or 10 s)
+        if next(decodes) == 0:  # the first body: decoded only once the other request has gone out (or 10 s)
             seen_while_decoding.append(second_sent.wait(10))
         return decode(chunks, encoding, cap)
 
