@@ -7,8 +7,8 @@
   timeout costs a poll() before every read and write, and switching it two ioctl() calls per request, each a
   hand-over of the interpreter lock); connecting keeps HTTP_TIMEOUT as its timeout, since the watch takes a
   socket once it is connected.
-- **A size cap.** Bodies are read in one call, decoded (gzip/deflate) as they stream, up to `HTTP_MAX_BYTES`;
-  a larger body, compressed or not, is refused and its connection dropped.
+- **A size cap.** Bodies are read as received up to `HTTP_MAX_BYTES` (past it: refused, the connection dropped),
+  then decoded (gzip/deflate) in bounded steps up to `HTTP_MAX_BYTES` decoded (past it: refused).
 - **Addresses.** Every socket to a host that is not one of the collector's configured API hosts is checked at the
   address actually connected to (no loopback, private, link-local or translated address unless
   ALLOW_PRIVATE_HOSTS), on every redirect hop; a redirect may not leave https.
@@ -44,7 +44,7 @@ from requests._internal_utils import to_native_string
 from requests.adapters import HTTPAdapter
 from requests.cookies import RequestsCookieJar
 from requests.structures import CaseInsensitiveDict
-from requests.utils import check_header_validity
+from requests.utils import check_header_validity, get_encoding_from_headers
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
@@ -363,6 +363,21 @@ class _Adapter(HTTPAdapter):
 
     def request_url(self, request: Any, proxies: Any) -> str:
         return request.path_url if not proxies else super().request_url(request, proxies)
+
+    def build_response(self, req: Any, resp: Any) -> requests.Response:
+        """requests' own, without reading the answer's Set-Cookie headers into the response's jar: the session
+        keeps no cookie (`_NoCookies`) and nothing reads a response's, and that reading looked through every
+        header of every answer (`email.message` lookups)."""
+        response = requests.Response()
+        response.status_code = getattr(resp, "status", None)  # type: ignore[assignment]
+        response.headers = CaseInsensitiveDict(getattr(resp, "headers", {}))
+        response.encoding = get_encoding_from_headers(response.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url.decode("utf-8") if isinstance(req.url, bytes) else req.url
+        response.request = req
+        response.connection = self
+        return response
 
     def close(self) -> None:
         self.pools.clear()
