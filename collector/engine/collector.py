@@ -46,8 +46,9 @@ from .workers import Workers
 log = logging.getLogger("collector.engine")
 # Seconds a thread keeps the interpreter while another waits for it (Python's default: 0.005). The run with the
 # turn (sdk/slots.py) is the one thread turning answers into items; a request whose answer came waits at most this
-# long for the interpreter at each read, not five times as long: 1 ms took the history walk of `collector bench`
-# from 0.83-0.90 of its bound to 0.88-0.92 (docs/ARCHITECTURE.md, "Slots, seats and the turn").
+# long for the interpreter at each read, not five times as long. With the turn, 1 ms took the history walk of
+# `collector bench` from 0.83-0.90 of its bound to 0.88-0.92 (docs/ARCHITECTURE.md, "Why one run at a time turns
+# answers into items, and a 1 ms switch interval").
 SWITCH_INTERVAL = 0.001
 
 

@@ -29,6 +29,9 @@ from contextlib import contextmanager
 WAIT_STEP = 0.25  # seconds between looks at the stop's cutoff while waiting for a slot
 _SERVING = threading.local()  # the service of this thread's run, for every Slots (a reload makes new ones)
 _TURN = threading.Lock()  # the turn to turn an answer into items: one run at a time (module docstring)
+# Seconds a run waits for the turn before it goes on without it: a burst's pages wait well under a second for theirs
+# (64 pages of ~4 ms); a run stuck with the turn (a connector's endless loop) must not stop every other run.
+TURN_WAIT = 10.0
 
 
 @contextmanager
@@ -48,10 +51,10 @@ def serving(service: object) -> Iterator[None]:
 
 def take_turn() -> None:
     """A run's request has its answer: wait for the turn (one run at a time turns answers into items) and keep
-    it until the run's next request or its end. Outside a run (`serving`), nothing."""
+    it until the run's next request or its end; after TURN_WAIT, go on without it. Outside a run (`serving`),
+    nothing."""
     if getattr(_SERVING, "run", False) and not getattr(_SERVING, "turn", False):
-        _TURN.acquire()
-        _SERVING.turn = True
+        _SERVING.turn = _TURN.acquire(timeout=TURN_WAIT)
 
 
 def give_turn() -> None:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from collector.sdk import http as http_module
+from collector.sdk import slots as slots_module
 from collector.sdk.errors import Interrupted
 from collector.sdk.http import TURN_BYTES, TURN_RAW_BYTES, Http
 from collector.sdk.slots import Slots, serving, take_turn
@@ -274,3 +275,25 @@ def test_large_bodies_are_decoded_one_at_a_time_and_small_ones_at_once(monkeypat
                 thread.join(timeout=20)
         http.close()
     assert peak["large"] == 1 and peak["small"] > 1
+
+
+def test_a_run_stuck_with_the_turn_holds_up_the_others_only_so_long(monkeypatch):
+    monkeypatch.setattr(slots_module, "TURN_WAIT", 0.2)
+    has_turn, run_ends = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with serving("github"):
+            take_turn()
+            has_turn.set()
+            run_ends.wait(10)
+
+    holder = threading.Thread(target=stuck, daemon=True)
+    holder.start()
+    assert has_turn.wait(10)
+    thread, got = turn_in_thread("github")  # goes on without the turn once it waited TURN_WAIT
+    thread.join(timeout=10)
+    assert got == [True]
+    assert slots_module._TURN.locked()  # and gave back nothing it did not have: the stuck run still holds it
+    run_ends.set()
+    holder.join(timeout=10)
+    assert not slots_module._TURN.locked()
