@@ -69,7 +69,6 @@ class Tokens:
     are one call each, where a `threading.Semaphore` runs a Python-level condition (a lock, a wait list) on both."""
 
     def __init__(self, size: int):
-        self.size = size
         self.queue: queue.SimpleQueue[None] = queue.SimpleQueue()
         for _ in range(size):
             self.queue.put(None)
@@ -87,10 +86,6 @@ class Tokens:
 
     def release(self) -> None:
         self.queue.put(None)
-
-    def free(self) -> int:
-        """Slots not taken now (a snapshot)."""
-        return self.queue.qsize()
 
 
 class Held:

@@ -142,18 +142,24 @@ def test_outside_a_run_an_answer_takes_no_turn():
     assert got == [True]
 
 
-def test_one_run_at_a_time_has_the_turn_until_its_run_ends():
+def holding_the_turn() -> tuple[threading.Thread, threading.Event]:
+    """A run on its own thread that has taken the turn and keeps it until the event returned is set."""
     has_turn, run_ends = threading.Event(), threading.Event()
 
-    def first() -> None:
+    def hold() -> None:
         with serving("github"):
             take_turn()
             has_turn.set()
             run_ends.wait(10)
 
-    holder = threading.Thread(target=first, daemon=True)
+    holder = threading.Thread(target=hold, daemon=True)
     holder.start()
     assert has_turn.wait(10)
+    return holder, run_ends
+
+
+def test_one_run_at_a_time_has_the_turn_until_its_run_ends():
+    holder, run_ends = holding_the_turn()
     thread, got = turn_in_thread("other")  # any service: there is one turn
     thread.join(timeout=0.3)
     assert thread.is_alive() and not got
@@ -279,17 +285,7 @@ def test_large_bodies_are_decoded_one_at_a_time_and_small_ones_at_once(monkeypat
 
 def test_a_run_stuck_with_the_turn_holds_up_the_others_only_so_long(monkeypatch):
     monkeypatch.setattr(slots_module, "TURN_WAIT", 0.2)
-    has_turn, run_ends = threading.Event(), threading.Event()
-
-    def stuck() -> None:
-        with serving("github"):
-            take_turn()
-            has_turn.set()
-            run_ends.wait(10)
-
-    holder = threading.Thread(target=stuck, daemon=True)
-    holder.start()
-    assert has_turn.wait(10)
+    holder, run_ends = holding_the_turn()  # stuck with it until run_ends is set
     thread, got = turn_in_thread("github")  # goes on without the turn once it waited TURN_WAIT
     thread.join(timeout=10)
     assert got == [True]
