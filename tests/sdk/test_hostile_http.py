@@ -192,6 +192,26 @@ def test_an_undeclared_body_over_the_cap_is_refused():
             http_to(server, http_max_bytes=1024 * 1024).get(f"{server.url}/x")
 
 
+def test_a_compressed_page_cut_short_by_a_closed_connection_is_a_bad_response_and_nothing_is_stored(db):
+    """A body without a length ends where the connection closes: a page cut there reads as a shorter page at the
+    HTTP level. Its gzip stream has not ended, so it is refused rather than mapped (and the walk not ended)."""
+    packed = gzip.compress(json.dumps([STAR] * 100).encode())
+
+    def script(conn, head, srv):
+        srv.send(conn, b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n")
+        srv.send(conn, packed[: len(packed) - 20])
+
+    with RawServer(script) as server:
+        settings = settings_for_tests(github_api_url=server.url)
+        cut = add_network(db)
+        report = run_once(db, "initial", settings, now=T0)
+    assert report.by_status == {"badResponse": 1}
+    stored = network(db, cut)
+    assert "cut short" in stored["lastError"]["message"]
+    assert stored.get("mode", "initial") == "initial" and stored.get("page", 1) == 1  # the walk did not move on
+    assert db.items.count_documents({}) == 0
+
+
 @pytest.mark.parametrize(
     "status, headers, comes_back",
     [
