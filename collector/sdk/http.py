@@ -448,11 +448,14 @@ def trusted_hosts(settings: Settings) -> frozenset[str]:
 
 
 def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
-    """zlib/gzip data decompressed to at most `limit` bytes; BadResponse past it (a decompression bomb)."""
+    """zlib/gzip data decompressed to at most `limit` bytes; BadResponse past it (a decompression bomb), or when
+    the stream does not end (cut short: the part that came is not the page)."""
     decompressor = zlib.decompressobj(wbits)
     out = decompressor.decompress(data, limit + 1)
     if len(out) > limit:
         raise BadResponse(f"decompressed body exceeds the {limit}-byte cap")
+    if not decompressor.eof:
+        raise BadResponse("body cut short: its compressed stream does not end")
     return out
 
 

@@ -144,6 +144,15 @@ def test_stack_exchange_body_is_decompressed_even_without_content_encoding(db, h
     assert db.items.find_one({"itemId": "3"})["title"] == 'How to "3"?'
 
 
+def test_stack_exchange_body_without_content_encoding_cut_short_is_refused_by_name(db, http_mock):
+    packed = gzip.compress(json.dumps(se_body()).encode())
+    http_mock.get(SE_URL, body=packed[:-8], content_type="application/json")  # the gzip trailer never came
+    doc = add_network(db, service="stackoverflow")
+    report = run_once(db, "initial", with_keys(STACKEXCHANGE_KEY="k"), now=T0)
+    assert report.by_status == {"badResponse": 1} and db.items.count_documents({}) == 0
+    assert "cut short" in network(db, doc)["lastError"]["message"]
+
+
 def test_stack_exchange_without_its_app_key_is_a_clear_error(db, http_mock):
     doc = add_network(db, service="stackoverflow")
     run_once(db, "initial", with_keys(), now=T0)
