@@ -689,14 +689,18 @@ class Http:
 
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
-        the turn first (slots.py: one run at a time turns answers into items, decoding included)."""
+        the turn first (slots.py: one run at a time turns answers into items, decoding included). An error answer
+        (4xx, 5xx) whose body cannot be decoded has an empty one: its status and headers still say what happened
+        (a 429's Retry-After, a 401), which a `badResponse` about its body would hide."""
         chunks = cast("list[bytes]", response._content)
         if sum(map(len, chunks)) >= TURN_RAW_BYTES:
             take_turn()
         try:
             body = decode_body(chunks, response.headers.get("Content-Encoding", ""), self.max_bytes)
         except BadResponse as error:
-            raise BadResponse(f"{error.message}: {what}", response.status_code) from None
+            if response.status_code < 400:
+                raise BadResponse(f"{error.message}: {what}", response.status_code) from None
+            body = b""
         response._content = body
         if len(body) >= TURN_BYTES:
             take_turn()
