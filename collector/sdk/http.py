@@ -666,32 +666,42 @@ class Http:
 
     def _read_body(self, response: requests.Response, what: str) -> None:
         """Read the whole body as it came (every Content-Encoding layer still on), at most max_bytes; drop the
-        connection past that. It is decoded once the request's slot is given back (`_decode`)."""
+        connection past that. It is decoded once the request's slot is given back (`_decode`). An error answer
+        (4xx, 5xx) over the cap has an empty body instead: its status and headers say what happened."""
+        chunks: list[bytes] = []
+        try:
+            self._read_chunks(response, chunks, what)
+        except BadResponse:
+            response.close()
+            if response.status_code < 400:
+                raise
+            chunks = []
+        else:
+            response.raw.release_conn()
+        response._content = chunks  # type: ignore[assignment]  # raw until _decode
+        response._content_consumed = True  # type: ignore[attr-defined]
+
+    def _read_chunks(self, response: requests.Response, chunks: list[bytes], what: str) -> None:
         cap = self.max_bytes
         length = response.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > cap:
-            response.close()
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        chunks: list[bytes] = []
         if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
             response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
-        else:
-            received = 0
-            for chunk in response.raw.stream(CHUNK, decode_content=False):
-                received += len(chunk)
-                if received > cap:
-                    response.close()
-                    raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
-                chunks.append(chunk)
-        response._content = chunks  # type: ignore[assignment]  # raw until _decode
-        response._content_consumed = True  # type: ignore[attr-defined]
-        response.raw.release_conn()
+            return
+        received = 0
+        for chunk in response.raw.stream(CHUNK, decode_content=False):
+            received += len(chunk)
+            if received > cap:
+                raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
+            chunks.append(chunk)
 
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
         the turn first (slots.py: one run at a time turns answers into items, decoding included). An error answer
-        (4xx, 5xx) whose body cannot be decoded has an empty one: its status and headers still say what happened
-        (a 429's Retry-After, a 401), which a `badResponse` about its body would hide."""
+        (4xx, 5xx) whose body cannot be decoded has an empty one (as one over the cap, `_read_body`): its status
+        and headers still say what happened (a 429's Retry-After, a 401), which a `badResponse` about its body would
+        hide."""
         chunks = cast("list[bytes]", response._content)
         if sum(map(len, chunks)) >= TURN_RAW_BYTES:
             take_turn()

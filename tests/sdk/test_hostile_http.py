@@ -212,7 +212,7 @@ def test_a_compressed_page_cut_short_by_a_closed_connection_is_a_bad_response_an
     assert db.items.count_documents({}) == 0
 
 
-@pytest.mark.parametrize("body", ["cut short", "not gzip"])
+@pytest.mark.parametrize("body", ["cut short", "not gzip", "decodes past the cap", "over the cap as sent"])
 @pytest.mark.parametrize(
     "status, headers, kind",
     [
@@ -225,11 +225,17 @@ def test_an_error_answer_whose_body_cannot_be_decoded_keeps_the_meaning_of_its_s
     """A proxy's or a server's error page can be as broken as any body; its status and headers still say what
     happened, and a 429's wait is honoured rather than lost behind a `badResponse` about the body."""
     packed = gzip.compress(b'{"message": "API rate limit exceeded"}' * 50)
-    sent = packed[:-10] if body == "cut short" else b"\x1f\x8b" + b"not gzip at all"
+    sent = {
+        "cut short": packed[:-10],
+        "not gzip": b"\x1f\x8b" + b"not gzip at all",
+        "decodes past the cap": gzip.compress(b" " * 200_000),
+        "over the cap as sent": gzip.compress(random.Random(1).randbytes(100_000)),
+    }[body]
     answer = response(status, {**headers, "Content-Encoding": "gzip"}, sent)
     with RawServer(lambda conn, head, srv: srv.send(conn, answer)) as server:
         doc = add_network(db)
-        report = run_once(db, "initial", settings_for_tests(github_api_url=server.url), now=T0)
+        settings = settings_for_tests(github_api_url=server.url, http_max_bytes=64 * 1024)
+        report = run_once(db, "initial", settings, now=T0)
     state = network(db, doc)
     assert report.by_status == {kind: 1}
     if kind == "rateLimit":
