@@ -668,9 +668,8 @@ class Http:
         """Read the whole body as it came (every Content-Encoding layer still on), at most max_bytes; drop the
         connection past that. It is decoded once the request's slot is given back (`_decode`). An error answer
         (4xx, 5xx) over the cap has an empty body instead: its status and headers say what happened."""
-        chunks: list[bytes] = []
         try:
-            self._read_chunks(response, chunks, what)
+            chunks = self._read_chunks(response, what)
         except BadResponse:
             response.close()
             if response.status_code < 400:
@@ -681,20 +680,22 @@ class Http:
         response._content = chunks  # type: ignore[assignment]  # raw until _decode
         response._content_consumed = True  # type: ignore[attr-defined]
 
-    def _read_chunks(self, response: requests.Response, chunks: list[bytes], what: str) -> None:
+    def _read_chunks(self, response: requests.Response, what: str) -> list[bytes]:
         cap = self.max_bytes
         length = response.headers.get("Content-Length", "")
         if length.isdigit() and int(length) > cap:
             raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
         if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
             response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
-            return
+            return []
+        chunks: list[bytes] = []
         received = 0
         for chunk in response.raw.stream(CHUNK, decode_content=False):
             received += len(chunk)
             if received > cap:
                 raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
             chunks.append(chunk)
+        return chunks
 
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
