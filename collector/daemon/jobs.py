@@ -40,11 +40,14 @@ from ..sdk.timeutil import utcnow
 from ..settings import Settings
 
 log = logging.getLogger("collector.jobs")
-# APScheduler's run_job logs every failure with its traceback and every miss; our listener writes those lines
-# (rate-limited), so the copy it would write goes to a logger that writes nothing
+# APScheduler's run_job logs every failure with its traceback; our listener writes that line (rate-limited).
+# So a job's exception never reaches run_job: `Jobs.call` catches it and hands it on as a `Failed` result, and
+# no copy exists for any handler to find, however logging is configured (pytest 9.2 attaches its capture to
+# every logger that does not propagate). What run_job still logs (its INFO lines, a miss) goes to a logger that
+# makes no record while it stays disabled.
 QUIET = logging.getLogger("collector.jobs.apscheduler")
+QUIET.disabled = True
 QUIET.propagate = False
-QUIET.addHandler(logging.NullHandler())
 OUTCOMES = {EVENT_JOB_EXECUTED: "ok", EVENT_JOB_ERROR: "error", EVENT_JOB_MISSED: "missed"}
 OUTCOMES[EVENT_JOB_MAX_INSTANCES] = "skipped"
 
@@ -175,7 +178,10 @@ class Jobs(Observer):
         ]
 
     def call(self, func: Callable[[datetime], object]) -> object:
-        return func(self.clock())
+        try:
+            return func(self.clock())
+        except Exception as exc:  # logged and counted by on_event, once: run_job never sees it
+            return Failed(exc)
 
     # --- running ---------------------------------------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
@@ -215,6 +221,9 @@ class Jobs(Observer):
     # --- events (on the scheduler's thread for skips, on the loop's for the rest) -----------------------------
     def on_event(self, event: JobEvent) -> None:
         job, outcome = event.job_id, OUTCOMES[event.code]
+        error = getattr(event, "exception", None)
+        if isinstance(getattr(event, "retval", None), Failed):
+            outcome, error = "error", event.retval.error  # type: ignore[attr-defined]
         with self.lock:
             self.counts[job, outcome] += 1
             first_skip = outcome == "skipped" and job not in self.skipping
@@ -225,7 +234,7 @@ class Jobs(Observer):
         if outcome in ("ok", "error"):
             self.last[job, outcome] = self.clock()
         if outcome == "error":
-            self.log_failure(job, getattr(event, "exception", None))
+            self.log_failure(job, error)
         elif outcome == "ok":
             self.throttle.forget(job)
         elif outcome == "missed":
@@ -253,6 +262,15 @@ class Jobs(Observer):
             held_note(held),
             exc_info=exc if first else None,
         )
+
+
+class Failed:
+    """What a job that raised returns to APScheduler: the error, for the listener to log and count."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
 
 
 def event_time(event: JobEvent) -> str:
