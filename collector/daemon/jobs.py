@@ -223,7 +223,7 @@ class Jobs(Observer):
         job, outcome = event.job_id, OUTCOMES[event.code]
         error = getattr(event, "exception", None)
         if isinstance(getattr(event, "retval", None), Failed):
-            outcome, error = "error", event.retval.error  # type: ignore[attr-defined]
+            outcome, error = "error", event.retval.error
         with self.lock:
             self.counts[job, outcome] += 1
             first_skip = outcome == "skipped" and job not in self.skipping
