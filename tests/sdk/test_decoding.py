@@ -23,9 +23,9 @@ def deflate_raw(data: bytes, level: int) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-ENCODERS = {
-    "gzip": lambda data, level: gzip.compress(data, level),
-    "x-gzip": lambda data, level: gzip.compress(data, level),
+ENCODERS = {  # gzip with a fixed mtime: its header's clock made a layer around it differ from run to run
+    "gzip": lambda data, level: gzip.compress(data, level, mtime=0),
+    "x-gzip": lambda data, level: gzip.compress(data, level, mtime=0),
     "deflate": lambda data, level: zlib.compress(data, level),
     "deflate-raw": deflate_raw,
     "identity": lambda data, level: data,
