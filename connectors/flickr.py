@@ -18,19 +18,19 @@ from collector.sdk import (
     PageNumber,
     Transient,
     Unauthorized,
+    at,
     entry_id,
     html_to_text,
     optional_epoch,
     where,
+    whole_number,
 )
 
 
 def pages_left(body: Any, response: requests.Response) -> bool:
-    photos = body.get("photos") or {}
-    try:
-        return int(photos.get("page", 1)) < int(photos.get("pages", 0))
-    except (TypeError, ValueError):
-        raise BadResponse("flickr: page and pages must be numbers") from None
+    """More pages while `photos.page` < `photos.pages` (numbers or digits, as Flickr sends either)."""
+    page = whole_number(at(body, ("photos", "page")), "photos.page")
+    return page < whole_number(at(body, ("photos", "pages")), "photos.pages")
 
 
 class FlickrConnector(PagedConnector):

@@ -69,6 +69,13 @@ class GitHubConnector(GitHubAPI):
         self, job: Job, page: int, etag: str | None = None, per_page: int = PER_PAGE
     ) -> tuple[list[Item] | None, requests.Response]:
         """One page of stars, mapped; None when the server answered 304 Not Modified to `etag`."""
+        items, response, _ = self.fetch_page(job, page, etag, per_page)
+        return items, response
+
+    def fetch_page(
+        self, job: Job, page: int, etag: str | None = None, per_page: int = PER_PAGE
+    ) -> tuple[list[Item] | None, requests.Response, int]:
+        """As `fetch`, and how many entries the page held as sent (those that could not be mapped too)."""
         response = self.get(
             job,
             f"{self.settings.github_api_url}/user/starred",
@@ -76,19 +83,19 @@ class GitHubConnector(GitHubAPI):
             headers={"If-None-Match": etag} if etag else None,
         )
         if etag and response.status_code == 304:
-            return None, response
+            return None, response, 0
         data, response = self.parse_entries(job, response)
-        return self.map_entries(data, self.map), response
+        return self.map_entries(data, self.map), response, len(data)
 
     @override
     def initial(self, job: Job) -> Result:
         page = job.state_int("page", 1, minimum=1)
-        items, response = self.fetch(job, page)
+        items, response, sent = self.fetch_page(job, page)
         state: dict[str, Any] = {"page": page + 1}
         latest = newest(items or []) if page == 1 else None
         if latest is not None:  # (no ETag kept: polls ask for another URL, the newest POLL_PAGE stars)
             state["sinceLikedAt"] = latest
-        done = not items or "next" not in response.links
+        done = not sent or "next" not in response.links  # an empty page, or no next link (the SDK's rule)
         return Result(items or [], state, done=done, quota=self.quota(response))
 
     @override

@@ -23,10 +23,11 @@ from collector.sdk import (
     OAuth2Refresh,
     PagedConnector,
     Paging,
-    dig,
+    at,
     entry_id,
     first_line,
     html_to_text,
+    next_token,
     optional_epoch,
 )
 
@@ -40,13 +41,15 @@ class LikedBefore(Paging):
     def params(self, cursor: Any) -> dict[str, Any]:
         return {"limit": 20, "before": cursor} if cursor else {"limit": 20}
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
-        before = dig(body, ("response", "_links", "next", "query_params", "before"))
-        if before is None and items:
-            posts = dig(body, ("response", "liked_posts")) or []
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
+        if not entries:
+            return None  # an empty page: the end
+        path = ("response", "_links", "next", "query_params", "before")
+        before = next_token(at(body, path), ".".join(path))
+        if before is None:  # no link: the oldest like of the page, of the posts that have a whole-number time
             times = [
                 p["liked_timestamp"]
-                for p in posts
+                for p in entries
                 if isinstance(p, dict)
                 and isinstance(p.get("liked_timestamp"), int)
                 and not isinstance(p["liked_timestamp"], bool)

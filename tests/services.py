@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from collector.testing import Spec
-from collector.testing.conformance import query
+from collector.testing.conformance import UNREADABLE_SIGNALS, query
 
 from helpers import T0
 
@@ -94,6 +94,7 @@ class Gist(GitHub):
 class StackOverflow(Spec):
     service, url, page_size = "stackoverflow", "https://api.stackexchange.com/2.3/me/favorites", 100
     settings = {"STACKEXCHANGE_KEY": "se-app-key"}
+    next_field, next_values, refused_cursor = "has_more", UNREADABLE_SIGNALS, None
 
     def render(self, numbers, next_start, url):
         items = [
@@ -117,6 +118,10 @@ class StackOverflow(Spec):
             {"items": items, "has_more": next_start is not None, "quota_max": 10000, "quota_remaining": 9000},
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "has_more": value}
+
     def rate_limited(self):
         body = {
             "error_id": 502,
@@ -136,6 +141,9 @@ class StackOverflow(Spec):
 class Mastodon(Spec):
     service, url, page_size = "mastodon", "https://mastodon.test/api/v1/favourites", 40
     network = {"instanceUrl": "https://mastodon.test"}
+    next_field = "max_id"
+    next_values = (None, "x" * 3000, "")  # no max_id in the next link, one too long to keep, an empty one
+    refused_cursor = "m" * 2049
 
     def start(self, q):
         return token_start(q.get("max_id"))
@@ -173,6 +181,15 @@ class Mastodon(Spec):
             body,
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        query = "" if value is None else f"max_id={value}&"
+        return (
+            status,
+            {**headers, "Link": f'<https://mastodon.test/api/v1/favourites?{query}limit=40>; rel="next"'},
+            body,
+        )
+
     def rate_limited(self):
         return (
             429,
@@ -192,6 +209,7 @@ class Mastodon(Spec):
 class Reddit(Spec):
     service, url, page_size = "reddit", "https://oauth.reddit.com/user/ann/saved", 100
     network = {"username": "ann"}
+    next_field = "data.after"
     settings = {"REDDIT_CLIENT_ID": "reddit-client", "REDDIT_CLIENT_SECRET": "reddit-secret"}
     refresh_url = "https://www.reddit.com/api/v1/access_token"
 
@@ -237,6 +255,10 @@ class Reddit(Spec):
             {"kind": "Listing", "data": {"after": after, "before": None, "children": children}},
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "data": {**body["data"], "after": value}}
+
     def rate_limited(self):
         return (
             429,
@@ -252,6 +274,7 @@ class Reddit(Spec):
 class Bluesky(Spec):
     service, url, page_size = "bluesky", "https://pds.bsky.test/xrpc/app.bsky.feed.getActorLikes", 100
     network = {"did": "did:plc:abc", "pdsUrl": "https://pds.bsky.test"}
+    next_field = "cursor"
     refresh_url = "https://pds.bsky.test/xrpc/com.atproto.server.refreshSession"
 
     def start(self, q):
@@ -286,6 +309,10 @@ class Bluesky(Spec):
             body,
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "cursor": value}
+
     def rate_limited(self):
         return (
             429,
@@ -312,6 +339,7 @@ class Bluesky(Spec):
 class Twitter(Spec):
     service, url, page_size = "twitter", "https://api.x.com/2/users/2244994945/liked_tweets", 100
     network = {"serviceUserId": "2244994945"}
+    next_field = "meta.next_token"
     settings = {"TWITTER_CLIENT_ID": "x-client"}
     refresh_url = "https://api.x.com/2/oauth2/token"
 
@@ -341,6 +369,10 @@ class Twitter(Spec):
             body,
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "meta": {**body["meta"], "next_token": value}}
+
     def rate_limited(self):
         return (
             429,
@@ -359,6 +391,7 @@ class Twitter(Spec):
 
 class YouTube(Spec):
     service, url, page_size = "youtube", "https://www.googleapis.com/youtube/v3/videos", 50
+    next_field = "nextPageToken"
     settings = {"YOUTUBE_CLIENT_ID": "yt-client", "YOUTUBE_CLIENT_SECRET": "yt-secret"}
     refresh_url = "https://oauth2.googleapis.com/token"
 
@@ -392,6 +425,10 @@ class YouTube(Spec):
             body["nextPageToken"] = f"p{next_start}"
         return 200, {}, body
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "nextPageToken": value}
+
     def rate_limited(self):
         from connectors.youtube import next_pacific_midnight
 
@@ -420,6 +457,7 @@ class YouTube(Spec):
 
 class Vimeo(Spec):
     service, url, page_size = "vimeo", "https://api.vimeo.com/me/likes", 100
+    next_field, next_values, refused_cursor = "paging.next", UNREADABLE_SIGNALS, None
 
     def render(self, numbers, next_start, url):
         page = int(query(url).get("page", 1))
@@ -444,6 +482,10 @@ class Vimeo(Spec):
             {"X-RateLimit-Limit": "250", "X-RateLimit-Remaining": "240", "X-RateLimit-Reset": RESET.isoformat()},
             {"total": 999, "page": page, "per_page": 100, "paging": paging, "data": data},
         )
+
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "paging": {**body["paging"], "next": value}}
 
     def rate_limited(self):
         return (
@@ -470,6 +512,7 @@ class Vimeo(Spec):
 
 class Tumblr(Spec):
     service, url, page_size = "tumblr", "https://api.tumblr.com/v2/user/likes", 20
+    next_field = "response._links.next.query_params.before"
     ends_on_empty_page = True  # /user/likes has no documented "more" flag: walk `before` until empty
     settings = {"TUMBLR_CONSUMER_KEY": "tumblr-key", "TUMBLR_CONSUMER_SECRET": "tumblr-secret"}
     refresh_url = "https://api.tumblr.com/v2/oauth2/token"
@@ -503,6 +546,11 @@ class Tumblr(Spec):
             }
         return 200, {}, {"meta": {"status": 200, "msg": "OK"}, "response": response}
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        links = {"next": {"href": "/v2/user/likes", "method": "GET", "query_params": {"before": value}}}
+        return status, headers, {**body, "response": {**body["response"], "_links": links}}
+
     def rate_limited(self):
         return 429, {}, {"meta": {"status": 429, "msg": "Limit Exceeded"}, "response": []}, T0 + timedelta(seconds=60)
 
@@ -520,6 +568,7 @@ class TumblrOAuth1(Tumblr):
 class Flickr(Spec):
     service, url, page_size = "flickr", "https://api.flickr.com/services/rest/", 100
     network = {"accessTokenSecret": "flickr-token-secret-01"}
+    next_field, next_values, refused_cursor = "photos.pages", ({"n": 2}, 1.5, True, "two", [2], None), None
     settings = {"FLICKR_API_KEY": "flickr-key", "FLICKR_API_SECRET": "flickr-secret"}
 
     def render(self, numbers, next_start, url):
@@ -547,6 +596,10 @@ class Flickr(Spec):
             {"photos": {"page": page, "pages": pages, "perpage": 100, "total": 999, "photo": photos}, "stat": "ok"},
         )
 
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "photos": {**body["photos"], "pages": value}}
+
     def rate_limited(self):
         return (
             429,
@@ -561,6 +614,7 @@ class Flickr(Spec):
 
 class Spotify(Spec):
     service, url, page_size = "spotify", "https://api.spotify.com/v1/me/tracks", 50
+    next_field, next_values, refused_cursor = "next", UNREADABLE_SIGNALS, None
     settings = {"SPOTIFY_CLIENT_ID": "sp-client", "SPOTIFY_CLIENT_SECRET": "sp-secret"}
     refresh_url = "https://accounts.spotify.com/api/token"
 
@@ -583,6 +637,10 @@ class Spotify(Spec):
         ]
         nxt = f"https://api.spotify.com/v1/me/tracks?offset={next_start}&limit=50" if next_start is not None else None
         return 200, {}, {"limit": 50, "offset": 0, "total": 999, "next": nxt, "items": items}
+
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        return status, headers, {**body, "next": value}
 
     def rate_limited(self):
         return (
@@ -646,6 +704,7 @@ class Dribbble(Spec):
 
 class Facebook(Spec):
     service, url, page_size = "facebook", "https://graph.facebook.com/v25.0/me/likes", 100
+    next_field = "paging.cursors.after"
 
     def start(self, q):
         return token_start(q.get("after"))
@@ -667,6 +726,11 @@ class Facebook(Spec):
             {"X-App-Usage": json.dumps({"call_count": 5, "total_cputime": 1, "total_time": 2})},
             {"data": data, "paging": paging},
         )
+
+    def with_next(self, answer, value):
+        status, headers, body = answer
+        paging = {**body["paging"], "cursors": {**body["paging"]["cursors"], "after": value}}
+        return status, headers, {**body, "paging": paging}
 
     def rate_limited(self):
         from helpers import settings_interval

@@ -26,7 +26,21 @@ from .htmltext import first_line, html_to_text
 from .http import Http, bounded_decompress, where
 from .items import Item, entry_id
 from .job import ConnectorAPI
-from .paging import BodyCursor, LinkCursor, Offset, Page, PagedConnector, PageNumber, Paging, body_true, link_next
+from .paging import (
+    BodyCursor,
+    LinkCursor,
+    Offset,
+    Page,
+    PagedConnector,
+    PageNumber,
+    Paging,
+    at,
+    body_true,
+    link_next,
+    more_signal,
+    next_token,
+    whole_number,
+)
 from .ratelimit import RateLimitHeaders, retry_after
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
 from .safeurl import safe_base_url
@@ -80,6 +94,7 @@ __all__ = [
     "WithAppKey",
     "after",
     "as_utc",
+    "at",
     "body_true",
     "bounded_decompress",
     "dig",
@@ -87,10 +102,13 @@ __all__ = [
     "from_epoch",
     "html_to_text",
     "link_next",
+    "more_signal",
+    "next_token",
     "parse_iso",
     "retry_after",
     "safe_base_url",
     "to_ms",
     "utcnow",
     "where",
+    "whole_number",
 ]

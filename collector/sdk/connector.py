@@ -163,8 +163,8 @@ class Connector(ABC):
 
     def map_entries(self, entries: Any, map_one) -> list[Item]:
         """Map a list of API entries to items, each on its own: an entry that cannot be mapped is skipped and
-        counted (`skipped`, `skip_reason`). BadResponse only when the list is not a list, or when no entry of a
-        non-empty page could be mapped."""
+        counted (`skipped`, `skip_reason`), one of the page or all of it (the page's end-of-list signal still
+        decides where the walk goes: collector/sdk/paging.py). BadResponse only when the list is not a list."""
         if not isinstance(entries, list):
             raise BadResponse(f"{self.name}: expected a list of entries, got {type(entries).__name__}")
         items, first_reason = [], None
@@ -173,10 +173,6 @@ class Connector(ABC):
                 items.append(map_one(entry))
             except (*ENTRY_ERRORS, BadResponse) as exc:
                 first_reason = first_reason or entry_error(exc)
-        if entries and not items:
-            raise BadResponse(
-                f"{self.name}: no entry of the page could be read ({len(entries)} entries; first: {first_reason})"
-            )
         self.skip(len(entries) - len(items), first_reason)
         return items
 

@@ -2,10 +2,20 @@
 the walk is shared.
 
 initial: one page per run, newest first; the position is kept in the network's `cursor` (a page number, a
-         token or an id: never a URL, which may carry credentials). The history is complete when the service's
-         own end-of-list signal says so (the strategy's `next` gives None) or the cursor stops moving; an empty
-         page that still carries a next cursor (Facebook documents them) does not end the walk.
+         token or an id: never a URL, which may carry credentials).
 normal:  from the newest page until an item seen before shows up; `seenIds` keeps the newest item ids.
+
+The end of the list, one rule for every strategy (and for a connector's own `Paging`):
+- Only the service's own end-of-list signal ends the walk: no next-page token (absent, null or ""), a "more?"
+  signal that says no, or, where the service documents it (`stop_on_empty`), a page without entries.
+- A next-page token must be one the collector can keep as the cursor (a string of at most 2,048 characters, or
+  a whole number from 0 to 2^53). Anything else — an object, a list, a boolean, a float, a number beyond that —
+  is `BadResponse` naming the field, never the end: the run fails and the walk stays where it was. So is a
+  "more?" signal that is neither a boolean, a link (a string), a list of entries nor null, and a token equal to
+  the one sent (the walk would not move).
+- Entries never end a walk and never fail a page: an entry the collector cannot keep is skipped and counted
+  (`skippedItems`), one of a page or all of it. A page whose entries are all unusable is a page like another:
+  the last one ends the walk normally, any other leads on to the next.
 """
 
 from __future__ import annotations
@@ -21,8 +31,9 @@ from urllib.parse import parse_qs, urlsplit
 import requests
 
 from .connector import Connector, Job, Result, dig
-from .errors import Quota
+from .errors import BadResponse, Quota
 from .items import Item
+from .validate import cursor_problem, kind_of
 
 SEEN_KEPT = 20
 More = Callable[[Any, requests.Response], bool]
@@ -36,6 +47,50 @@ class Page:
     wait_until: datetime | None = None
 
 
+# --- reading the end-of-list signals strictly ----------------------------------------------------------------------
+def at(body: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path`; None where a step is absent or null; BadResponse where a step is there but is not an
+    object (a signal the page garbles is an error, not the end)."""
+    for depth, key in enumerate(path):
+        if body is None:
+            return None
+        if not isinstance(body, dict):
+            where = ".".join(path[:depth]) or "the body"
+            raise BadResponse(f"{where} is {kind_of(body)}, not an object: cannot read {'.'.join(path)}")
+        body = body.get(key)
+    return body
+
+
+def next_token(value: Any, field: str) -> Any:
+    """A next-page token as the cursor keeps it: None at the end (absent, null, ""); BadResponse naming `field`
+    for one the collector cannot keep."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    problem = cursor_problem(value)
+    if problem is not None:
+        raise BadResponse(f"next-page token {field} is {kind_of(value)}: the cursor must be {problem}")
+    return value
+
+
+def more_signal(value: Any, field: str) -> bool:
+    """A "more?" signal: a boolean, a link that is there (a string) or not (null, absent), or a list of entries
+    (more while a page has any); BadResponse naming `field` for anything else."""
+    if value is None or isinstance(value, (bool, list)):
+        return bool(value)
+    if isinstance(value, str):
+        return value != ""
+    raise BadResponse(f"{field} is {kind_of(value)}, not a boolean, a link or null: cannot tell whether more follows")
+
+
+def whole_number(value: Any, field: str) -> int:
+    """A count or page number a service sends as a JSON number or as digits (Flickr does both)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    raise BadResponse(f"{field} is {kind_of(value)}, not a whole number")
+
+
 # --- "is there more?" signals, for page-number and offset paging -------------------------------------------------
 def link_next(body: Any, response: requests.Response) -> bool:
     """A `Link: <…>; rel="next"` header."""
@@ -43,8 +98,9 @@ def link_next(body: Any, response: requests.Response) -> bool:
 
 
 def body_true(*path: str) -> More:
-    """A truthy value at `path` in the body (`has_more`, `next`, `paging.next`)."""
-    return lambda body, response: bool(dig(body, path))
+    """A boolean or a link at `path` in the body (`has_more`, `next`, `paging.next`); null or absent: no more."""
+    field = ".".join(path)
+    return lambda body, response: more_signal(at(body, path), field)
 
 
 # --- strategies ----------------------------------------------------------------------------------------------------
@@ -54,7 +110,9 @@ class Paging:
     def params(self, cursor: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
+        """The next page's cursor, None at the end. `entries`: the page's entries as the API sent them (mapped or
+        not: whether a page was empty is the service's fact, not the collector's)."""
         raise NotImplementedError
 
 
@@ -73,7 +131,7 @@ class PageNumber(Paging):
             params[self.size_param] = self.size
         return params
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
         return (cursor or 1) + 1 if self.more(body, response) else None
 
 
@@ -89,7 +147,7 @@ class Offset(Paging):
     def params(self, cursor: Any) -> dict[str, Any]:
         return {self.size_param: self.size, self.param: cursor or 0}
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
         return (cursor or 0) + self.size if self.more(body, response) else None
 
 
@@ -109,13 +167,12 @@ class BodyCursor(Paging):
     def params(self, cursor: Any) -> dict[str, Any]:
         return cursor_params(cursor, self.param, self.size, self.size_param)
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
-        if self.stop_on_empty and not items:
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
+        if self.stop_on_empty and not entries:
             return None
-        if self.when is not None and not dig(body, self.when):
+        if self.when is not None and not more_signal(at(body, self.when), ".".join(self.when)):
             return None
-        value = dig(body, self.path)
-        return value if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" else None
+        return next_token(at(body, self.path), ".".join(self.path))
 
 
 @dataclass(frozen=True)
@@ -130,12 +187,15 @@ class LinkCursor(Paging):
     def params(self, cursor: Any) -> dict[str, Any]:
         return cursor_params(cursor, self.param, self.size, self.size_param)
 
-    def next(self, cursor: Any, body: Any, response: requests.Response, items: list[Item]) -> Any:
+    def next(self, cursor: Any, body: Any, response: requests.Response, entries: list) -> Any:
         url = response.links.get("next", {}).get("url")
         if not url:
             return None
+        field = f'{self.param} of the Link rel="next" URL'
         values = parse_qs(urlsplit(url).query).get(self.param)
-        return values[0] if values else None
+        if not values:
+            raise BadResponse(f'the Link rel="next" URL has no {self.param}: cannot page on')
+        return next_token(values[0], field)
 
 
 def cursor_params(cursor: Any, param: str, size: int | None, size_param: str | None) -> dict[str, Any]:
@@ -196,7 +256,7 @@ class PagedConnector(Connector):
         items = self.map_entries(entries, self.map)
         return Page(
             items,
-            self.paging.next(cursor, body, response, items),
+            self.paging.next(cursor, body, response, entries),
             self.page_quota(job, response, body),
             self.wait_until(job, body),
         )
@@ -204,11 +264,12 @@ class PagedConnector(Connector):
     def initial(self, job: Job) -> Result:
         cursor = job.network.get("cursor")
         page = self.fetch(job, cursor)
+        if page.next is not None and page.next == cursor:
+            raise BadResponse(f"{self.name}: the next-page token is the one just sent ({kind_of(cursor)}): no progress")
         state: dict[str, Any] = {"cursor": page.next}
         if page.items and not job.network.get("seenIds"):  # the newest items: the first page that had any
             state["seenIds"] = ids(page.items)
-        done = page.next is None or page.next == cursor
-        return Result(page.items, state, done=done, quota=page.quota, wait_until=page.wait_until)
+        return Result(page.items, state, done=page.next is None, quota=page.quota, wait_until=page.wait_until)
 
     def normal(self, job: Job) -> Result:
         seen = set(job.network.get("seenIds") or [])

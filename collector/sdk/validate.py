@@ -41,7 +41,7 @@ def _int_in(low: int, high: int) -> Callable[[Any], str | None]:
     return check
 
 
-def _cursor(value: Any) -> str | None:
+def cursor_problem(value: Any) -> str | None:
     if isinstance(value, str) and len(value) <= MAX_CURSOR_CHARS and "\x00" not in value:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
@@ -91,7 +91,7 @@ def _short_text(value: Any) -> str | None:
 # Fields the collector or a connector reads from a network, when present and not null: what each must be.
 NETWORK_FIELDS: dict[str, Callable[[Any], str | None]] = {
     "page": _int_in(1, MAX_PAGE),
-    "cursor": _cursor,
+    "cursor": cursor_problem,
     "seenIds": _seen_ids,
     "sinceLikedAt": _datetime,
     "accessTokenExpiresAt": _datetime,
@@ -109,21 +109,21 @@ def check_identity(network: Mapping[str, Any], name: str) -> None:
     """A field a connector puts into a URL path (a user name, id or DID) must be a plain name, when present."""
     value = network.get(name)
     if value is not None and _identity(value) is not None:
-        raise Malformed(f"field {name!r} must be a user name or id (letters, digits, ._:-), got {_kind(value)}")
+        raise Malformed(f"field {name!r} must be a user name or id (letters, digits, ._:-), got {kind_of(value)}")
 
 
 def check_network(network: Mapping[str, Any]) -> None:
     """Malformed naming the first field of the document that the collector cannot use."""
     user = network.get("user")
     if not isinstance(user, str) or not user or len(user) > 320:
-        raise Malformed(f"field 'user' must be the user's email, got {_kind(user)}")
+        raise Malformed(f"field 'user' must be the user's email, got {kind_of(user)}")
     for name, value in network.items():  # in the document's order; a document has a third of the known fields
         check = NETWORK_FIELDS.get(name) if value is not None else None
         if check is None:
             continue
         problem = check(value)
         if problem is not None:
-            got = f"{type(value).__name__}" if name in SECRET_FIELDS else _kind(value)  # never a secret's value
+            got = f"{type(value).__name__}" if name in SECRET_FIELDS else kind_of(value)  # never a secret's value
             raise Malformed(f"field {name!r} must be {problem}, got {got}")
 
 
@@ -134,7 +134,7 @@ def check_state(state: Mapping[str, Any]) -> None:
         check = NETWORK_FIELDS.get(name)
         problem = check(value) if check is not None and value is not None else None
         if problem is not None:
-            got = f"{type(value).__name__}" if name in SECRET_FIELDS else _kind(value)
+            got = f"{type(value).__name__}" if name in SECRET_FIELDS else kind_of(value)
             raise BadResponse(f"the API gave a {name} the collector cannot keep: must be {problem}, got {got}")
         problem = storable({str(name): value}, MAX_STATE_BYTES)
         if problem is not None:
@@ -246,7 +246,7 @@ def check_item(item: Any, service: str) -> str | None:
     for name in ("itemId", "type", "source"):
         value = item.get(name)
         if not isinstance(value, str) or not value:
-            return f"item field {name!r} must be a non-empty string, got {_kind(value)}"
+            return f"item field {name!r} must be a non-empty string, got {kind_of(value)}"
     if len(item["itemId"]) > MAX_ID_CHARS:
         return f"itemId longer than {MAX_ID_CHARS} characters"
     if item["type"] != service:
@@ -255,7 +255,7 @@ def check_item(item: Any, service: str) -> str | None:
     return None if problem is None else UNSTORABLE + problem
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
     """A short description of a value for an error message: its type, and the value when it is small."""
     if value is None or isinstance(value, (bool, int, float)):
         text = repr(value)

@@ -14,8 +14,10 @@ package can run it on its own connector with its own fixtures (like `singer_sdk.
 It needs pytest, responses and mongomock (the collector's `test` extra). Every test runs the real engine
 (`run_once`) against a mongomock database and the spec's fake API: a multi-page history walked to normal mode, a
 normal run that adds only new items, a rate-limit answer, a revoked token, garbage bodies (an error on that
-network only), no secret in any URL or log record, the common item fields, and token refresh for specs with a
-`refresh_url`.
+network only), a first and a last page of unusable entries walked past, no secret in any URL or log record, the
+common item fields, token refresh for specs with a `refresh_url`, and for specs that set `next_field` and
+`with_next`, unkeepable next-page tokens and a cursor the database refuses (errors on that network alone, the
+walk left where it was).
 """
 
 from __future__ import annotations
@@ -43,10 +45,14 @@ USER = "ann@example.com"
 GARBAGE = [
     "<html><body>502 Bad Gateway</body></html>",
     '{"unexpected": true}',
-    '[{"weird": 1}]',
-    '{"data": [{"id": null}], "items": [7], "feed": [1]}',
+    '{"data": {"id": 1}, "items": "7", "feed": 1, "response": [], "photos": 5}',
+    '"just a string"',
 ]
 Answer = tuple[int, dict, Any]
+# next-page tokens the collector cannot keep as a cursor, and "more?" signals it cannot read (collector/sdk/paging.py)
+UNKEEPABLE_TOKENS = ({"after": "x"}, ["x"], True, False, 1.5, 2**64, -1, "x" * 3000, "a\x00b")
+UNREADABLE_SIGNALS = ({"more": True}, 1.5, 7, 2**64)
+UNUSABLE = 7  # an entry no connector can map
 
 
 class Spec:
@@ -60,6 +66,10 @@ class Spec:
     settings: dict = {}  # settings (app keys) the connector needs
     refresh_url: str | None = None  # token endpoint, for services whose tokens expire
     ends_on_empty_page = False  # the service's end-of-list signal is an empty page (one more request)
+    # where a page says what comes next, for specs that implement `with_next` (None: a Link header, no value)
+    next_field: str | None = None
+    next_values: tuple = UNKEEPABLE_TOKENS  # values there that must fail the run (UNREADABLE_SIGNALS for flags)
+    refused_cursor: Any = "\ud800x"  # a token of the right type the database cannot store (a lone surrogate)
 
     def start(self, query: dict[str, str]) -> int:
         """Where the requested page starts in the history (default: `page` numbers from 1)."""
@@ -73,6 +83,11 @@ class Spec:
         raise NotImplementedError
 
     def unauthorized(self) -> Answer:
+        raise NotImplementedError
+
+    def with_next(self, answer: Answer, value: Any) -> Answer:
+        """`answer`, a first page with more after it, with `value` where its next-page token (or its "more?"
+        signal) goes. Implement it, with `next_field`, wherever the page carries one."""
         raise NotImplementedError
 
     def expired(self) -> Answer:
@@ -156,13 +171,39 @@ class Kit:
         options: dict[str, Any] = {"registry": self.registry} if self.registry is not None else {}
         return run_once(self.db, mode, self.settings, now=now, **options)
 
-    def walk(self, passes: int = 10) -> int:
+    def walk(self, passes: int = 10, start: datetime = T0) -> int:
         runs = 0
         for k in range(passes):
             if self.network().get("mode") == "normal":
                 break
-            runs += self.run("initial", T0 + timedelta(seconds=k)).tasks
+            runs += self.run("initial", start + timedelta(seconds=k)).tasks
         return runs
+
+    def setup_pages(self, count: int, alter: Callable[[list[int], int | None, Answer], Answer]) -> Fake:
+        """As `setup`, every page of the history passed through `alter(numbers, next_start, answer)`."""
+        fake = self.setup(count)
+        render = self.spec.render
+
+        def altered(numbers: list[int], next_start: int | None, url: str) -> Answer:
+            status, headers, body = render(numbers, next_start, url)[:3]
+            return alter(numbers, next_start, (status, headers, body))
+
+        fake.spec = cast(Spec, _Altered(self.spec, altered))
+        return fake
+
+    def first_page(self, fake: Fake) -> Answer:
+        """The history's first page as the spec renders it, with more after it."""
+        status, headers, body = self.spec.render(
+            fake.history[: self.spec.page_size], self.spec.page_size, self.spec.url
+        )
+        return status, headers, body
+
+    def unusable(self, answer: Answer) -> Answer:
+        """`answer` with every entry of its list replaced by one no connector can map."""
+        cls = (self.registry or Registry()).get(self.spec.service)
+        path: tuple[str, ...] = getattr(cls, "entries", ())
+        status, headers, body = answer
+        return status, headers, replace_at(body, path, lambda entries: [UNUSABLE] * len(entries))
 
     def item_type(self) -> str:
         cls = (self.registry or Registry()).get(self.spec.service)
@@ -212,6 +253,13 @@ def break_first_dates(body: Any) -> Any:
     return first(body)
 
 
+def replace_at(body: Any, path: tuple[str, ...], change: Callable[[Any], Any]) -> Any:
+    """A copy of `body` with the value at `path` (the whole body for an empty path) passed through `change`."""
+    if not path:
+        return change(body)
+    return {**body, path[0]: replace_at(body[path[0]], path[1:], change)}
+
+
 class _Altered:
     """A spec whose pages come back altered (every other answer as the spec gives it)."""
 
@@ -229,6 +277,12 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
     refreshable = [spec for spec in specs if spec.refresh_url]
     each: Callable = pytest.mark.parametrize("spec", specs, ids=ids)
     each_refreshable: Callable = pytest.mark.parametrize("spec", refreshable, ids=[s.service for s in refreshable])
+    paged = [(spec, value) for spec in specs if spec.next_field for value in spec.next_values]
+    each_bad_next: Callable = pytest.mark.parametrize(
+        ("spec", "value"), paged, ids=[f"{spec.service}-{type(spec).__name__}-{n}" for n, (spec, _) in enumerate(paged)]
+    )
+    tokened = [spec for spec in specs if spec.next_field and spec.refused_cursor is not None]
+    each_tokened: Callable = pytest.mark.parametrize("spec", tokened, ids=[type(s).__name__ for s in tokened])
 
     class ConformanceTests:
         @pytest.fixture
@@ -290,6 +344,60 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
             assert state["errors"] == 1 and state["lastError"]["kind"] == "badResponse"
             assert kit.network(other)["lastError"]["kind"] == "unknownService"
             assert kit.db.items.count_documents({}) == 0
+
+        @each
+        @pytest.mark.parametrize("which", ["first", "last"])
+        def test_a_page_of_entries_it_cannot_keep_is_counted_and_the_walk_goes_on(
+            self, spec: Spec, kit: Kit, which: str
+        ) -> None:
+            """Entries never end a walk nor fail a page: all of a page unusable, they are skipped and counted; the
+            first page leads on to the next, the last one ends the walk normally."""
+            count = spec.page_size * 2 + 3
+
+            def spoil(numbers: list[int], next_start: int | None, answer: Answer) -> Answer:
+                first = numbers[:1] == [count]
+                last = next_start is None and bool(numbers)
+                return kit.unusable(answer) if (first if which == "first" else last) else answer
+
+            kit.setup_pages(count, spoil)
+            kit.walk()
+            state = kit.network()
+            spoiled = spec.page_size if which == "first" else 3
+            assert state["mode"] == "normal" and state.get("errors", 0) == 0, state.get("lastError")
+            assert state["skippedItems"] == spoiled and "lastError" not in state
+            assert kit.db.items.count_documents({}) == count - spoiled
+
+        @each_bad_next
+        def test_a_next_page_token_it_cannot_keep_fails_the_run_and_the_walk_stays(
+            self, spec: Spec, kit: Kit, value: Any
+        ) -> None:
+            """An unkeepable token (or an unreadable "more?" signal) is never taken for the end of the list: the
+            run is a badResponse naming the field, nothing moves, and the next answer walks on from there."""
+            fake = kit.setup(spec.page_size * 2)
+            fake.answers.append(spec.with_next(kit.first_page(fake), value))
+            report = kit.run("initial")
+            state = kit.network()
+            assert report.by_status == {"badResponse": 1}
+            assert spec.next_field in state["lastError"]["message"], state["lastError"]["message"]
+            assert state.get("mode", "initial") == "initial" and not state.get("cursor") and not state.get("page")
+            assert kit.db.items.count_documents({}) == 0
+            kit.walk(start=T0 + timedelta(hours=1))
+            assert kit.network()["mode"] == "normal" and kit.db.items.count_documents({}) == spec.page_size * 2
+
+        @each_tokened
+        def test_a_cursor_the_database_refuses_fails_that_network_and_the_others_are_saved(
+            self, spec: Spec, kit: Kit
+        ) -> None:
+            fake = kit.setup(spec.page_size * 2)
+            fake.answers.append(spec.with_next(kit.first_page(fake), spec.refused_cursor))
+            other = kit.add_network(service=spec.service, user="bo@example.com", **spec.network)
+            report = kit.run("initial")
+            assert report.by_status == {"badResponse": 1, "ok": 1}
+            bad, good = sorted([kit.network(), kit.network(other)], key=lambda n: "lastError" not in n)
+            assert bad["lastError"]["kind"] == "badResponse" and "cursor" in bad["lastError"]["message"]
+            assert bad.get("cursor") is None and kit.db.items.count_documents({"user": bad["user"]}) == 0
+            assert good.get("cursor") or good.get("page"), good
+            assert kit.db.items.count_documents({"user": good["user"]}) == spec.page_size
 
         @each
         def test_no_secret_in_any_url_or_log_record(self, spec: Spec, kit: Kit, caplog: Any) -> None:

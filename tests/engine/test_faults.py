@@ -431,15 +431,17 @@ def test_one_unreadable_entry_does_not_cost_the_page(db, settings, http_mock, ca
     assert "skipped=1" in line and "skip_reason=" in line
 
 
-def test_a_page_with_no_readable_entry_fails_the_run(db, settings, http_mock):
+def test_a_last_page_with_no_readable_entry_ends_the_walk_with_them_counted(db, settings, http_mock):
     import responses as _responses
 
     from helpers import STARRED, starred_headers
 
     http_mock.add(_responses.GET, STARRED, json=[{"starred_at": "x"}, {"nope": 1}], headers=starred_headers())
     doc = add_network(db)
-    assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"badResponse": 1}
-    assert "no entry of the page could be read" in network(db, doc)["lastError"]["message"]
+    assert Collector(db, settings).run_pass("initial", now=T0).by_status == {"ok": 1}
+    state = network(db, doc)
+    assert state["mode"] == "normal" and state["errors"] == 0 and state["skippedItems"] == 2
+    assert "repo" in state["lastSkipped"]["reason"]
 
 
 def test_a_body_nested_too_deeply_to_parse_is_a_bad_response_not_a_bug(db, settings, http_mock):

@@ -241,8 +241,8 @@ def test_other_client_errors_count_and_retry_at_the_normal_interval(db, settings
     [
         "<html>Unicorn!</html>",
         '{"message": "not a list"}',
-        '[{"starred_at": "yesterday", "repo": {"id": 1}}]',
-        "[1, 2, 3]",
+        '"[1, 2, 3]"',
+        "null",
     ],
 )
 def test_garbage_bodies_are_errors_on_that_network_only(db, settings, http_mock, body):
@@ -254,6 +254,24 @@ def test_garbage_bodies_are_errors_on_that_network_only(db, settings, http_mock,
     assert network(db, bad)["errors"] == 1
     assert network(db, bad)["lastError"]["kind"] == "badResponse"
     assert network(db, stub_ok)["lastError"]["kind"] == "unknownService"
+    assert db.items.count_documents({}) == 0
+
+
+@pytest.mark.parametrize(
+    "entries", [[{"starred_at": "yesterday", "repo": {"id": 1}}], [1, 2, 3], [None, "x", [], {}], [{"repo": None}] * 7]
+)
+@pytest.mark.parametrize("more", [True, False])
+def test_a_page_of_entries_it_cannot_keep_is_skipped_and_the_link_decides(db, settings, http_mock, entries, more):
+    """Entries never end the walk nor fail the page: all of them unusable, they are counted as skipped; with a
+    next link the walk goes on to page 2, without one it is over (the network moves to normal)."""
+    headers = {**starred_headers(), **({"Link": f'<{STARRED}?page=2>; rel="next"'} if more else {})}
+    http_mock.get(STARRED, json=entries, headers=headers)
+    doc = add_network(db)
+    report = run_once(db, "initial", settings, now=T0)
+    state = network(db, doc)
+    assert report.by_status == {"ok": 1} and report.skipped == len(entries)
+    assert state["errors"] == 0 and state["skippedItems"] == len(entries) and "lastError" not in state
+    assert state["mode"] == ("initial" if more else "normal") and state["page"] == 2
     assert db.items.count_documents({}) == 0
 
 
