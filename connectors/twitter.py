@@ -37,7 +37,8 @@ class TwitterConnector(PagedConnector):
     )
     rate_limit = RateLimitHeaders("x-rate-limit-")
     query = {
-        "tweet.fields": "created_at,author_id",
+        # note_tweet: a post longer than 280 characters comes with `text` cut short, its whole text in note_tweet
+        "tweet.fields": "created_at,author_id,note_tweet",
         "expansions": "author_id",
         "user.fields": "profile_image_url,username",
     }
@@ -66,9 +67,18 @@ class TwitterConnector(PagedConnector):
         return {
             "itemId": entry_id(post["id"]),
             "source": f"https://x.com/{username}/status/{post['id']}",
-            "description": post["text"],
+            "description": whole_text(post),
             "authorName": author.get("username") or author.get("name"),  # the original kept the screen name
             "authorUrl": f"https://x.com/{author['username']}" if author.get("username") else None,
             "avatarUrl": author.get("profile_image_url"),
             "created": optional_date(post.get("created_at")),
         }
+
+
+def whole_text(post: dict) -> str:
+    """A long post's whole text (`note_tweet.text`; `note_post.text` in the newest API description), else `text`."""
+    for field in ("note_tweet", "note_post"):
+        text = dig(post, (field, "text"))
+        if isinstance(text, str) and text:
+            return text
+    return post["text"]

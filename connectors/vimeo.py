@@ -14,6 +14,7 @@ from collector.sdk import (
     PageNumber,
     RateLimitHeaders,
     body_true,
+    dig,
     entry_id,
     optional_date,
 )
@@ -42,6 +43,8 @@ class VimeoConnector(PagedConnector):
             "authorUrl": user.get("link"),
             "avatarUrl": sizes[-1].get("link") if sizes else None,
             "created": optional_date(video.get("created_time")),
+            # the like's own time: "when the user liked the video" (Vimeo's OpenAPI, video.metadata.interactions)
+            "likedAt": optional_date(dig(video, ("metadata", "interactions", "like", "added_time"))),
         }
 
 

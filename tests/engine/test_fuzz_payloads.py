@@ -51,7 +51,7 @@ SERVICES: list[tuple[str, str, list[str], dict[str, str]]] = [
     (
         "twitter",
         "https://api.x.com/2/users/783214/liked_tweets",
-        ["twitter/liked_tweets.json"],
+        ["twitter/liked_tweets.json", "twitter/liked_tweets-long-post.json"],
         {"serviceUserId": "783214"},
     ),
     (
@@ -60,7 +60,7 @@ SERVICES: list[tuple[str, str, list[str], dict[str, str]]] = [
         ["youtube/videos_myrating_paged_1.json", "youtube/videos_myrating_paged_2.json"],
         {},
     ),
-    ("vimeo", "https://api.vimeo.com/me/likes", ["vimeo/likes.json"], {}),
+    ("vimeo", "https://api.vimeo.com/me/likes", ["vimeo/likes.json", "vimeo/likes-with-like-time.json"], {}),
     ("tumblr", "https://api.tumblr.com/v2/user/likes", ["tumblr/likes.json"], {}),
     (
         "flickr",

@@ -8,6 +8,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import responses
@@ -228,6 +229,38 @@ def test_vimeo_documented_example(db, http_mock):
     assert item["authorName"] == video["user"]["name"] and item["authorUrl"] == video["user"]["link"]
     assert item["avatarUrl"] == "https://i.vimeocdn.com/portrait/1_75x75"  # the largest size
     assert item["created"] == at(video["created_time"])
+
+
+def test_vimeo_recorded_like_carries_the_time_the_user_liked_it(db, http_mock):
+    body = load("vimeo/likes-with-like-time.json")
+    serve(http_mock, "https://api.vimeo.com/me/likes", [body])
+    doc = add_network(db, service="vimeo")
+    walk(db, doc)
+    video = body["data"][0]
+    item = stored(db)["874196439"]
+    like = video["metadata"]["interactions"]["like"]
+    assert like["added"] is True and item["likedAt"] == at(like["added_time"]) == at("2025-08-28T06:42:07+00:00")
+    assert item["created"] == at(video["created_time"]) != item["likedAt"]  # the video's own time is another
+
+
+def test_vimeo_answer_without_interactions_has_no_like_time(db, http_mock):
+    serve(http_mock, "https://api.vimeo.com/me/likes", [load("vimeo/likes.json")])
+    doc = add_network(db, service="vimeo")
+    walk(db, doc)
+    assert stored(db)["123"].get("likedAt") is None
+
+
+def test_x_long_post_is_stored_whole_from_note_tweet(db, http_mock):
+    body = load("twitter/liked_tweets-long-post.json")
+    seen = serve(http_mock, "https://api.x.com/2/users/2244994945/liked_tweets", [body])
+    doc = add_network(db, service="twitter", serviceUserId="2244994945")
+    walk(db, doc)
+    post = body["data"][0]
+    item = stored(db)[post["id"]]
+    assert post["text"].endswith("https://t.co/56a0vZUx7i") and "Tweet\u2026" in post["text"]  # cut short
+    assert item["description"] == post["note_tweet"]["text"] and len(item["description"]) > 280
+    assert item["source"] == f"https://x.com/TwitterDev/status/{post['id']}" and item.get("likedAt") is None
+    assert "note_tweet" in parse_qs(urlsplit(seen[0]).query)["tweet.fields"][0].split(",")
 
 
 def test_tumblr_documented_legacy_posts(db, http_mock):

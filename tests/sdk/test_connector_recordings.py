@@ -3,7 +3,9 @@ accounts have no author link, an impossible optional date keeps the entry, an ol
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +112,80 @@ def test_a_403_on_a_reddit_users_saved_rechecks_the_name_once(db, now_named, exp
         assert saved["username"] == "renamed_user" and db.items.count_documents({}) == 2
     else:
         assert saved["errors"] == 1 and saved["lastError"]["status"] == 403 and saved["username"] == "old_user"
+
+
+# --- the like time (`likedAt`): where each API says when the user liked the thing, and where it does not ----------
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def fixture(name: str):
+    return json.loads((FIXTURES / name).read_text())
+
+
+def mapped(service: str, body, entries: tuple[str, ...]) -> list:
+    from collector.sdk import dig
+
+    conn = connector(service)
+    if hasattr(conn, "read_page"):
+        conn.read_page(body)  # X's includes.users
+    return [conn.map(entry) for entry in (dig(body, entries) if entries else body)]
+
+
+def parse(value) -> datetime:
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.isdigit()):
+        return datetime.fromtimestamp(int(value), UTC)
+    return datetime.fromisoformat(value.replace("Z", "+00:00").replace("+0000", "+00:00")).astimezone(UTC)
+
+
+@pytest.mark.parametrize(
+    ("service", "name", "entries", "like_time"),
+    [
+        ("github", "github/starred-repository-items.json", (), ("starred_at",)),
+        ("vimeo", "vimeo/likes-with-like-time.json", ("data",), ("metadata", "interactions", "like", "added_time")),
+        ("tumblr", "tumblr/likes.json", ("response", "liked_posts"), ("liked_timestamp",)),
+        ("flickr", "flickr/favorites.json", ("photos", "photo"), ("date_faved",)),
+        ("spotify", "spotify/saved-tracks.json", ("items",), ("added_at",)),
+        ("dribbble", "dribbble/likes.json", (), ("created_at",)),
+        ("facebook", "facebook/likes-page-2.json", ("data",), ("created_time",)),
+    ],
+)
+def test_liked_at_is_the_time_the_api_gives_for_the_like(service, name, entries, like_time):
+    from collector.sdk import dig
+
+    body = fixture(name)
+    raw = dig(body, entries) if entries else body
+    items = mapped(service, body, entries)
+    assert items and all(
+        item["likedAt"] == parse(dig(entry, like_time)) for item, entry in zip(items, raw, strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("service", "name", "entries"),
+    [
+        ("gist", "gist/starred-gists.json", ()),  # a gist has created_at/updated_at, no star time
+        ("stackoverflow", "stackoverflow/favorites.json", ("items",)),  # `sort=added` orders by it, never returns it
+        ("mastodon", "mastodon/favourites.json", ()),  # favourite ids and times are not exposed
+        ("reddit", "reddit/saved.json", ("data", "children")),  # `saved: true`, no time
+        ("bluesky", "bluesky/actor-likes.json", ("feed",)),  # viewer.like is the like record's URI, not its time
+        ("twitter", "twitter/liked_tweets.json", ("data",)),
+        ("twitter", "twitter/liked_tweets-long-post.json", ("data",)),
+        ("youtube", "youtube/videos_myrating_paged_1.json", ("items",)),  # publishedAt is the video's
+        ("vimeo", "vimeo/likes.json", ("data",)),  # an answer without metadata.interactions
+    ],
+)
+def test_no_liked_at_where_the_api_gives_no_like_time(service, name, entries):
+    items = mapped(service, fixture(name), entries)
+    assert items and all(item.get("likedAt") is None for item in items)
+
+
+def test_an_x_long_post_is_its_whole_text_and_a_short_one_its_text():
+    conn = connector("twitter")
+    conn.read_page({})
+    long_post = fixture("twitter/liked_tweets-long-post.json")["data"][0]
+    assert conn.map(long_post)["description"] == long_post["note_tweet"]["text"] != long_post["text"]
+    renamed = {"id": "1", "text": "cut…", "note_post": {"text": "the whole post"}}  # the newest API description
+    assert conn.map(renamed)["description"] == "the whole post"
+    for note in ({}, {"text": ""}, {"text": None}, "odd"):
+        assert conn.map({"id": "2", "text": "short", "note_tweet": note})["description"] == "short"
+    assert "note_tweet" in conn.query["tweet.fields"].split(",")
