@@ -5,13 +5,19 @@ Precedence, lowest first: config/defaults.env, config/<COLLECTOR_ENV>.env, ./.en
 the settings file named by `--env-file` or COLLECTOR_ENV_FILE. That file wins over the environment, as systemd's
 EnvironmentFile= wins over Environment=: it is where an operator edits settings, and a reload (SIGHUP) reads it
 again, while the environment of a running process cannot change.
+
+Every file is read the same way (read_settings_file): UTF-8 text up to 1 MiB in a regular file, or one line naming
+the file and what is wrong — at start (exit 2) as at a reload (every old setting kept). The config/ files and the
+settings file must exist; ./.env may be absent.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -28,10 +34,10 @@ PER_SERVICE_CONCURRENCY = re.compile(r"^SERVICE_CONCURRENCY_([A-Z0-9_]+)$")
 
 
 class SettingsError(ValueError):
-    """An invalid or missing setting; the message names it."""
+    """An invalid or missing setting, or a settings file that cannot be read: one line naming it."""
 
     def __init__(self, name: str, problem: str):
-        super().__init__(f"setting {name}: {problem}")
+        super().__init__(f"setting {name}: {problem}" if name else problem)  # no name: a file none names
         self.name = name
 
 
@@ -375,38 +381,73 @@ def config_dir() -> Path:
     if override:
         return Path(override)
     checkout = Path(__file__).resolve().parent.parent / "config"
-    if (checkout / "defaults.env").is_file():  # code run from a checkout reads that checkout's config/
+    if os.path.isfile(checkout / "defaults.env"):  # code run from a checkout reads that checkout's config/
         return checkout
     return Path(str(resources.files("collector_config")))
 
 
-def _read(path: Path) -> dict[str, str]:
-    if not path.is_file():
-        return {}
-    return {k: v for k, v in dotenv_values(path).items() if v is not None}
-
-
 MAX_ENV_FILE = 1 << 20  # a settings file is a few kilobytes; a megabyte is a mistake (a log, a binary)
+KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket"}
+
+
+def _regular(mode: int) -> None:
+    kind = stat.S_IFMT(mode)
+    if kind != stat.S_IFREG:
+        raise OSError(f"{KINDS.get(kind, 'a device')}, not a file")
+
+
+def _read_bytes(path: str | Path) -> bytes:
+    """At most MAX_ENV_FILE + 1 bytes of a regular file. Its kind is looked at before it is opened (a named pipe
+    would block the reader for ever, a device may act on an open) and again once open (it may have been swapped)."""
+    _regular(os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        _regular(os.fstat(fd).st_mode)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(MAX_ENV_FILE + 1)
+    finally:
+        os.close(fd)
+
+
+def read_settings_file(path: str | Path, name: str = "", required: bool = True) -> dict[str, str] | None:
+    """Any settings file, read one way: UTF-8 text of KEY=value lines (a leading byte order mark, which Windows
+    editors write, is dropped), at most 1 MiB, in a regular file. Anything else is a SettingsError of one line
+    naming the file and why, never a traceback nor half a file. None when an optional file is absent."""
+
+    def refuse(reason: str) -> SettingsError:
+        return SettingsError(name, f"cannot read {str(path)!r}: {reason}")
+
+    try:
+        data = _read_bytes(path)
+    except FileNotFoundError as exc:
+        if not required and not os.path.lexists(path):
+            return None
+        raise refuse("a symbolic link to nothing" if os.path.islink(path) else exc.strerror or "missing") from None
+    except OSError as exc:
+        raise refuse(exc.strerror or str(exc)) from None
+    if len(data) > MAX_ENV_FILE:
+        raise refuse(f"larger than {MAX_ENV_FILE} bytes")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise refuse("UTF-16 or UTF-32 text, not UTF-8")
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise refuse(f"not UTF-8 text (byte {exc.start})") from None
+    if "\x00" in text:
+        raise refuse("not text (it holds a NUL byte)")
+    return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:
-    """The operator's settings file, which must exist and be UTF-8 text of KEY=value lines. SettingsError (one line
-    naming the file) when it is missing, unreadable, too large or not text."""
-    name = "COLLECTOR_ENV_FILE"
+    """The operator's settings file, which must exist."""
+    return read_settings_file(path, "COLLECTOR_ENV_FILE") or {}
+
+
+def _working_dir(cwd: str | Path | None) -> Path:
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_ENV_FILE + 1)
-    except OSError as exc:
-        raise SettingsError(name, f"cannot read {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
-    if len(data) > MAX_ENV_FILE:
-        raise SettingsError(name, f"{str(path)!r} is larger than {MAX_ENV_FILE} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SettingsError(name, f"{str(path)!r} is not UTF-8 text (byte {exc.start})") from None
-    if "\x00" in text:
-        raise SettingsError(name, f"{str(path)!r} is not text (it holds a NUL byte)")
-    return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
+        return Path(cwd or os.getcwd())
+    except OSError:  # removed under the running daemon: a removed directory holds no .env
+        return Path(".")
 
 
 def load_settings(
@@ -416,8 +457,9 @@ def load_settings(
     read_dotenv: bool = True,
     env_file: str | Path | None = None,
 ) -> Settings:
-    """Merge the sources and validate. Raises SettingsError naming the first bad setting (or the settings file
-    that cannot be read). `env_file` defaults to COLLECTOR_ENV_FILE from `environ`; none is read without either."""
+    """Merge the sources and validate. Raises SettingsError naming the first bad setting or the first settings
+    file that cannot be read: the two config/ files ship with the code and must be there, ./.env may be absent.
+    `env_file` defaults to COLLECTOR_ENV_FILE from `environ`; none is read without either."""
     environ = os.environ if environ is None else environ
     env_file = env_file or environ.get("COLLECTOR_ENV_FILE") or None
     operator = read_env_file(env_file) if env_file else {}
@@ -426,15 +468,15 @@ def load_settings(
         raise SettingsError("COLLECTOR_ENV", f"{env!r} is not one of {', '.join(ENVIRONMENTS)}")
     base = config_dir()
     merged: dict[str, str] = {}
-    paths = [base / "defaults.env", base / f"{env}.env"]
+    files = [(base / "defaults.env", True), (base / f"{env}.env", True)]  # both ship with the code
     if read_dotenv:
-        paths.append(Path(cwd or os.getcwd()) / ".env")
+        files.append((_working_dir(cwd) / ".env", False))
     read = []
-    for path in paths:
-        values = _read(path)
-        if values or path.is_file():
+    for path, required in files:
+        values = read_settings_file(path, required=required)
+        if values is not None:
             read.append(str(path))
-        merged.update(values)
+            merged.update(values)
     file_keys = frozenset(merged) | frozenset(operator)
     merged.update({k: v for k, v in environ.items() if isinstance(v, str)})
     merged.update(operator)

@@ -66,7 +66,8 @@ class Daemon:
 
     def reload(self) -> list[str]:
         """Read the settings again and apply what may change while running; returns the names applied. A bad
-        value keeps every old setting (one error line); the daemon never stops over a reload."""
+        value, or a settings file that cannot be read, keeps every old setting (one error line naming it); the
+        daemon never stops over a reload."""
         self.reload_wanted = False
         old = self.collector.settings
         try:

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import threading
+from pathlib import Path
 
 import pytest
 
 from collector import cli
-from collector.settings import SettingsError, load_settings
+from collector.settings import SettingsError, config_dir, load_settings
 
 
 def test_production_defaults(tmp_path):
@@ -94,3 +99,121 @@ def test_invalid_setting_stops_the_program_with_status_2(tmp_path, monkeypatch, 
     monkeypatch.setenv("HTTP_TIMEOUT", "forever")
     assert cli.main(["--mode", "initial", "--once"]) == 2
     assert "HTTP_TIMEOUT" in capsys.readouterr().err
+
+
+# A settings file that cannot be read — any of them: config/defaults.env, config/<env>.env, ./.env, the --env-file —
+# stops every command at start with one line naming it and exit 2 (a reload: tests/daemon/test_reload.py).
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    shutil.copytree(config_dir(), tmp_path / "config", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / ".env").write_text("USER_AGENT=from-dotenv/1\n")
+    (tmp_path / "collector.env").write_text("BACKOFF_BASE=61\n")
+    monkeypatch.setenv("COLLECTOR_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("COLLECTOR_ENV", "test")
+    monkeypatch.delenv("COLLECTOR_ENV_FILE", raising=False)
+    monkeypatch.chdir(tmp_path / "work")
+    return {
+        "config/defaults.env": tmp_path / "config" / "defaults.env",
+        "config/test.env": tmp_path / "config" / "test.env",
+        "./.env": tmp_path / "work" / ".env",
+        "--env-file": tmp_path / "collector.env",
+    }
+
+
+def swap(make):
+    return lambda path: (path.unlink(), make(path))
+
+
+def bind_socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+FAULTS = {  # what is wrong: (make it so, what the line says)
+    "a directory": (swap(Path.mkdir), "a directory, not a file"),
+    "a named pipe": (swap(os.mkfifo), "a named pipe, not a file"),  # opened, it would block the start for ever
+    "a socket": (swap(bind_socket), "a socket, not a file"),
+    "a link to a device": (swap(lambda p: p.symlink_to("/dev/urandom")), "a device, not a file"),
+    "a broken symbolic link": (swap(lambda p: p.symlink_to(p.parent / "gone")), "a symbolic link to nothing"),
+    "missing": (Path.unlink, "No such file or directory"),
+    "UTF-16": (lambda p: p.write_text(p.read_text(), encoding="utf-16"), "UTF-16 or UTF-32 text, not UTF-8"),
+    "UTF-32": (lambda p: p.write_text(p.read_text(), encoding="utf-32"), "UTF-16 or UTF-32 text, not UTF-8"),
+    "Latin-1": (lambda p: p.write_text(p.read_text() + "USER_AGENT=naïve\n", encoding="latin-1"), "not UTF-8"),
+    "Shift JIS": (lambda p: p.write_text("USER_AGENT=収集\n" + p.read_text(), encoding="shift_jis"), "not UTF-8"),
+    "a NUL byte": (lambda p: p.write_bytes(b"\x00" + p.read_bytes()), "not text (it holds a NUL byte)"),
+    "over 1 MiB": (lambda p: p.write_text(p.read_text() + "#" * (1 << 20)), "larger than 1048576 bytes"),
+}
+SOURCES = ("config/defaults.env", "config/test.env", "./.env", "--env-file")
+CASES = [(source, fault) for source in SOURCES for fault in FAULTS]
+CASES.remove(("./.env", "missing"))  # ./.env may be absent
+
+
+def main_in_time(argv: list[str]) -> int:
+    """cli.main on a thread: a start stuck on a named pipe fails the test instead of hanging it."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(cli.main(argv)), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the start blocked"
+    return result[0]
+
+
+def one_line(capsys, source: str, path: Path, reason: str) -> None:
+    out, err = capsys.readouterr()
+    named = "setting COLLECTOR_ENV_FILE: " if source == "--env-file" else ""
+    assert out == "" and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"collector: {named}cannot read {str(path)!r}: ") and reason in err
+
+
+@pytest.mark.parametrize("source, fault", CASES)
+def test_check_config_stops_with_one_line_naming_a_settings_file_that_cannot_be_read(files, source, fault, capsys):
+    path = files[source]
+    FAULTS[fault][0](path)
+    assert main_in_time(["--env-file", str(files["--env-file"]), "--check-config"]) == 2
+    one_line(capsys, source, path, FAULTS[fault][1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--mode", "normal"],
+        ["--mode", "initial", "--once"],
+        ["status", "--check"],
+        ["networks", "list"],
+        ["jobs", "list"],
+        ["pause", "--reason", "x"],
+        ["healthcheck"],
+        ["connectors"],
+    ],
+)
+@pytest.mark.parametrize("source", ["config/test.env", "./.env"])
+def test_every_command_stops_with_the_same_line_and_status_2(files, source, argv, capsys):
+    path = files[source]
+    FAULTS["a named pipe"][0](path)
+    assert main_in_time(argv) == 2
+    one_line(capsys, source, path, "a named pipe, not a file")
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_utf8_byte_order_mark_at_the_start_of_a_settings_file_is_dropped(files, source):
+    """Windows editors begin UTF-8 with one; kept, it would glue itself to the first name and hide that setting."""
+    path = files[source]
+    path.write_bytes(b"\xef\xbb\xbfSERVICE_CONCURRENCY_VIMEO=3\n" + path.read_bytes())
+    settings = load_settings(env_file=files["--env-file"])
+    assert settings.service_concurrency_for("vimeo") == 3 and str(path) in settings.sources
+
+
+def test_a_missing_dotenv_is_no_error_and_no_source(files):
+    files["./.env"].unlink()
+    settings = load_settings(env_file=files["--env-file"])
+    assert settings.backoff_base == 61 and str(files["./.env"]) not in settings.sources
+
+
+def test_a_file_name_with_control_characters_is_escaped_in_the_line(files, capsys):
+    path = files["--env-file"].parent / "evil\n\x1b[31mnews.env"
+    assert cli.main(["--env-file", str(path), "--check-config"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err and "\\n\\x1b[31m" in err
