@@ -22,6 +22,7 @@ from collector.sdk import (
     Quota,
     RateLimited,
     Unauthorized,
+    clip,
     entry_id,
     error_json,
     optional_date,
@@ -43,8 +44,8 @@ class FacebookConnector(PagedConnector):
         if response.status_code >= 400:
             error = _error(response)
             message = (
-                f"{response.status_code} facebook error {error.get('code')}: "
-                f"{str(error.get('message', ''))[:200]}: GET {where(response.url)}"
+                f"{response.status_code} facebook error {clip(error.get('code'), 20)}: "
+                f"{clip(error.get('message', ''), 200)}: GET {where(response.url)}"
             )
             if error.get("code") == 190:
                 raise Unauthorized(message, response.status_code)

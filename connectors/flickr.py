@@ -19,6 +19,7 @@ from collector.sdk import (
     Transient,
     Unauthorized,
     at,
+    clip,
     entry_id,
     html_to_text,
     optional_epoch,
@@ -55,7 +56,7 @@ class FlickrConnector(PagedConnector):
             raise BadResponse("flickr: expected an object")
         if body.get("stat") == "ok":
             return
-        code, message = body.get("code"), f"flickr error {body.get('code')}: {str(body.get('message'))[:200]}"
+        code, message = body.get("code"), f"flickr error {clip(body.get('code'), 20)}: {clip(body.get('message'), 200)}"
         message += f": GET {where(response.url)}"
         if code in (98, 99):  # invalid auth token, insufficient permissions
             raise Unauthorized(message, response.status_code)

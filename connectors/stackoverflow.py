@@ -33,6 +33,7 @@ from collector.sdk import (
     after,
     body_true,
     bounded_decompress,
+    clip,
     entry_id,
     html_to_text,
     optional_epoch,
@@ -75,9 +76,8 @@ class StackOverflowConnector(PagedConnector):
         status, error_id = response.status_code, body.get("error_id")
         if status < 400 and error_id is None:
             return
-        message = (
-            f"{status} {body.get('error_name') or 'error'} {error_id}: {str(body.get('error_message') or '')[:200]}"
-        )
+        name, text = clip(body.get("error_name") or "error", 60), clip(body.get("error_message") or "", 200)
+        message = f"{status} {name} {clip(error_id, 20)}: {text}"
         if error_id in AUTH_ERRORS:
             raise Unauthorized(message, status)
         if error_id == 502:  # throttle_violation: "... more requests available in N seconds"

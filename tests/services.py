@@ -122,6 +122,9 @@ class StackOverflow(Spec):
         status, headers, body = answer
         return status, headers, {**body, "has_more": value}
 
+    def error_answer(self, message):
+        return 400, {}, {"error_id": 400, "error_name": "bad_parameter", "error_message": message}
+
     def rate_limited(self):
         body = {
             "error_id": 502,
@@ -189,6 +192,9 @@ class Mastodon(Spec):
             {**headers, "Link": f'<https://mastodon.test/api/v1/favourites?{query}limit=40>; rel="next"'},
             body,
         )
+
+    def error_answer(self, message):
+        return 400, {}, {"error": message}
 
     def rate_limited(self):
         return (
@@ -259,6 +265,9 @@ class Reddit(Spec):
         status, headers, body = answer
         return status, headers, {**body, "data": {**body["data"], "after": value}}
 
+    def error_answer(self, message):
+        return 400, {}, {"message": message, "error": 400}
+
     def rate_limited(self):
         return (
             429,
@@ -312,6 +321,9 @@ class Bluesky(Spec):
     def with_next(self, answer, value):
         status, headers, body = answer
         return status, headers, {**body, "cursor": value}
+
+    def error_answer(self, message):
+        return 400, {}, {"error": "InvalidRequest", "message": message}
 
     def rate_limited(self):
         return (
@@ -373,6 +385,9 @@ class Twitter(Spec):
         status, headers, body = answer
         return status, headers, {**body, "meta": {**body["meta"], "next_token": value}}
 
+    def error_answer(self, message):
+        return 400, {}, {"title": "Invalid Request", "type": "about:blank", "status": 400, "detail": message}
+
     def rate_limited(self):
         return (
             429,
@@ -428,6 +443,9 @@ class YouTube(Spec):
     def with_next(self, answer, value):
         status, headers, body = answer
         return status, headers, {**body, "nextPageToken": value}
+
+    def error_answer(self, message):
+        return 400, {}, {"error": {"code": 400, "message": message, "errors": [{"reason": "badRequest"}]}}
 
     def rate_limited(self):
         from connectors.youtube import next_pacific_midnight
@@ -486,6 +504,9 @@ class Vimeo(Spec):
     def with_next(self, answer, value):
         status, headers, body = answer
         return status, headers, {**body, "paging": {**body["paging"], "next": value}}
+
+    def error_answer(self, message):
+        return 400, {}, {"error": message, "developer_message": message}
 
     def rate_limited(self):
         return (
@@ -551,6 +572,9 @@ class Tumblr(Spec):
         links = {"next": {"href": "/v2/user/likes", "method": "GET", "query_params": {"before": value}}}
         return status, headers, {**body, "response": {**body["response"], "_links": links}}
 
+    def error_answer(self, message):
+        return 400, {}, {"meta": {"status": 400, "msg": message}, "response": [], "errors": [{"detail": message}]}
+
     def rate_limited(self):
         return 429, {}, {"meta": {"status": 429, "msg": "Limit Exceeded"}, "response": []}, T0 + timedelta(seconds=60)
 
@@ -600,6 +624,9 @@ class Flickr(Spec):
         status, headers, body = answer
         return status, headers, {**body, "photos": {**body["photos"], "pages": value}}
 
+    def error_answer(self, message):
+        return 200, {}, {"stat": "fail", "code": 1, "message": message}
+
     def rate_limited(self):
         return (
             429,
@@ -641,6 +668,9 @@ class Spotify(Spec):
     def with_next(self, answer, value):
         status, headers, body = answer
         return status, headers, {**body, "next": value}
+
+    def error_answer(self, message):
+        return 400, {}, {"error": {"status": 400, "message": message}}
 
     def rate_limited(self):
         return (
@@ -690,6 +720,9 @@ class Dribbble(Spec):
             headers["Link"] = f'<{self.url}?page={page + 1}&per_page=100>; rel="next"'
         return 200, headers, body
 
+    def error_answer(self, message):
+        return 400, {}, {"message": message}
+
     def rate_limited(self):
         return (
             429,
@@ -731,6 +764,9 @@ class Facebook(Spec):
         status, headers, body = answer
         paging = {**body["paging"], "cursors": {**body["paging"]["cursors"], "after": value}}
         return status, headers, {**body, "paging": paging}
+
+    def error_answer(self, message):
+        return 400, {}, {"error": {"message": message, "type": "OAuthException", "code": 190}}
 
     def rate_limited(self):
         from helpers import settings_interval

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..engine.events import Observer, Saved
+from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,7 +105,7 @@ class Heartbeat(Observer):
             "services": {"only": sorted(only or ()), "exclude": sorted(exclude)},
             "jobs": self.jobs(),
             "running": [
-                {"network": str(network_id)[:80], "service": str(service)[:40], "user": str(user)[:80], "since": since}
+                {"network": clip(network_id, 80), "service": clip(service, 40), "user": clip(user, 80), "since": since}
                 for network_id, service, user, since in list(self.runs_now().values())[: self.max_running()]
             ],
             "sinceStart": self.total,

@@ -21,6 +21,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from ..engine.store import Store
+from ..sdk.redaction import clip
 from ..settings import Settings
 from ..textout import printable
 from .logindates import UNREADABLE, login_date
@@ -78,7 +79,7 @@ def sweep(db: Any, now: datetime, days: int, batch: int = BATCH, dry_run: bool =
         log.warning(
             "inactive sweep: %d users have a loginLastDate that cannot be read (e.g. %s); counted as active",
             counts["unreadable"],
-            printable(str(example))[:80],
+            printable(clip(example, 80)),
         )
     return counts
 
@@ -176,8 +177,8 @@ def run_now(db: Any, settings: Settings, now: datetime, owner: str, dry_run: boo
             f"{len(counts.get('wouldSkip', []))} users' networks would be skipped, "
             f"{len(counts.get('wouldRevive', []))} revived; {counts['unreadable']} login dates unreadable (active)"
         ]
-        lines += [f"  would skip: {printable(u)[:80]}" for u in counts.get("wouldSkip", [])[:20]]
-        lines += [f"  would revive: {printable(u)[:80]}" for u in counts.get("wouldRevive", [])[:20]]
+        lines += [f"  would skip: {printable(clip(u, 80))}" for u in counts.get("wouldSkip", [])[:20]]
+        lines += [f"  would revive: {printable(clip(u, 80))}" for u in counts.get("wouldRevive", [])[:20]]
         return lines
     return [
         f"inactive sweep: {counts['users']} users read, {counts['skipped']} networks skipped as inactive, "

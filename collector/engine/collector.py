@@ -21,7 +21,7 @@ from typing import Any
 from pymongo.database import Database
 
 from ..sdk.http import Http
-from ..sdk.redaction import SECRETS, install
+from ..sdk.redaction import SECRETS, clip, install
 from ..sdk.slots import Slots
 from ..sdk.timeutil import to_ms, utcnow
 from ..sdk.validate import SECRET_FIELDS
@@ -189,7 +189,7 @@ class Collector:
             until = network.get("leaseUntil")
             if isinstance(until, datetime) and to_ms(until) > now:
                 raise LookupError(
-                    f"network {network_id} is leased by {str(network.get('leaseOwner'))[:80]} until {until}; "
+                    f"network {network_id} is leased by {clip(network.get('leaseOwner'), 80)} until {until}; "
                     "left alone (try again later)"
                 )
         else:

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from ..sdk.redaction import clip
+
 EVERY = 60.0  # seconds between two lines of one key
 KNOWN = 256  # distinct errors remembered (oldest forgotten first)
 
@@ -20,7 +22,7 @@ KNOWN = 256  # distinct errors remembered (oldest forgotten first)
 def reason_of(exc: BaseException) -> str:
     """An error in a short line: its type and the first line of its text, without pymongo's topology dump."""
     text = str(exc).split(", Topology Description:")[0].split(" (configured timeouts:")[0]
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:200]
+    return clip(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}", 200)
 
 
 class Throttle:

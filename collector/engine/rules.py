@@ -13,6 +13,7 @@ from typing import Any
 
 from ..sdk.connector import Result
 from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from ..sdk.redaction import clip
 from ..sdk.validate import storable_text
 from ..settings import Settings
 
@@ -167,7 +168,9 @@ def with_skips(
         },
     }
     if refused:
-        shown = "; ".join(f"item {item_id[:80]!r}: {why[:160]}" for item_id, why in refused[:MAX_REFUSED_SHOWN])
+        shown = "; ".join(
+            f"item {clip(item_id, 80)!r}: {clip(why, 160)}" for item_id, why in refused[:MAX_REFUSED_SHOWN]
+        )
         more = f" (and {len(refused) - MAX_REFUSED_SHOWN} more)" if len(refused) > MAX_REFUSED_SHOWN else ""
         values["lastError"] = {
             "status": None,

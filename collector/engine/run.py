@@ -22,6 +22,7 @@ from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors,
 from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
 from ..sdk.items import Item
+from ..sdk.redaction import clip, secret_values
 from ..sdk.redaction import redact as mask_everywhere
 from ..sdk.slots import serving
 from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
@@ -92,7 +93,10 @@ class RunResult:
 
 
 def secrets_of(network: Mapping[str, Any]) -> list[str]:
-    return [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
+    """The network's credentials, and every string under a secret-looking name at any depth (a token in a list,
+    a nested `oauth.secret`): what its log lines and its lastError must never show."""
+    top = [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
+    return top + secret_values(dict(network))
 
 
 def prepare(
@@ -197,7 +201,7 @@ def crashed(
     log.error(
         "network %s (%s) crashed: %s\n%s",
         network.get("_id"),
-        str(network.get("service"))[:40],
+        clip(network.get("service"), 40),
         error.message,
         "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
     )

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..sdk.errors import BadResponse
+from ..sdk.redaction import clip
 from ..settings import Settings
 from . import rules
 from .events import Report, Saved
@@ -134,8 +135,8 @@ class Saver:
                     "network %s: %d items refused by the database, first %r: %s",
                     saving.network.get("_id"),
                     len(bad),
-                    bad[0][0][:80],
-                    bad[0][1][:200],
+                    clip(bad[0][0], 80),
+                    clip(bad[0][1], 200),
                 )
                 saving.result = refused_by_database(saving.result, bad)
             saving.new_items = len(saving.docs or []) - saving.duplicates - len(bad)
@@ -144,7 +145,7 @@ class Saver:
     def save_error_instead(self, saving: Saving, exc: Exception) -> None:
         """The database refused this state (a value the API gave): record that error on the network instead."""
         result, network = saving.result, saving.network
-        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        reason = f"{type(exc).__name__}: {clip(exc, 200)}"
         log.error("network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason)
         failed = fail(
             network,
@@ -180,7 +181,7 @@ class Saver:
             return call(*args)
         except Exception as exc:
             if unavailable(exc):
-                raise DatabaseDown(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+                raise DatabaseDown(f"{type(exc).__name__}: {clip(exc, 200)}") from exc
             raise
 
 
@@ -195,7 +196,7 @@ def refused_by_database(result: RunResult, refused: list[tuple[str, str]]) -> Ru
         return result
     all_refused = (*result.refused, *refused)
     skipped = result.skipped + len(refused)
-    reason = result.skip_reason or f"refused by the database: {refused[0][1][:160]}"
+    reason = result.skip_reason or f"refused by the database: {clip(refused[0][1], 160)}"
     update = rules.with_skips(result.update, result.network, skipped, reason, all_refused, result.at)
     return replace(result, update=update, refused=all_refused, skipped=skipped, skip_reason=reason)
 

@@ -16,6 +16,7 @@ from pymongo.errors import PyMongoError
 
 from ..engine.store import connect, short_error
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
+from ..sdk.redaction import clip
 from ..settings import Settings
 from ..textout import printable
 
@@ -178,7 +179,7 @@ def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datet
         collector.close()
     error = f" — {printable(redact(result.error.message))}" if result.error is not None else ""
     print(f"status: {result.status}{error}")
-    titles = [printable(str(item.get("title") or item.get("itemId"))[:80]) for item in result.items[:5]]
+    titles = [printable(clip(item.get("title") or item.get("itemId"), 80)) for item in result.items[:5]]
     print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
     values = masked(dict(result.update.values))
     print("state: " + dumps({"set": values, "unset": sorted(result.update.unset)}, indent=None))
@@ -197,12 +198,12 @@ def render_rows(rows: list[dict], now: datetime) -> str:
 
     lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
     for r in rows:
-        kind = printable(str(r["lastErrorKind"]))[:24] if r["lastErrorKind"] is not None else None
+        kind = printable(clip(r["lastErrorKind"], 24))[:24] if r["lastErrorKind"] is not None else None
         error = " ".join(x for x in (kind, r["lastErrorAt"] and relative(r["lastErrorAt"], now)) if x) or "-"
         at = r["scheduledTo"]
         nxt = relative(at, now) if isinstance(at, datetime) else "now"
         nxt = HELD.get(r["state"], nxt)
-        user, service, mode = (printable(str(r[k])) for k in ("user", "service", "mode"))
+        user, service, mode = (printable(clip(r[k], 80)) for k in ("user", "service", "mode"))
         lines.append(
             f"{r['id']:<24} {user[:28]:<28} {service[:13]:<13} {mode[:9]:<9} "
             f"{r['state']:<12} {r['errors']:>6}  {error}  {nxt}"

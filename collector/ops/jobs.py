@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..sdk.redaction import clip
 from ..textout import printable
 
 
@@ -22,7 +23,7 @@ def list_jobs(db: Any) -> list[str]:
         for job in jobs[:50]:
             if not isinstance(job, dict):
                 continue
-            name, trigger = str(job.get("name"))[:16], str(job.get("trigger"))[:22]
+            name, trigger = clip(job.get("name"), 16), clip(job.get("trigger"), 22)
             nxt, ok, failed = (when(job.get(k)) for k in ("nextRun", "lastSuccess", "lastFailure"))
             times = f"{nxt:<19}  {ok:<19}  {failed}"
             lines.append(printable(f"  {name:<16} {trigger:<22} {times}"))

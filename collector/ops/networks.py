@@ -18,7 +18,7 @@ from bson.binary import Binary, UuidRepresentation
 from bson.errors import InvalidId
 
 from ..engine.store import Store, due_query
-from ..sdk.redaction import redact, secret_name
+from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
 
@@ -115,7 +115,7 @@ def parse_id(text: str) -> Any:
         try:
             value = json_util.loads(text, json_options=ID_JSON)
         except (ValueError, TypeError, InvalidId, RecursionError) as exc:
-            raise AdminError(f"id {printable(text)[:80]} is not valid JSON ({printable(str(exc))[:80]})") from None
+            raise AdminError(f"id {printable(clip(text, 80))} is not valid JSON ({printable(clip(exc, 80))})") from None
         # a UUID goes back as the Binary the database holds (a client without a UUID representation sends that)
         return Binary.from_uuid(value) if isinstance(value, uuid.UUID) else value
     return text
@@ -128,7 +128,7 @@ def find(db: Any, key: str) -> list[dict]:
     else:
         found = [d for d in [db.networks.find_one({"_id": parse_id(key)})] if d is not None]
     if not found:
-        raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{printable(key)[:200]}")
+        raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{printable(clip(key, 200))}")
     return found
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..engine.store import due_query
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
+from ..sdk.redaction import clip
 from ..textout import printable
 
 MODES = ("initial", "normal")
@@ -147,8 +148,8 @@ def pause_row(pause: Pause, now: datetime) -> dict[str, Any]:
     return {
         "mode": pause.mode,
         "service": pause.service,
-        "reason": printable(pause.reason)[:MAX_TEXT],
-        "by": printable(pause.by)[:MAX_TEXT],
+        "reason": text(pause.reason),
+        "by": text(pause.by),
         "at": pause.at,
         "until": pause.until,
         "expired": pause.expired(now),
@@ -267,7 +268,7 @@ def count(value: Any) -> int:
 
 
 def text(value: Any) -> str:
-    return printable(str(value))[:MAX_TEXT]
+    return printable(clip(value, MAX_TEXT))[:MAX_TEXT]  # masked, then cut, then escaped
 
 
 def runs(value: Any) -> dict[str, int]:

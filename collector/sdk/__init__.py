@@ -42,6 +42,7 @@ from .paging import (
     whole_number,
 )
 from .ratelimit import RateLimitHeaders, retry_after
+from .redaction import clip
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
 from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, optional_date, optional_epoch, parse_iso, to_ms, utcnow
@@ -97,6 +98,7 @@ __all__ = [
     "at",
     "body_true",
     "bounded_decompress",
+    "clip",
     "dig",
     "first_line",
     "from_epoch",

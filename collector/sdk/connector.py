@@ -37,7 +37,7 @@ from .http import Http, where
 from .items import Item
 from .job import Job
 from .ratelimit import RateLimitHeaders, retry_after
-from .redaction import SECRETS, redact
+from .redaction import SECRETS, clip
 from .refresh import IdentityLookup, TokenRefresh
 from .validate import check_identity
 
@@ -259,7 +259,7 @@ class Connector(ABC):
         if isinstance(body, dict):
             for key in ("message", "error_message", "error", "detail"):
                 if isinstance(body.get(key), str):
-                    return redact(body[key][:4000])[:200]  # masked first, then cut: no fragment of a secret survives
+                    return clip(body[key], 200)
         return response.reason or "error"
 
 
@@ -310,12 +310,12 @@ def loads(content: bytes) -> Any:
 def entry_error(exc: BaseException) -> str:
     """Why an entry could not be mapped, without its content: the exception type and a short message."""
     if isinstance(exc, BadResponse):
-        return exc.message[:120]
+        return clip(exc.message, 120)
     if isinstance(exc, KeyError):
-        return f"missing field {str(exc)[:60]}"
+        return f"missing field {clip(exc, 60)}"
     if isinstance(exc, RecursionError):
         return "nested too deeply"
-    return f"{type(exc).__name__}: {redact(str(exc)[:4000])[:100]}"
+    return f"{type(exc).__name__}: {clip(exc, 100)}"
 
 
 def dig(body: Any, path: tuple[str, ...]) -> Any:

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from .errors import BadResponse
+from .redaction import clip
 
 
 def _inflater() -> ModuleType:
@@ -172,7 +173,7 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
     names = [n for n in names if n != "identity"]
     unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
     if unknown:
-        raise BadResponse(f"body in an encoding not asked for ({', '.join(unknown)[:60]})")
+        raise BadResponse(f"body in an encoding not asked for ({clip(', '.join(unknown), 60)})")
     kind = _OneCallLayer if hasattr(INFLATER, "_ZlibDecompressor") else _Layer
     layers = [kind(n) for n in reversed(names)]  # the last applied comes off first
     out: list[bytes] = []  # joined once at the end: one copy of the body, not one per step
@@ -205,7 +206,7 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
             while tail := layers[level].finish():
                 push(tail, level + 1)
     except INFLATE_ERRORS as exc:
-        raise BadResponse(f"body could not be decoded ({content_encoding[:40]}: {exc})") from None
+        raise BadResponse(f"body could not be decoded ({clip(content_encoding, 40)}: {exc})") from None
     cut = next((layer.encoding for layer in layers if not layer.complete()), None)
     if cut is not None:  # a connection closed early on a body without a length, or a server's own fault
         raise BadResponse(f"body cut short: its {cut} stream does not end")

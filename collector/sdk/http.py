@@ -56,6 +56,7 @@ from ..settings import Settings
 from .decoding import CHUNK, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
+from .redaction import clip
 from .safeurl import is_public
 from .slots import Slots, give_turn, take_turn
 
@@ -432,7 +433,7 @@ def where(url: str) -> str:
     """host/path of a URL, without the query or credentials: safe to log."""
     try:
         parts = urlsplit(url)
-        return f"{parts.hostname or ''}{parts.path}"[:300]
+        return clip(f"{parts.hostname or ''}{parts.path}", 300)
     except ValueError:
         return "(unreadable URL)"
 

@@ -17,6 +17,7 @@ import requests
 
 from .errors import Quota
 from .http import where
+from .redaction import clip
 from .timeutil import after, as_utc, from_epoch, parse_iso, to_ms
 
 log = logging.getLogger("collector.connectors")
@@ -40,7 +41,8 @@ class RateLimitHeaders:
         raw = headers.get(f"{self.prefix}Reset")
         reset = self.reset_time(raw, now) if raw is not None else None
         if raw is not None and reset is None:
-            log.warning("unreadable %sReset header %r from %s: ignored", self.prefix, raw[:40], where(response.url))
+            shown = clip(raw, 40)
+            log.warning("unreadable %sReset header %r from %s: ignored", self.prefix, shown, where(response.url))
         return Quota(
             remaining=int(max(min(remaining, 2**53), -1)),
             limit=int(min(limit, 2**53)) if limit is not None else None,
@@ -80,6 +82,6 @@ def retry_after(value: str | None, now: datetime) -> datetime | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         moment = None
     if moment is None:
-        log.warning("unreadable Retry-After header %r: ignored", text[:40])
+        log.warning("unreadable Retry-After header %r: ignored", clip(text, 40))
         return None
     return to_ms(as_utc(moment))

@@ -37,10 +37,14 @@ _NAME_IN_TEXT = rf"(?:[A-Za-z_$][\w$.-]{{0,{REACH - 1}}}?)?(?:{KEYWORDS})[\w$-]{
 _SHAPES = re.compile(
     r"""(?P<q1>\\{0,8}["'])?(?P<name>\b""" + _NAME_IN_TEXT + r""")(?P=q1)?(?P<sep>\s*[:=]\s*)"""
     r"""(?:(?P<schemed>(?:Bearer|Basic|OAuth|Digest|token)\s+[^\s"',\\]+)|(?P<esc>\\{1,8}")(?P<escaped>(?:(?!\\{1,8}").){0,8192})\\{1,8}"|"(?P<quoted>(?:[^"\\]|\\.){0,8192})"|'(?P<single>[^']{0,8192})'"""
-    r"""|(?P<value>[^"'\s&,;)}\\]+))"""
+    # a value cut short (a log line truncated inside it) runs to the end of what is there; a list or a document
+    # (`"tokens": ["…"]`, `'secret': {…}`) is masked whole (`_structure_end`)
+    r"""|(?P<open>\\{0,8}["'])(?P<unclosed>.{0,8192})|(?P<nested>[\[{])"""
+    r"""|(?P<value>[^"'\s&,;)}\\\[{]+))"""
     r"""|(?P<scheme>\b(?:Bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
-    re.IGNORECASE,
+    re.IGNORECASE | re.DOTALL,
 )
+SPAN = 8192  # the most a shape's value is taken to be: a token is at most 8,192 characters (sdk/validate.py)
 # text without any of these (case-folded; re's IGNORECASE also takes the dotless ı for i) has no shape to mask
 _SHAPE_WORDS = (
     *("token", "secret", "passw", "key", "credential", "jwt", "signature", "authorization", "cookie"),
@@ -131,21 +135,58 @@ class Secrets:
             if value in text:
                 text = text.replace(value, MASK)
         if _may_hold_shape(text):
-            text = _SHAPES.sub(_mask_shape, text)
+            text = mask_shapes(text)
         return mask_credentials(text)
 
 
-def _mask_shape(match: re.Match[str]) -> str:
+def mask_shapes(text: str) -> str:
+    """`text` with the value after every secret-looking name masked: quoted, bare, cut short, or a whole list or
+    document. One pass: each search starts where the last masked value ended."""
+    parts, position = [], 0
+    while (match := _SHAPES.search(text, position)) is not None:
+        start, end, replacement = _masked_span(match, text)
+        parts += [text[position:start], replacement]
+        position = max(end, match.start() + 1)
+    return "".join(parts) + text[position:] if parts else text
+
+
+def _masked_span(match: re.Match[str], text: str) -> tuple[int, int, str]:
+    """Where a match's secret value is and what replaces it: (start, end, text for text[start:end])."""
     if match.group("name") is None:
-        return match.group("scheme") + MASK
-    for group in ("schemed", "escaped", "quoted", "single", "value"):
+        return match.start(), match.end(), match.group("scheme") + MASK
+    if match.group("nested") is not None:
+        start = match.start("nested")
+        return start, _structure_end(text, start), MASK
+    for group in ("schemed", "escaped", "quoted", "single", "unclosed", "value"):
         if match.group(group) is not None:
             start, end = match.span(group)
             if end == start:
-                return match.group(0)  # an empty value hides nothing
-            whole = match.group(0)
-            return whole[: start - match.start()] + MASK + whole[end - match.start() :]
-    return match.group(0)  # pragma: no cover - one of the groups always matched
+                return match.start(), match.end(), match.group(0)  # an empty value hides nothing
+            return start, end, MASK
+    return match.start(), match.end(), match.group(0)  # pragma: no cover - one of the groups always matched
+
+
+def _structure_end(text: str, start: int) -> int:
+    """The end of the list or document that opens at `start` (its closing bracket, strings skipped), or, when it
+    is not closed within SPAN characters, where the reading stopped: the rest is masked too."""
+    depth, quote, index, stop = 0, "", start, min(len(text), start + SPAN)
+    while index < stop:
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return stop
 
 
 @functools.lru_cache(maxsize=16384)
@@ -160,6 +201,29 @@ SECRETS = Secrets()
 
 def redact(text: str) -> str:
     return SECRETS.redact(text)
+
+
+WINDOW = 2 * SPAN  # longer than any secret the masks know, with its name: none starting before a cut straddles it
+
+
+def clip(text: object, limit: int) -> str:
+    """Text shortened the one way that leaks nothing: masked first, then cut to `limit` characters (a secret that
+    straddled the cut would otherwise survive in a piece no mask recognises). Only the first `limit + WINDOW`
+    characters are masked, so the cost stays bounded however long the text; what lies past them is cut anyway."""
+    return redact(str(text)[: limit + WINDOW])[:limit]
+
+
+def secret_values(document: object, depth: int = 0, inside: bool = False) -> list[str]:
+    """Every string held under a secret-looking name in a document, at any depth (a token in a list, a nested
+    `oauth.secret`): hidden by value from every log line while the collector holds the document."""
+    if depth > 100:
+        return []
+    if isinstance(document, dict):
+        pairs = document.items()
+        return [v for key, inner in pairs for v in secret_values(inner, depth + 1, inside or secret_name(key))]
+    if isinstance(document, (list, tuple)):
+        return [v for inner in document for v in secret_values(inner, depth + 1, inside)]
+    return [document] if inside and isinstance(document, str) else []
 
 
 def redact_record(record: logging.LogRecord) -> None:

@@ -16,6 +16,7 @@ import bson
 from bson.errors import BSONError
 
 from .errors import BadResponse, Malformed
+from .redaction import clip
 
 MAX_PAGE = 10_000_000  # page numbers beyond this are not a history walk any more
 MAX_CURSOR_CHARS = 2048
@@ -178,7 +179,7 @@ def storable(doc: dict, max_bytes: int) -> str | None:
     except OverflowError:
         return "an integer does not fit in 8 bytes"
     except (BSONError, UnicodeError, ValueError, TypeError) as exc:
-        return f"not encodable as BSON ({type(exc).__name__}: {str(exc)[:120]})"
+        return f"not encodable as BSON ({type(exc).__name__}: {clip(exc, 120)})"
     if size > max_bytes:
         return f"{size} bytes, more than the {max_bytes}-byte limit"
     return None
@@ -225,7 +226,7 @@ def _walk(value: Any, depth: int) -> str | None:
             if not isinstance(key, str):
                 return f"a field name is not a string ({type(key).__name__})"
             if not key or key.startswith("$") or "." in key or "\x00" in key:
-                return f"field name {key[:40]!r} is refused by MongoDB"
+                return f"field name {clip(key, 40)!r} is refused by MongoDB"
             if isinstance(inner, (dict, list)):
                 problem = _walk(inner, depth + 1)
                 if problem is not None:

@@ -53,6 +53,11 @@ Answer = tuple[int, dict, Any]
 UNKEEPABLE_TOKENS = ({"after": "x"}, ["x"], True, False, 1.5, 2**64, -1, "x" * 3000, "a\x00b")
 UNREADABLE_SIGNALS = ({"more": True}, 1.5, 7, 2**64)
 UNUSABLE = 7  # an entry no connector can map
+# secrets a server may quote back: the network's token (known by value), an app key of the settings (by value) and
+# two the collector knows only by their shape; each is placed across the places where messages are cut
+ECHOED = {"token": TOKEN, "app key": "kit-app-secret-Qw3rTy9", "github": "ghp_" + "Zx8Cv7Bn6M" * 4}
+ECHOED["jwt"] = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJraXQtdXNlciJ9.c2lnbmF0dXJlLW9mLWtpdA"
+CUTS = (60, 100, 120, 160, 200, 240, 300)
 
 
 class Spec:
@@ -84,6 +89,10 @@ class Spec:
 
     def unauthorized(self) -> Answer:
         raise NotImplementedError
+
+    def error_answer(self, message: str) -> Answer:
+        """An error answer carrying `message` where the service puts its own error text."""
+        return 400, {}, {"message": message}
 
     def with_next(self, answer: Answer, value: Any) -> Answer:
         """`answer`, a first page with more after it, with `value` where its next-page token (or its "more?"
@@ -398,6 +407,31 @@ def conformance_tests(specs: list[Spec], registry: Registry | None = None) -> ty
             assert bad.get("cursor") is None and kit.db.items.count_documents({"user": bad["user"]}) == 0
             assert good.get("cursor") or good.get("page"), good
             assert kit.db.items.count_documents({"user": good["user"]}) == spec.page_size
+
+        @each
+        @pytest.mark.parametrize("secret", sorted(ECHOED))
+        def test_a_secret_a_server_quotes_across_a_cut_leaves_no_piece(
+            self, spec: Spec, kit: Kit, secret: str, caplog: Any
+        ) -> None:
+            """An error answer quoting a secret so that it straddles every length a message may be cut to: the
+            message is masked, then cut, so no piece of the secret (8 characters or more) reaches the network's
+            lastError or any log record."""
+            value = ECHOED[secret]
+            kit.settings = kit.settings.with_(raw={**kit.settings.raw, "KIT_APP_SECRET": ECHOED["app key"]})
+            fake = kit.setup(5)
+            pieces = {value[i : i + 8] for i in range(len(value) - 7)}
+            for cut in CUTS:
+                fake.answers.append(spec.error_answer("." * (cut - len(value) // 2) + value + " and after it"))
+            with caplog.at_level(logging.DEBUG):
+                for k, _ in enumerate(CUTS):
+                    kit.run("initial", T0 + timedelta(days=k))
+                    state = kit.network()
+                    assert state["lastError"]["kind"] in ("badResponse", "unauthorized"), state["lastError"]
+                    texts = [str(state["lastError"]), *(r.getMessage() + (r.exc_text or "") for r in caplog.records)]
+                    leaked = [text for text in texts for piece in pieces if piece in text]
+                    assert not leaked, leaked[:1]
+                    reset = {"$set": {"scheduledTo": T0, "errors": 0}, "$unset": {"disabled": "", "unauthorized": ""}}
+                    kit.db.networks.update_one({"_id": kit.network_id}, reset)
 
         @each
         def test_no_secret_in_any_url_or_log_record(self, spec: Spec, kit: Kit, caplog: Any) -> None:

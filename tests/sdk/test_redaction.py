@@ -50,3 +50,48 @@ def test_a_jwt_is_masked_from_the_start_of_its_run_only():
     assert SECRETS.redact(f"got {jwt} back") == "got *** back"
     assert SECRETS.redact(f"x={jwt}") == "x=***"
     assert jwt not in SECRETS.redact("eyJa-" * 4_000 + jwt)  # inside a run: masked as a whole, with the run
+
+
+SECRET_IN_TEXT = "kitSecretValue-" + "Zq9" * 6
+
+
+@settings(max_examples=300, derandomize=True)
+@given(st.integers(0, 700), st.integers(1, 600), st.sampled_from([SECRET_IN_TEXT, GH, f"token={SECRET_IN_TEXT}"]))
+def test_clip_masks_then_cuts_so_no_piece_of_a_secret_survives(before, limit, secret):
+    from collector.sdk.redaction import clip
+
+    SECRETS.add([SECRET_IN_TEXT])
+    try:
+        shown = clip("." * before + secret + " after", limit)
+    finally:
+        SECRETS.remove([SECRET_IN_TEXT])
+    assert len(shown) <= limit
+    assert not [p for p in (SECRET_IN_TEXT[i : i + 6] for i in range(len(SECRET_IN_TEXT) - 5)) if p in shown]
+    assert not [p for p in (GH[i : i + 6] for i in range(len(GH) - 5)) if p in shown]
+
+
+def test_no_message_is_cut_before_it_is_masked():
+    """`clip` is the one way text is shortened: no `str(x)[:n]` or f-string `[:n]` in the collector's or a
+    connector's code (the dev tools aside), where a secret straddling the cut would survive in a piece."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    not_messages = {  # cuts that shorten no message
+        "collector/sdk/redaction.py",  # clip itself: what it cuts is masked
+        "collector/sdk/errors.py",  # a search in an exception's text, not shown
+        "collector/sdk/htmltext.py",  # the bound on an item's HTML read, not a message
+    }
+    found = []
+    for path in [*root.glob("collector/**/*.py"), *root.glob("connectors/*.py")]:
+        if "devtools" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is None:
+                target = node.value
+                is_text = isinstance(target, ast.JoinedStr) or (
+                    isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "str"
+                )
+                if is_text and node.slice.upper is not None and str(path.relative_to(root)) not in not_messages:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not found, found

@@ -207,3 +207,90 @@ def test_json_log_lines_redact_messages_and_tracebacks(capsys):
     assert line["message"] == "failed with ***" and line["level"] == "ERROR"
     assert "ValueError: refused ***" in line["exc_info"]
     assert "json-secret-token-98765" not in json.dumps(line)
+
+
+# Secrets where a document holds them but no writer of ours would: in a list, in a nested document, under a name
+# of any depth. Each value is hidden at DEBUG before the collector knows it (pymongo's log of the claim's read-back),
+# in a line that prints the document itself, and by value once the network is held.
+NESTED = {
+    "a list where a string belongs": {"accessToken": ["nested-list-token-0001", "nested-list-token-0002"]},
+    "a nested document": {"oauth": {"token": "nested-doc-token-0003", "tokenSecret": "nested-doc-secret-0004"}},
+    "a list of documents": {"credentials": [{"kind": "x", "value": "nested-cred-value-0005"}]},
+    "four levels down": {"auth": {"providers": [{"github": {"accessToken": "deep-token-0006"}}]}},
+    "a password in a map": {"settings": {"smtp": {"password": "smtp-pass-0007", "host": "mail.example"}}},
+    "an extended-JSON value": {"google": {"refreshToken": {"$binary": "cmVmcmVzaC10b2tlbi0wMDA4"}}},
+}
+
+
+def values_in(document) -> list[str]:
+    if isinstance(document, dict):
+        return [v for inner in document.values() for v in values_in(inner)]
+    if isinstance(document, list):
+        return [v for inner in document for v in values_in(inner)]
+    return [document] if isinstance(document, str) and any(c.isdigit() for c in document) else []
+
+
+def pymongo_reply_log(reply: dict) -> None:
+    from pymongo.logger import _COMMAND_LOGGER, _CommandStatusMessage, _debug_log
+
+    _debug_log(
+        _COMMAND_LOGGER,
+        message=_CommandStatusMessage.SUCCEEDED,
+        clientId=1,
+        durationMS=1,
+        reply=reply,
+        commandName="find",
+        databaseName="likeastore",
+        requestId=1,
+        operationId=1,
+        driverConnectionId=1,
+        serverConnectionId=1,
+        serverHost="db",
+        serverPort=27017,
+    )
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+def test_a_secret_nested_anywhere_in_a_network_is_hidden_at_every_level(db, settings, caplog, shape):
+    fields = {k: v for k, v in NESTED[shape].items() if k != "accessToken"} or {"extra": NESTED[shape]}
+    add_network(db, **fields)
+    secrets = values_in(NESTED[shape])
+    Collector(db, settings)  # installs the redaction for the whole process
+    with caplog.at_level(logging.DEBUG):
+        pymongo_reply_log({"cursor": {"firstBatch": [db.networks.find_one()]}})  # before the network is held
+        logging.getLogger("collector.test").info("the document: %r", db.networks.find_one())
+        logging.getLogger("collector.test").debug("as JSON: %s", json.dumps(NESTED[shape]))
+    text = all_text(caplog.records)
+    assert "Command succeeded" in text and "the document:" in text
+    assert not [s for s in secrets if s in text], text
+
+
+@pytest.mark.parametrize("shift", [0, 3, 9, 15])
+def test_a_secret_cut_by_pymongos_document_limit_leaves_no_piece(db, settings, caplog, shift):
+    """pymongo cuts a logged document at 1,000 characters: a token straddling the cut is masked to the end."""
+    token = "ghs_cut" + "Q7w" * 10
+    add_network(db, notes="n" * (930 + shift * 3), accessToken=token)
+    Collector(db, settings)
+    with caplog.at_level(logging.DEBUG):
+        pymongo_reply_log({"cursor": {"firstBatch": [db.networks.find_one()]}})
+    text = all_text(caplog.records)
+    assert "..." in text  # pymongo did cut the document
+    assert not [token[i : i + 6] for i in range(len(token) - 5) if token[i : i + 6] in text]
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+def test_a_held_networks_nested_secrets_are_masked_by_value_wherever_they_are_echoed(db, settings, http_mock, shape):
+    """Once claimed, every value under a secret-looking name is known: a server echoing one in free text (no name
+    beside it) gets it masked in lastError."""
+    import responses as _responses
+
+    from helpers import STARRED
+
+    secrets = values_in(NESTED[shape])
+    fields = {k: v for k, v in NESTED[shape].items() if k != "accessToken"} or {"extra": NESTED[shape]}
+    echo = " and ".join(secrets)
+    http_mock.add(_responses.GET, STARRED, status=502, json={"message": f"upstream said {echo}"})
+    doc = add_network(db, **fields)
+    Collector(db, settings).run_pass("initial", now=T0)
+    message = db.networks.find_one({"_id": doc["_id"]})["lastError"]["message"]
+    assert "upstream said" in message and not [s for s in secrets if s in message], message

@@ -19,6 +19,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.database import Database
 
+from ...sdk.redaction import clip
 from ...settings import Settings, mask_text
 from .filters import (
     BAD_EPOCH,
@@ -125,7 +126,7 @@ def short_error(exc: Exception, settings: Settings) -> str:
     """A driver error in one short line: the server and the reason, without pymongo's topology dump; the URI's
     password masked."""
     text = re.sub(r" \(configured timeouts:[^)]*\)", "", mask_text(str(exc), settings.mongodb_uri))
-    return text.split(", Topology Description:")[0][:240]
+    return clip(text.split(", Topology Description:")[0], 240)
 
 
 __all__ = [

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ...sdk.redaction import clip
+
 ANY = "*"  # a pause's mode or service when it covers them all
 
 
@@ -46,7 +48,7 @@ def read(doc: Mapping[str, Any]) -> Pause | None:
 
     def text(name: str, default: str) -> str:
         value = doc.get(name)
-        return value[:200] if isinstance(value, str) and value else default
+        return clip(value, 200) if isinstance(value, str) and value else default
 
     def when(name: str) -> datetime | None:
         value = doc.get(name)

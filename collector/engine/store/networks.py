@@ -11,6 +11,7 @@ from pymongo import ASCENDING, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, WriteError
 
+from ...sdk.redaction import clip
 from .filters import (
     BAD_EPOCH,
     LEASE_FIELDS,
@@ -79,7 +80,7 @@ class NetworkStore:
                 "claiming %d networks at once failed (%s: %s); claiming them one by one",
                 len(ids),
                 type(exc).__name__,
-                str(exc)[:200],
+                clip(exc, 200),
             )
             self._claim_each(ids, query, claim)
         return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
@@ -99,7 +100,7 @@ class NetworkStore:
                 if unavailable(exc):
                     raise
                 log.error(
-                    "network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__, str(exc)[:200]
+                    "network %s cannot be claimed (%s: %s): left out", network_id, type(exc).__name__, clip(exc, 200)
                 )
 
     def renew(self, ids: list, owner: str, until: datetime) -> int:
@@ -126,7 +127,7 @@ class NetworkStore:
             return 0, {}
         owners: dict[str, int] = {}
         for doc in found:
-            owner = str(doc.get("leaseOwner"))[:80]
+            owner = clip(doc.get("leaseOwner"), 80)
             owners[owner] = owners.get(owner, 0) + 1
         # the filter is checked again per document: a network claimed meanwhile is left alone
         ids = [d["_id"] for d in found]

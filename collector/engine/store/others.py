@@ -13,6 +13,7 @@ from pymongo import ASCENDING
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, ServerSelectionTimeoutError
 
+from ...sdk.redaction import clip
 from .filters import DUPLICATE_KEY, ITEM_KEY, USER_FIELDS, unavailable
 
 log = logging.getLogger("collector.engine.store")
@@ -99,7 +100,7 @@ class ItemStore:
             self.items.insert_many(items, ordered=False)
         except BulkWriteError as exc:
             return [
-                (e["index"], e.get("code"), str(e.get("errmsg", ""))[:300]) for e in exc.details.get("writeErrors", [])
+                (e["index"], e.get("code"), clip(e.get("errmsg", ""), 300)) for e in exc.details.get("writeErrors", [])
             ]
         except Exception as exc:
             if unavailable(exc):
@@ -108,7 +109,7 @@ class ItemStore:
                 "a batch of %d items was refused as a whole (%s: %s); inserting one by one",
                 len(items),
                 type(exc).__name__,
-                str(exc)[:200],
+                clip(exc, 200),
             )
             return self._insert_each(items)
         return []
@@ -123,7 +124,7 @@ class ItemStore:
             except Exception as exc:
                 if unavailable(exc):
                     raise
-                errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {str(exc)[:200]}"))
+                errors.append((index, getattr(exc, "code", None), f"{type(exc).__name__}: {clip(exc, 200)}"))
         return errors
 
     def ensure_indexes(self, attempts: int = 5, pause: float = 1.0) -> None:
