@@ -16,13 +16,9 @@ known (service, status), job and database operation start at 0, so `rate()` and 
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -38,12 +34,14 @@ from prometheus_client import (
 from ..engine.events import Observer, Saved
 from ..engine.run import Status
 from ..engine.store import OPERATIONS, unavailable
+from .httpserver import HttpServer
 from .procmetrics import SandboxProcessCollector
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.dbhealth import DatabaseHealth
     from ..engine.run import RunResult
     from ..settings import Settings
+
 
 disable_created_metrics()  # no *_created series: they double the exposition and no dashboard uses them
 
@@ -315,52 +313,6 @@ class Metrics(Observer):
         return True, "ok: database answering"
 
 
-MAX_CONNECTIONS = 16  # scrapers and probes served at once; more are closed at once (a scrape retries)
-CONNECTION_TIMEOUT = 10.0  # seconds a connection may stay silent before it is closed
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """A threading WSGI server whose connections are bounded in number and in silence: a flood of connections
-    that never speak holds neither threads nor descriptors for long, so it cannot starve the collector."""
-
-    daemon_threads = True
-    request_queue_size = MAX_CONNECTIONS
-
-    def server_activate(self) -> None:
-        super().server_activate()
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)  # full: close at once rather than queue a thread
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self.slots.release()
-            raise
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went silent (timed out) or away: its connection is closed, nothing to report."""
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Quiet(WSGIRequestHandler):
-    timeout = CONNECTION_TIMEOUT  # every read of a request waits at most this long
-
-    def log_message(self, format: str, *args: Any) -> None:  # scrapes every 15 s are not news
-        pass
-
-
 CHECKS: dict[str, Callable[[Metrics], tuple[bool, str]]] = {"/healthz": Metrics.health, "/readyz": Metrics.readiness}
 
 
@@ -380,16 +332,10 @@ def app(metrics: Metrics) -> Callable[[dict, Callable], Iterable[bytes]]:
     return serve
 
 
-class MetricsServer:
-    """/metrics and /healthz on (addr, port) in a daemon thread; port 0 picks a free one (see .port)."""
+class MetricsServer(HttpServer):
+    """/metrics, /healthz and /readyz on (addr, port): `app(metrics)` served by an HttpServer (daemon/httpserver.py)."""
 
-    def __init__(self, metrics: Metrics, addr: str, port: int):
-        server_class = _Server6 if ":" in addr else _Server
-        self.server = make_server(addr, port, app(metrics), server_class=server_class, handler_class=_Quiet)
-        self.port = self.server.server_port
-        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def __init__(
+        self, metrics: Metrics, addr: str, port: int, max_connections: int | None = None, timeout: float | None = None
+    ):
+        super().__init__(app(metrics), addr, port, max_connections, timeout)

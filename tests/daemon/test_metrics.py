@@ -3,7 +3,9 @@ metrics the collector serves."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import re
 import socket
 import threading
@@ -12,16 +14,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import generate_latest
+from prometheus_client import Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.daemon import Daemon
+from collector.daemon.httpserver import HEAD_LIMIT
 from collector.daemon.metrics import Metrics, MetricsServer, progress_bound
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
 
 from helpers import T0, TOKEN, GitHubStub, add_network
-from proc import get
+from proc import get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -323,34 +326,287 @@ def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
     )
 
 
-@pytest.mark.system
-def test_the_metrics_server_bounds_its_connections_and_closes_silent_ones(monkeypatch):
-    import threading
+SAID = {  # what an idle client sent before it stalled
+    "nothing": b"",
+    "half a request line": b"GET /metr",
+    "a partial header block": b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n",
+}
 
-    from collector.daemon import metrics as module
 
-    monkeypatch.setattr(module._Quiet, "timeout", 0.5)
-    server = MetricsServer(Metrics("normal", "b", "0", bound=60), "127.0.0.1", 0)
-    threads_before = threading.active_count()
-    silent = []
+def stalled_clients(port: int, count: int, said: bytes) -> list[socket.socket]:
+    clients = []
+    for _ in range(count):
+        clients.append(socket.create_connection(("127.0.0.1", port)))
+        if said:
+            clients[-1].sendall(said)
+    return clients
+
+
+def still_open(sock: socket.socket) -> bool:
+    """The server has neither closed this connection nor sent anything on it."""
+    sock.setblocking(False)
     try:
-        for _ in range(120):  # connections that never say a word
-            silent.append(socket.create_connection(("127.0.0.1", server.port)))
-        time.sleep(0.3)
-        assert threading.active_count() - threads_before <= module.MAX_CONNECTIONS
-        deadline = time.monotonic() + 30
-        while get_or_none(server.port) is None:  # the silent ones time out and free their slots
-            assert time.monotonic() < deadline, "the server never served again"
-            time.sleep(0.2)
-        assert threading.active_count() - threads_before <= module.MAX_CONNECTIONS
+        sock.recv(1)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
     finally:
-        for sock in silent:
+        sock.setblocking(True)
+    return False
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def exchange(port: int, request: bytes, host: str = "127.0.0.1") -> tuple[str, dict[str, str], bytes]:
+    """One raw request; the answer read to the end of the stream (the server closes after each answer)."""
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    return status, {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}, body
+
+
+def fixed_metrics() -> Metrics:
+    return Metrics("normal", "box-4", "9.9", bound=60, clock=lambda: 1000.0)
+
+
+HEALTHY = (200, "ok: loop alive, last progress 0s ago\n")
+
+
+@pytest.mark.parametrize("said", list(SAID))
+@pytest.mark.parametrize("count", [20, 200, "the budget", "past the budget"])
+def test_stalled_clients_delay_neither_a_health_check_nor_a_scrape(count, said):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, timeout=600)  # here no connection lives out its time
+    n = {"the budget": server.limit, "past the budget": server.limit + 50}.get(count, count)
+    threads = threading.active_count()
+    clients: list[socket.socket] = []
+    try:
+        clients = stalled_clients(server.port, n, SAID[said])
+        wait_until(lambda: server.accepted == n, every=0.005)
+        assert threading.active_count() <= threads  # no thread per connection
+        assert get(server.port, "/healthz", timeout=5) == HEALTHY
+        status, text = get(server.port, "/metrics", timeout=5)
+        assert status == 200 and 'collector_info{instance_id="box-4"' in text
+        # answered while the stalled ones still hold their connections: the answers waited for none of them;
+        # each request took a place, and a full port closed its oldest connection for it
+        held = min(n, server.limit - 1)
+        assert [still_open(c) for c in clients[n - held :]] == [True] * held
+        assert all(closed_by_server(c) for c in clients[: n - held])
+        assert dict(server.closed) == ({"evicted": n - held} if n > held else {})
+        assert threading.active_count() <= threads
+    finally:
+        for sock in clients:
             sock.close()
         server.close()
 
 
-def get_or_none(port: int):
+@pytest.mark.parametrize("budget", [1, 3, 16])
+def test_a_full_port_closes_its_oldest_connection_for_each_new_one(budget):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, max_connections=budget, timeout=600)
+    clients: list[socket.socket] = []
     try:
-        return get(port, "/healthz")
-    except OSError:
-        return None
+        clients = stalled_clients(server.port, budget + 2, b"GET /he")
+        wait_until(lambda: server.accepted == budget + 2, every=0.005)
+        assert all(closed_by_server(c) for c in clients[:2]) and all(still_open(c) for c in clients[2:])
+        assert get(server.port, "/healthz", timeout=5) == HEALTHY
+        assert closed_by_server(clients[2]) and all(still_open(c) for c in clients[3:])
+        assert server.closed == {"evicted": 3}
+    finally:
+        for sock in clients:
+            sock.close()
+        server.close()
+
+
+def test_clients_that_do_not_read_their_answers_hold_up_no_one_and_get_them_whole_when_they_read():
+    metrics = fixed_metrics()
+    padding = Gauge("padding", "bulk, so that /metrics outgrows the socket buffers", ["n"], registry=metrics.registry)
+    for i in range(8_000):
+        padding.labels(f"{i:08d}").set(i)
+    server = MetricsServer(metrics, "127.0.0.1", 0, timeout=600)
+    readers: list[socket.socket] = []
+    try:
+        for _ in range(3):
+            before = server.unsent
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            readers.append(sock)
+            wait_until(
+                lambda before=before: server.unsent > before, every=0.005
+            )  # its answer waits on a reader that does not read
+        assert get(server.port, "/healthz", timeout=5) == HEALTHY
+        status, text = get(server.port, "/metrics", timeout=30)
+        assert status == 200 and 'padding{n="00007999"} 7999.0' in text
+        for sock in readers:  # nothing lost: each answer arrives whole once its reader reads
+            sock.settimeout(30)
+            data = b""
+            while chunk := sock.recv(1 << 20):
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n") and f"Content-Length: {len(body)}".encode() in head
+            assert body.endswith(b'padding{n="00007999"} 7999.0\n')
+        assert server.unsent == 0 and not server.closed
+    finally:
+        for sock in readers:
+            sock.close()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "size, ended, status",
+    [
+        (200, True, "200 OK"),
+        (HEAD_LIMIT, True, "200 OK"),
+        (HEAD_LIMIT + 1, True, "431 Request Header Fields Too Large"),
+        (HEAD_LIMIT + 1, False, "431 Request Header Fields Too Large"),
+        (4 * HEAD_LIMIT, False, "431 Request Header Fields Too Large"),
+    ],
+)
+def test_a_request_head_is_bounded(size, ended, status):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0)
+    try:
+        start, end = b"GET /healthz HTTP/1.1\r\nX-Pad: ", b"\r\n\r\n" if ended else b""
+        request = start + b"a" * (size - len(start) - len(end)) + end
+        assert len(request) == size
+        got, headers, body = exchange(server.port, request)
+        assert got == "HTTP/1.1 " + status and headers["connection"] == "close"
+        assert body == (HEALTHY[1].encode() if status == "200 OK" else b"request head over 8192 bytes\n")
+        assert server.closed == ({} if status == "200 OK" else {"refused": 1})
+    finally:
+        server.close()
+
+
+def test_the_answers_to_every_kind_of_request(caplog):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0)
+    port = server.port
+    try:
+        status, headers, body = exchange(port, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (status, headers["content-length"], body) == ("HTTP/1.1 200 OK", "37", b"")
+        status, headers, body = exchange(port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
+        assert status == "HTTP/1.1 200 OK" and int(headers["content-length"]) > 1000 and body == b""
+        status, headers, body = exchange(port, b"GET /metrics?name[]=collector_inflight HTTP/1.1\r\n\r\n")
+        assert body == b"# HELP collector_inflight networks running now\n# TYPE collector_inflight gauge\n" + (
+            b"collector_inflight 0.0\n"
+        )
+        status, headers, body = exchange(port, b"GET /metrics HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n")
+        assert headers["content-encoding"] == "gzip" and b"collector_info{" in gzip.decompress(body)
+        assert exchange(port, b"GET /readyz HTTP/1.0\n\n")[2] == b"ok: database answering\n"  # bare LF ends lines
+        # any other path is the exposition, as prometheus_client has it
+        assert b"collector_info{" in exchange(port, b"GET /elsewhere HTTP/1.1\r\n\r\n")[2]
+        for bad in (b"garbage\r\n\r\n", b"GET /healthz\r\n\r\n", b"GET healthz HTTP/1.1\r\n\r\n"):
+            assert exchange(port, bad)[0] == "HTTP/1.1 400 Bad Request"
+        assert exchange(port, b"GET /healthz HTTP/1.1\r\nNo colon\r\n\r\n")[0] == "HTTP/1.1 400 Bad Request"
+    finally:
+        server.close()
+    assert cut_short(caplog, r"refused \(malformed, or a head over 8192 bytes\)") == 4
+
+
+def cut_short(caplog, what: str) -> int:
+    """How many connections the server's lines say were cut short: no line per connection, one at once and the
+    rest summed up at most a minute later (here: when the server stops)."""
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("metrics:")]
+    counts = [re.fullmatch(r"metrics: connections cut short: (\d+) " + what, line) for line in lines]
+    assert 1 <= len(lines) <= 2 and all(counts), lines
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.getMessage().startswith("metrics:"))
+    return sum(int(m[1]) for m in counts if m)
+
+
+def test_connections_that_outlive_their_time_are_closed_and_summed_up_in_one_line(caplog):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, timeout=0.2)
+    clients: list[socket.socket] = []
+    try:
+        clients = stalled_clients(server.port, 1, b"") + stalled_clients(server.port, 1, b"GET /healthz HTTP/1.1\r\n")
+        assert all(closed_by_server(c) for c in clients)
+        assert server.closed == {"timeout": 2}
+        assert get(server.port, "/healthz", timeout=5) == HEALTHY
+    finally:
+        for sock in clients:
+            sock.close()
+        server.close()
+    assert cut_short(caplog, r"not done within 0.2s") == 2
+
+
+def test_close_ends_every_connection_and_frees_the_port():
+    threads = threading.active_count()
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, timeout=600)
+    clients = stalled_clients(server.port, 5, b"GET / HTTP/1.1\r\n")
+    try:
+        wait_until(lambda: server.accepted == 5, every=0.005)
+        server.close()
+        assert all(closed_by_server(c) for c in clients)
+        assert not server.thread.is_alive() and threading.active_count() <= threads
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", server.port)) != 0
+        server.close()  # a second close is harmless
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+def test_an_ipv6_address_is_served():
+    try:
+        server = MetricsServer(fixed_metrics(), "::1", 0)
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here ({exc})")
+    try:
+        status, _, body = exchange(server.port, b"GET /healthz HTTP/1.1\r\n\r\n", host="::1")
+        assert (status, body) == ("HTTP/1.1 200 OK", HEALTHY[1].encode())
+    finally:
+        server.close()
+
+
+STARVED = """
+import json, resource, sys
+from collector.daemon.metrics import Metrics, MetricsServer
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+metrics = Metrics("normal", "b", "0", bound=60, clock=lambda: 1000.0)
+server = MetricsServer(metrics, "127.0.0.1", 0, max_connections=1000, timeout=600)
+print(server.port, flush=True)
+sys.stdin.readline()
+server.close()
+print(json.dumps(server.closed), flush=True)
+"""
+
+
+@pytest.mark.system
+def test_a_process_out_of_descriptors_closes_its_oldest_connections_and_still_answers():
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", STARVED],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    clients: list[socket.socket] = []
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        port = int(server.stdout.readline())
+        clients = stalled_clients(port, 200, b"")  # more than the 64 descriptors the server's process may hold
+        assert get(port, "/healthz", timeout=5) == HEALTHY
+        held = [still_open(c) for c in clients]
+        assert 0 < held.count(True) < 64 and held == sorted(held)  # the oldest were closed, the newest kept
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline()) == {"starved": held.count(False)}
+        assert server.wait(30) == 0
+        assert "closed to free a file descriptor (the process had none left)" in server.stderr.read()
+    finally:
+        for sock in clients:
+            sock.close()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
