@@ -33,7 +33,7 @@ from .events import Observer, Observers, Report, Saved
 from .loglimit import Throttle
 from .quota import QuotaMemory, QuotaSharing
 from .registry import Registry
-from .rules import MODES, schedule_lag
+from .rules import MODES, latest_wait, schedule_lag
 from .run import Run, RunResult, crashed, execute, prepare, secrets_of
 from .runlog import PassLog, RunLog
 from .saving import Saver, Saving
@@ -173,7 +173,7 @@ class Collector:
         networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip, only)
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
-        self.sharing.adopt(networks, now)
+        self.sharing.adopt(networks, now, latest_wait(self.settings, now))
         for network in networks:
             SECRETS.add(secrets_of(network))
         return networks
@@ -276,7 +276,8 @@ class Collector:
                 # the wait this network got (a reset already past waits RATE_LIMIT_MIN_WAIT): the token's other
                 # networks wait as long, instead of calling again at once
                 until = scheduled if until is None else max(until, scheduled)
-            self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, until)
+            latest = latest_wait(self.settings, result.at)
+            self.quotas.remember(result.quota_scope, network["accessToken"], result.quota, until, latest)
 
     def forget(self, network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
         """The collector lets go of a network: its secrets no longer need hiding from the logs."""

@@ -49,13 +49,17 @@ class QuotaMemory:
             return None
         return facts.blocked_until
 
-    def remember(self, scope: str, token: str, quota: Quota | None, wait_until: datetime | None) -> None:
+    def remember(
+        self, scope: str, token: str, quota: Quota | None, wait_until: datetime | None, latest: datetime | None = None
+    ) -> None:
         """Record what a run learned: the last quota headers, and a time before which no call may be made
-        (a quota reset when the quota is spent, a Retry-After or backoff)."""
+        (a quota reset when the quota is spent, a Retry-After or backoff), never later than `latest` (what a
+        server says is clamped here as it is for the network that heard it: rules.clamp_wait)."""
         if quota is None and wait_until is None:
             return
         if wait_until is None and quota is not None and quota.exhausted():
             wait_until = quota.reset
+        wait_until = bounded(wait_until, latest)
         key = self.key(scope, token)
         self._facts[key] = Facts(quota.remaining if quota else None, quota.limit if quota else None, wait_until)
         if wait_until is not None:
@@ -70,9 +74,11 @@ class QuotaMemory:
         """Writing them failed: keep them for the next save."""
         self._unshared = {**facts, **self._unshared}
 
-    def adopt(self, facts: dict[str, Facts]) -> None:
-        """Facts other collectors learnt (read from the database); a later block wins."""
+    def adopt(self, facts: dict[str, Facts], latest: datetime | None = None) -> None:
+        """Facts other collectors learnt (read from the database); a later block wins, none later than `latest`
+        (a fact written by an older collector or another program may say anything)."""
         for key, fact in facts.items():
+            fact = Facts(fact.remaining, fact.limit, bounded(fact.blocked_until, latest))
             mine = self._facts.get(key)
             if (
                 mine is None
@@ -96,6 +102,10 @@ class QuotaMemory:
         return len(self._facts)
 
 
+def bounded(until: datetime | None, latest: datetime | None) -> datetime | None:
+    return until if until is None or latest is None else min(until, latest)
+
+
 class QuotaSharing:
     """The one place quota facts cross between collectors: `share()` writes the blocking facts this collector
     learnt (after each save, and again from housekeeping when that failed), `adopt(networks, now)` reads, in one
@@ -117,7 +127,8 @@ class QuotaSharing:
                 "quotas", "sharing %d quota facts failed (%s); kept for the next save", len(facts), exc
             )
 
-    def adopt(self, networks: list[dict], now: datetime) -> None:
+    def adopt(self, networks: list[dict], now: datetime, latest: datetime | None = None) -> None:
+        """Take in what others shared for these networks' tokens, no block later than `latest`."""
         keys: dict[str, Any] = {}
         for network in networks:
             token = network.get("accessToken")
@@ -136,4 +147,5 @@ class QuotaSharing:
                 "adopt", "reading shared quota facts failed (%s); going on with this collector's own", exc
             )
             return
-        self.memory.adopt({k: Facts(remaining, limit, until) for k, (remaining, limit, until) in shared.items()})
+        facts = {k: Facts(remaining, limit, until) for k, (remaining, limit, until) in shared.items()}
+        self.memory.adopt(facts, latest)

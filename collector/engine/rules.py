@@ -88,7 +88,13 @@ def clamp_wait(at: datetime, settings: Settings, now: datetime, jitter: float = 
     now + RATE_LIMIT_MIN_WAIT (+ up to 50% jitter)."""
     if at <= now:  # a reset already past (clock skew, a stale header) would mean "now": wait the minimum
         at = now + timedelta(seconds=settings.rate_limit_min_wait * (1 + jitter / 2))
-    return min(at, now + timedelta(seconds=settings.rate_limit_max_wait))
+    return min(at, latest_wait(settings, now))
+
+
+def latest_wait(settings: Settings, now: datetime) -> datetime:
+    """The latest any wait a server asks for may end: the one bound on every use of a reset (a network's
+    schedule, the quota memory, the facts shared between collectors, housekeeping's repairs)."""
+    return now + timedelta(seconds=settings.rate_limit_max_wait)
 
 
 def on_success(
@@ -104,8 +110,7 @@ def on_success(
         return Update({**base, **limited.values}, limited.unset)
     scheduled = now + interval(next_mode, network.get("service", ""), settings)
     if result.wait_until is not None:  # the API asked for a pause (Stack Exchange `backoff`): no sooner
-        latest = now + timedelta(seconds=settings.rate_limit_max_wait)
-        scheduled = max(scheduled, min(result.wait_until, latest))
+        scheduled = max(scheduled, min(result.wait_until, latest_wait(settings, now)))
     return Update({**base, "mode": str(next_mode), "scheduledTo": scheduled}, frozenset({"prevMode"}))
 
 

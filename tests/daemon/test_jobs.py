@@ -166,7 +166,7 @@ def test_housekeeping_forgets_spent_quota_facts_and_clears_leases_of_dead_collec
     )
     with caplog.at_level(logging.INFO, logger="collector.housekeeping"):
         done = housekeeping(collector, now)
-    assert done == {"quotaFactsForgotten": 1, "leasesCleared": 1}
+    assert done == {"quotaFactsForgotten": 1, "leasesCleared": 1, "waitsBounded": 0}
     assert len(collector.quotas) == 1
     cleared = db.networks.find_one({"_id": dead["_id"]})
     assert not {"leaseOwner", "leaseUntil", "leaseToken"} & set(cleared) and cleared["leaseEpoch"] == 4

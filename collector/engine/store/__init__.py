@@ -47,6 +47,8 @@ OPERATIONS = (
     "save_quotas",
     "load_quotas",
     "clear_lapsed_leases",
+    "bound_rate_limit_waits",
+    "bound_quota_blocks",
     "count_due",
     "ensure_indexes",
     "claim",

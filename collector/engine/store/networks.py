@@ -134,6 +134,13 @@ class NetworkStore:
         result = self.networks.update_many({**query, "_id": {"$in": ids}}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")})
         return result.modified_count, owners
 
+    def bound_rate_limit_waits(self, latest: datetime, now: datetime) -> int:
+        """Bring rateLimit networks scheduled after `latest` back to `latest` (a reset no collector of ours would
+        keep, written by an older collector or another program); one a collector holds now is left alone. Served
+        by the (mode, scheduledTo) index. Returns how many were moved."""
+        query = {"mode": "rateLimit", "scheduledTo": {"$gt": latest}, **lease_free(now)}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": latest}}).modified_count
+
     def count_due(self, mode: str, now: datetime) -> int:
         """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
         return self.networks.count_documents(due_query(mode, now))

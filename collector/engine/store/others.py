@@ -71,12 +71,21 @@ class ItemStore:
             )
 
     def load_quotas(self, keys: Iterable[str], now: datetime) -> dict[str, tuple[Any, Any, datetime]]:
-        """The blocks other collectors shared for these token hashes that still hold at `now`."""
+        """The blocks other collectors shared for these token hashes that still hold at `now` (a date only)."""
         wanted = sorted(set(keys))
         if not wanted:
             return {}
         found = self.quotas.find({"_id": {"$in": wanted}, "blockedUntil": {"$gt": now}})
-        return {d["_id"]: (d.get("remaining"), d.get("limit"), d["blockedUntil"]) for d in found}
+        return {
+            d["_id"]: (d.get("remaining"), d.get("limit"), d["blockedUntil"])
+            for d in found
+            if isinstance(d.get("blockedUntil"), datetime)
+        }
+
+    def bound_quota_blocks(self, latest: datetime) -> int:
+        """Shared blocks that end after `latest` end at `latest` (their TTL too). Returns how many were moved."""
+        query = {"blockedUntil": {"$gt": latest}}
+        return self.quotas.update_many(query, {"$set": {"blockedUntil": latest, "expiresAt": latest}}).modified_count
 
     def users_by_email(self, emails: Iterable[str]) -> dict[str, dict]:
         wanted = sorted({e for e in emails if isinstance(e, str)})
