@@ -91,3 +91,16 @@ class FixedRefresh:
 
     def refresh(self, connector, job) -> dict:
         return dict(self.tokens)
+
+
+def swap(make):
+    """A settings file replaced by something else under the same name (a directory, a pipe, a link...)."""
+    return lambda path: (path.unlink(), make(path))
+
+
+def bind_socket(path) -> None:
+    """A Unix socket at `path`: a file that is not a regular one."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))

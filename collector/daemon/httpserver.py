@@ -362,17 +362,15 @@ class HttpServer:
         """One line for the connections cut short since the last one (none for a quiet port)."""
         if not self.unreported or now - self.reported_at < REPORT_EVERY:
             return
-        counts, parts = self.unreported, []
-        if counts["evicted"]:
-            parts.append(f"{counts['evicted']} closed to make room for newer ones ({self.limit} open at most)")
-        if counts["timeout"]:
-            parts.append(f"{counts['timeout']} not done within {self.timeout:g}s")
-        if counts["refused"]:
-            parts.append(f"{counts['refused']} refused (malformed, or a head over {HEAD_LIMIT} bytes)")
-        if counts["failed"]:
-            parts.append(f"{counts['failed']} answered 500 (a failure of the collector's own, logged)")
-        if counts["starved"]:
-            parts.append(f"{counts['starved']} closed to free a file descriptor (the process had none left)")
+        counts = self.unreported
+        words = {
+            "evicted": f"closed to make room for newer ones ({self.limit} open at most)",
+            "timeout": f"not done within {self.timeout:g}s",
+            "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
+            "failed": "answered 500 (a failure of the collector's own, logged)",
+            "starved": "closed to free a file descriptor (the process had none left)",
+        }
+        parts = [f"{counts[reason]} {text}" for reason, text in words.items() if counts[reason]]
         if counts["paused"]:
             parts.append(f"accepting paused {counts['paused']} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)")
         log.warning("metrics: connections cut short: %s", "; ".join(parts))

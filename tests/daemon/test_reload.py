@@ -21,6 +21,8 @@ from collector.daemon.reload import changed, merge
 from collector.engine import Collector
 from collector.settings import SettingsError, config_dir, load_settings
 
+from helpers import bind_socket, swap
+
 
 def test_merge_applies_what_may_change_and_keeps_the_connection_and_metrics_socket(settings):
     new = settings.with_(normal_interval=60, log_level="ERROR", mongodb_uri="mongodb://other:27017/x", metrics_port=9)
@@ -96,7 +98,6 @@ def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemo
 
 def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_heartbeat(db, settings, hup):
     """One hook: the reload applies to the engine, then every observer follows its own settings."""
-    import socket
     import threading
     import time
     import urllib.request
@@ -158,18 +159,8 @@ def sources(monkeypatch):
     shutil.rmtree(base)
 
 
-def swap(make):
-    """The file replaced by something else under the same name."""
-    return lambda path: (path.unlink(), make(path))
-
-
 def append(data: bytes):
     return lambda path: path.write_bytes(path.read_bytes() + data)
-
-
-def bind_socket(path: Path) -> None:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(path))
 
 
 FAULTS = {  # what is wrong: (make it so, what the line says)

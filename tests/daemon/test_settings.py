@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import threading
 from pathlib import Path
 
@@ -11,6 +10,8 @@ import pytest
 
 from collector import cli
 from collector.settings import SettingsError, config_dir, load_settings
+
+from helpers import bind_socket, swap
 
 
 def test_production_defaults(tmp_path):
@@ -121,15 +122,6 @@ def files(tmp_path, monkeypatch):
         "./.env": tmp_path / "work" / ".env",
         "--env-file": tmp_path / "collector.env",
     }
-
-
-def swap(make):
-    return lambda path: (path.unlink(), make(path))
-
-
-def bind_socket(path: Path) -> None:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.bind(str(path))
 
 
 FAULTS = {  # what is wrong: (make it so, what the line says)

@@ -26,27 +26,11 @@ def all_text(records) -> str:
 
 
 def test_pymongo_command_logs_at_debug_never_show_a_token(db, settings, caplog):
-    from pymongo.logger import _COMMAND_LOGGER, _CommandStatusMessage, _debug_log
-
     add_network(db, refreshToken="rt-not-yet-claimed-5678")
     Collector(db, settings)  # installs the redaction for the whole process
     with caplog.at_level(logging.DEBUG):
         # exactly what pymongo logs for the reply of the claim's read-back, before the collector holds the network
-        _debug_log(
-            _COMMAND_LOGGER,
-            message=_CommandStatusMessage.SUCCEEDED,
-            clientId=1,
-            durationMS=1,
-            reply={"cursor": {"firstBatch": [db.networks.find_one()]}},
-            commandName="find",
-            databaseName="likeastore",
-            requestId=1,
-            operationId=1,
-            driverConnectionId=1,
-            serverConnectionId=1,
-            serverHost="db",
-            serverPort=27017,
-        )
+        pymongo_reply_log({"cursor": {"firstBatch": [db.networks.find_one()]}})
     text = all_text(caplog.records)
     assert "accessToken" in text and "Command succeeded" in text
     assert TOKEN not in text and "rt-not-yet-claimed-5678" not in text
