@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dotenv import dotenv_values
+from dotenv.parser import parse_stream
 
 ENVIRONMENTS = ("development", "test", "production")
 DEFAULT_ENV = "production"
@@ -435,6 +436,9 @@ def read_settings_file(path: str | Path, name: str = "", required: bool = True) 
         raise refuse(f"not UTF-8 text (byte {exc.start})") from None
     if "\x00" in text:
         raise refuse("not text (it holds a NUL byte)")
+    broken = next((b.original.line for b in parse_stream(io.StringIO(text)) if b.error), None)
+    if broken is not None:  # python-dotenv would skip the line, warn without naming the file, and apply the rest
+        raise refuse(f"line {broken} is not a setting (NAME=value; an unclosed quote?)")
     return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
 
 

@@ -176,6 +176,8 @@ FAULTS = {  # what is wrong: (make it so, what the line says)
     "Latin-1": (append("USER_AGENT=café\n".encode("latin-1")), "not UTF-8 text (byte "),
     "Windows-1252": (append("USER_AGENT=“quoted”\n".encode("cp1252")), "not UTF-8 text (byte "),
     "a NUL byte": (append(b"PASS_LIMIT=1\x00\n"), "not text (it holds a NUL byte)"),
+    "an unclosed quote": (append(b'HTTP_TIMEOUT="20\nPASS_LIMIT=7\n'), "is not a setting (NAME=value"),
+    "a line that is no setting": (append(b"BACKOFF_BASE 61\n"), "is not a setting (NAME=value"),
     "over 1 MiB": (append(b"#" * (1 << 20) + b"\n"), "larger than 1048576 bytes"),
 }
 SOURCES = ("config/defaults.env", "config/test.env", "./.env", "--env-file")

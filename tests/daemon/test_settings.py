@@ -136,6 +136,8 @@ FAULTS = {  # what is wrong: (make it so, what the line says)
     "Latin-1": (lambda p: p.write_text(p.read_text() + "USER_AGENT=naïve\n", encoding="latin-1"), "not UTF-8"),
     "Shift JIS": (lambda p: p.write_text("USER_AGENT=収集\n" + p.read_text(), encoding="shift_jis"), "not UTF-8"),
     "a NUL byte": (lambda p: p.write_bytes(b"\x00" + p.read_bytes()), "not text (it holds a NUL byte)"),
+    "an unclosed quote": (lambda p: p.write_text("USER_AGENT='x/1\n" + p.read_text()), "line 1 is not a setting"),
+    "a stray word": (lambda p: p.write_text(p.read_text() + "\nPASS_LIMIT 3\n"), "is not a setting (NAME=value"),
     "over 1 MiB": (lambda p: p.write_text(p.read_text() + "#" * (1 << 20)), "larger than 1048576 bytes"),
 }
 SOURCES = ("config/defaults.env", "config/test.env", "./.env", "--env-file")
