@@ -17,6 +17,7 @@ import functools
 import logging
 import re
 import threading
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
@@ -40,7 +41,7 @@ _SHAPES = re.compile(
     # a value cut short (a log line truncated inside it) runs to the end of what is there; a list or a document
     # (`"tokens": ["…"]`, `'secret': {…}`) is masked whole (`_structure_end`)
     r"""|(?P<open>\\{0,8}["'])(?P<unclosed>.{0,8192})|(?P<nested>[\[{])"""
-    r"""|(?P<value>[^"'\s&,;)}\\\[{]+))"""
+    r"""|(?P<value>[^"'\s&,;)}\\]+))"""
     r"""|(?P<scheme>\b(?:Bearer|Basic|OAuth)\s+)(?P<cred>[^\s"',\\]+)""",
     re.IGNORECASE | re.DOTALL,
 )
@@ -98,7 +99,7 @@ class Secrets:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
-        self._ordered: tuple[str, ...] | None = None
+        self._ordered: tuple[tuple[str, ...], list[int]] | None = None  # longest first, and minus their lengths
 
     def add(self, values: Iterable[object]) -> None:
         with self._lock:
@@ -130,8 +131,12 @@ class Secrets:
         ordered = self._ordered
         if ordered is None:
             with self._lock:
-                ordered = self._ordered = tuple(sorted(self._counts, key=len, reverse=True))  # longest first
-        for value in ordered:  # a substring test per value is far cheaper than one big alternation
+                values = tuple(sorted(self._counts, key=len, reverse=True))  # longest first
+                ordered = self._ordered = values, [-len(v) for v in values]
+        values, lengths = ordered
+        # a substring test per value is far cheaper than one big alternation; values longer than the text are
+        # skipped (a short text, an id or an address, costs little however many networks are held)
+        for value in values[bisect_left(lengths, -len(text)) :]:
             if value in text:
                 text = text.replace(value, MASK)
         if _may_hold_shape(text):
@@ -203,27 +208,48 @@ def redact(text: str) -> str:
     return SECRETS.redact(text)
 
 
-WINDOW = 2 * SPAN  # longer than any secret the masks know, with its name: none starting before a cut straddles it
+WINDOW = 2 * SPAN  # masked past the cut at first: more than any secret the masks know (≤ SPAN), with its name
 
 
 def clip(text: object, limit: int) -> str:
     """Text shortened the one way that leaks nothing: masked first, then cut to `limit` characters (a secret that
-    straddled the cut would otherwise survive in a piece no mask recognises). Only the first `limit + WINDOW`
-    characters are masked, so the cost stays bounded however long the text; what lies past them is cut anyway."""
-    return redact(str(text)[: limit + WINDOW])[:limit]
+    straddled the cut would otherwise survive in a piece no mask recognises). Only a window of the text is masked,
+    so the cost stays bounded however long it is: one that still reaches SPAN characters past the cut once masked,
+    so a secret cut by the window's own end lies past the cut (masking shortens text: the window grows until then
+    or the text ends)."""
+    text = str(text)
+    end = limit + WINDOW
+    while True:
+        masked = redact(text[:end])
+        if end >= len(text) or len(masked) >= limit + SPAN:
+            return masked[:limit]
+        end *= 2
 
 
-def secret_values(document: object, depth: int = 0, inside: bool = False) -> list[str]:
+NESTED_KEPT = 100  # secret values taken from one document at most (a document is not ours to trust)
+NESTED_MIN = 8  # shorter ones under secret names are settings, not secrets (`tokenType: "bearer"`)
+
+
+def secret_values(document: object) -> list[str]:
     """Every string held under a secret-looking name in a document, at any depth (a token in a list, a nested
-    `oauth.secret`): hidden by value from every log line while the collector holds the document."""
-    if depth > 100:
-        return []
-    if isinstance(document, dict):
-        pairs = document.items()
-        return [v for key, inner in pairs for v in secret_values(inner, depth + 1, inside or secret_name(key))]
-    if isinstance(document, (list, tuple)):
-        return [v for inner in document for v in secret_values(inner, depth + 1, inside)]
-    return [document] if inside and isinstance(document, str) else []
+    `oauth.secret`): hidden by value from every log line while the collector holds the document. At most
+    NESTED_KEPT of them, each of NESTED_MIN to SPAN characters."""
+    found: list[str] = []
+    _collect(document, False, 0, found)
+    return found
+
+
+def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
+    if depth > 100 or len(found) >= NESTED_KEPT:
+        return
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _collect(inner, inside or secret_name(key), depth + 1, found)
+    elif isinstance(value, (list, tuple)):
+        for inner in value:
+            _collect(inner, inside, depth + 1, found)
+    elif inside and isinstance(value, str) and NESTED_MIN <= len(value) <= SPAN:
+        found.append(value)
 
 
 def redact_record(record: logging.LogRecord) -> None:

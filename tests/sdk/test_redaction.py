@@ -81,6 +81,7 @@ def test_no_message_is_cut_before_it_is_masked():
         "collector/sdk/redaction.py",  # clip itself: what it cuts is masked
         "collector/sdk/errors.py",  # a search in an exception's text, not shown
         "collector/sdk/htmltext.py",  # the bound on an item's HTML read, not a message
+        "collector/sdk/http.py",  # `where`: the host and path of the collector's own request (no secret goes there)
     }
     found = []
     for path in [*root.glob("collector/**/*.py"), *root.glob("connectors/*.py")]:
@@ -95,3 +96,21 @@ def test_no_message_is_cut_before_it_is_masked():
                 if is_text and node.slice.upper is not None and str(path.relative_to(root)) not in not_messages:
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not found, found
+
+
+@pytest.mark.parametrize("shrink", [0, 5_000, 16_400, 40_000])
+@pytest.mark.parametrize("offset", [-20, -5, 0, 5])
+def test_clip_leaves_no_piece_where_masking_shortened_what_came_before_the_window_end(shrink, offset):
+    """Masking can shorten text by more than the window it reads past the cut (a long value after a secret name
+    becomes `***`): a secret cut by the window's end must still not slide into what is shown."""
+    from collector.sdk.redaction import WINDOW, clip
+
+    limit = 200
+    SECRETS.add([SECRET_IN_TEXT])
+    try:
+        head = f"signature={'x' * shrink} " if shrink else ""
+        pad = "z" * max(0, limit + WINDOW - len(head) + offset - len(SECRET_IN_TEXT) // 2)
+        shown = clip(head + pad + SECRET_IN_TEXT + " and the rest", limit)
+    finally:
+        SECRETS.remove([SECRET_IN_TEXT])
+    assert not [p for p in (SECRET_IN_TEXT[i : i + 6] for i in range(len(SECRET_IN_TEXT) - 5)) if p in shown]
