@@ -17,6 +17,7 @@ import requests
 from typing_extensions import override
 
 from collector.sdk import (
+    BadResponse,
     Item,
     OAuth1OrBearer,
     OAuth1Signed,
@@ -29,6 +30,7 @@ from collector.sdk import (
     html_to_text,
     next_token,
     optional_epoch,
+    whole_number,
 )
 
 API = "https://api.tumblr.com/v2"
@@ -46,16 +48,16 @@ class LikedBefore(Paging):
             return None  # an empty page: the end
         path = ("response", "_links", "next", "query_params", "before")
         before = next_token(at(body, path), ".".join(path))
-        if before is None:  # no link: the oldest like of the page, of the posts that have a whole-number time
+        if before is None:  # no link: the oldest like of the page (a number, or digits)
             times = [
-                p["liked_timestamp"]
+                whole_number(p["liked_timestamp"], "liked_timestamp")
                 for p in entries
-                if isinstance(p, dict)
-                and isinstance(p.get("liked_timestamp"), int)
-                and not isinstance(p["liked_timestamp"], bool)
+                if isinstance(p, dict) and p.get("liked_timestamp") is not None
             ]
-            before = min(times) if times else None
-        return str(before) if before is not None else None
+            if not times:  # entries, and no way on: an error, never the end of the history
+                raise BadResponse(f"tumblr: a page of likes with neither {'.'.join(path)} nor a liked_timestamp")
+            before = min(times)
+        return str(before)
 
 
 class TumblrConnector(PagedConnector):

@@ -575,6 +575,9 @@ class Tumblr(Spec):
     def error_answer(self, message):
         return 400, {}, {"meta": {"status": 400, "msg": message}, "response": [], "errors": [{"detail": message}]}
 
+    def unusable_entry(self, entry):
+        return {"liked_timestamp": entry["liked_timestamp"]}  # a post of no kind the collector keeps: no id, no URL
+
     def rate_limited(self):
         return 429, {}, {"meta": {"status": 429, "msg": "Limit Exceeded"}, "response": []}, T0 + timedelta(seconds=60)
 

@@ -203,7 +203,7 @@ def cursor_params(cursor: Any, param: str, size: int | None, size_param: str | N
     params: dict[str, Any] = {}
     if size_param and size:
         params[size_param] = size
-    if cursor:
+    if cursor is not None and cursor != "":  # a token of 0 is a token (the first page has none)
         params[param] = cursor
     return params
 

@@ -94,6 +94,11 @@ class Spec:
         """An error answer carrying `message` where the service puts its own error text."""
         return 400, {}, {"message": message}
 
+    def unusable_entry(self, entry: Any) -> Any:
+        """An entry of the service's list that no connector can keep, in place of `entry` (default: a number);
+        a spec whose paging reads something of each entry keeps that (Tumblr: the like's time)."""
+        return UNUSABLE
+
     def with_next(self, answer: Answer, value: Any) -> Answer:
         """`answer`, a first page with more after it, with `value` where its next-page token (or its "more?"
         signal) goes. Implement it, with `next_field`, wherever the page carries one."""
@@ -212,7 +217,7 @@ class Kit:
         cls = (self.registry or Registry()).get(self.spec.service)
         path: tuple[str, ...] = getattr(cls, "entries", ())
         status, headers, body = answer
-        return status, headers, replace_at(body, path, lambda entries: [UNUSABLE] * len(entries))
+        return status, headers, replace_at(body, path, lambda entries: [self.spec.unusable_entry(e) for e in entries])
 
     def item_type(self) -> str:
         cls = (self.registry or Registry()).get(self.spec.service)

@@ -11,7 +11,7 @@ import pytest
 import responses
 
 from collector import cli, run_once
-from collector.sdk.errors import Malformed
+from collector.sdk.errors import BadResponse, Malformed
 from collector.sdk.safeurl import safe_base_url
 from collector.settings import settings_for_tests
 
@@ -200,3 +200,57 @@ def test_connectors_command_lists_every_service(capsys):
         "facebook",
     } <= names
     assert all(line.endswith("\tbuilt-in") for line in lines)
+
+
+def tumblr_page(posts, links=None):
+    response = {"liked_posts": posts, **({"_links": links} if links is not None else {})}
+    return {"meta": {"status": 200}, "response": response}
+
+
+@pytest.mark.parametrize(
+    ("posts", "expected"),
+    [
+        ([{"liked_timestamp": 1700000300}, {"liked_timestamp": 1700000100}], "1700000100"),
+        ([{"liked_timestamp": "1700000200"}, {"liked_timestamp": 1700000500}], "1700000200"),  # digits too
+        ([7, {"liked_timestamp": 1600000000}, {"id": 1}], "1600000000"),  # what can be read decides
+    ],
+)
+def test_tumblr_without_a_next_link_pages_back_from_the_oldest_like(posts, expected):
+    from connectors.tumblr import LikedBefore
+
+    assert LikedBefore().next(None, tumblr_page(posts), None, posts) == expected
+
+
+@pytest.mark.parametrize(
+    "posts",
+    [
+        [7, 7, 7],
+        [{"id": 1, "post_url": "https://x.tumblr.com/post/1"}],
+        [{"liked_timestamp": 1.5}],
+        [{"liked_timestamp": True}],
+    ],
+)
+def test_tumblr_entries_with_no_way_on_are_an_error_never_the_end(posts):
+    """A page with entries, no `_links.next` and no readable like time cannot say where the history goes on: a
+    badResponse (the walk stays), not the end of the list."""
+    from connectors.tumblr import LikedBefore
+
+    with pytest.raises(BadResponse, match="liked_timestamp"):
+        LikedBefore().next(None, tumblr_page(posts), None, posts)
+
+
+def test_tumblr_an_empty_page_is_the_end_and_a_link_wins_over_the_times():
+    from connectors.tumblr import LikedBefore
+
+    assert LikedBefore().next("123", tumblr_page([]), None, []) is None
+    posts = [{"liked_timestamp": 1700000000}]
+    links = {"next": {"query_params": {"before": "1690000000"}}}
+    assert LikedBefore().next(None, tumblr_page(posts, links), None, posts) == "1690000000"
+
+
+@pytest.mark.parametrize("token", [0, "0", 42])
+def test_a_token_of_zero_or_any_whole_number_is_sent_back(token):
+    from collector.sdk.paging import cursor_params
+
+    assert cursor_params(token, "cursor", 50, "limit") == {"limit": 50, "cursor": token}
+    assert cursor_params(None, "cursor", 50, "limit") == {"limit": 50}
