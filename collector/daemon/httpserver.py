@@ -140,7 +140,7 @@ class HttpServer:
                     if key.data == "accept":
                         accept = True  # after the open connections: what they sent is read first
                     elif isinstance(key.data, _Connection):
-                        self._step(key.data)
+                        self._guarded_step(key.data)
                 if accept and not self.stopping:
                     self._accept()
                 now = time.monotonic()
@@ -188,13 +188,17 @@ class HttpServer:
                 return
             if len(self.connections) >= self.limit:
                 self._drop(next(iter(self.connections)), "evicted")
-            sock.setblocking(False)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+            except OSError:  # that client is gone already
+                sock.close()
+                continue
             conn = _Connection(sock, time.monotonic() + self.timeout)
             self.connections[conn] = None
             self.selector.register(sock, selectors.EVENT_READ, conn)
             self.accepted += 1
-            self._step(conn)  # the request often came with the connection
+            self._guarded_step(conn)  # the request often came with the connection
 
     def _expire(self, now: float) -> None:
         while self.connections:
@@ -213,6 +217,18 @@ class HttpServer:
             self.unreported[reason] += 1
         self.selector.unregister(conn.sock)
         conn.sock.close()
+
+    def _guarded_step(self, conn: _Connection) -> None:
+        """`_step`, a failure of which ends that connection alone (counted, its traceback logged once a period):
+        the server goes on answering everyone else."""
+        try:
+            self._step(conn)
+        except Exception:
+            self.closed["failed"] += 1
+            self.unreported["failed"] += 1
+            if self.unreported["failed"] == 1:
+                log.exception("metrics: a connection failed; it is closed, the others are served")
+            self._drop(conn, None)
 
     def _step(self, conn: _Connection) -> None:
         """Read more of the head, or send more of the answer, as far as the socket allows now."""
@@ -259,7 +275,7 @@ class HttpServer:
         if len(parts) != 3 or not TOKEN.fullmatch(parts[0]) or not re.fullmatch(r"HTTP/1\.[0-9]", parts[2]):
             raise _Refused("400 Bad Request", "not an HTTP/1.x request line")
         method, target, version = parts
-        if "://" in target:  # the absolute form a proxy may send
+        if target.lower().startswith(("http://", "https://")):  # the absolute form a proxy may send
             target = "/" + target.split("://", 1)[1].partition("/")[2]
         if not target.startswith("/"):
             raise _Refused("400 Bad Request", "the target is not a path")
@@ -315,7 +331,7 @@ class HttpServer:
             self.unreported["failed"] += 1
             if self.unreported["failed"] == 1:  # one traceback per summary period
                 log.exception(
-                    "metrics: answering %s %s failed", environ["REQUEST_METHOD"], clip(environ["PATH_INFO"], 100)
+                    "metrics: answering %r %r failed", environ["REQUEST_METHOD"], clip(environ["PATH_INFO"], 100)
                 )
             return "500 Internal Server Error", [("Content-Type", "text/plain; charset=utf-8")], b"internal error\n"
         status, headers = started

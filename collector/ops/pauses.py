@@ -27,7 +27,13 @@ def pause(db: Any, now: datetime, mode: str | None, service: str | None, reason:
     if until is not None and until <= now:
         raise ValueError("--until must be in the future")
     scope = scope_id(mode, service)
-    fields = {"mode": mode or ANY, "service": service or ANY, "reason": clip(reason, 500), "by": who(), "at": now}
+    fields = {
+        "mode": mode or ANY,
+        "service": service or ANY,
+        "reason": reason if len(reason) <= 500 else clip(reason, 500),
+        "by": who(),
+        "at": now,
+    }
     fields["until"] = until
     Store(db).set_pause(scope, fields)
     what = f"mode {mode or 'every mode'}, service {service or 'every service'}"

@@ -610,3 +610,47 @@ def test_a_process_out_of_descriptors_closes_its_oldest_connections_and_still_an
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+@pytest.mark.parametrize(
+    "broken",
+    ["never starts its answer", "raises", "a header that is not Latin-1", "a status that is no status"],
+)
+def test_a_failure_answering_one_connection_ends_that_connection_alone(broken, caplog):
+    """Whatever goes wrong making one answer, that connection is closed and the server answers the next one."""
+    from collector.daemon.httpserver import HttpServer
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/ok":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"fine\n"]
+        if broken == "raises":
+            raise RuntimeError("app bug")
+        if broken == "a header that is not Latin-1":
+            start_response("200 OK", [("X-Name", "\u2603 snowman")])
+        elif broken == "a status that is no status":
+            start_response(None, [])
+        return [b"body"]
+
+    server = HttpServer(app, "127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            try:
+                exchange(server.port, b"GET /broken HTTP/1.1\r\n\r\n")
+            except (ConnectionError, ValueError, OSError):
+                pass  # an answer cut off is what a broken app may give; the server must live on
+            status, _, body = exchange(server.port, b"GET /ok HTTP/1.1\r\n\r\n")
+            assert (status, body) == ("HTTP/1.1 200 OK", b"fine\n")
+        assert server.thread.is_alive()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("query", ["u=http://evil.example/x", "next=https://a/b/c", "x=://"])
+def test_a_url_in_the_query_leaves_the_path_as_it_is(query):
+    server = MetricsServer(fixed_metrics(), "127.0.0.1", 0)
+    try:
+        status, _, body = exchange(server.port, f"GET /healthz?{query} HTTP/1.1\r\n\r\n".encode())
+    finally:
+        server.close()
+    assert status == "HTTP/1.1 200 OK" and body.startswith(b"ok")

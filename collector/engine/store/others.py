@@ -83,8 +83,9 @@ class ItemStore:
         }
 
     def bound_quota_blocks(self, latest: datetime) -> int:
-        """Shared blocks that end after `latest` end at `latest` (their TTL too). Returns how many were moved."""
-        query = {"blockedUntil": {"$gt": latest}}
+        """Shared blocks that end after `latest` end at `latest` (their TTL too), found by `expiresAt`, which the
+        collector writes equal to `blockedUntil` and which has an index (the TTL's). Returns how many moved."""
+        query = {"expiresAt": {"$gt": latest}}
         return self.quotas.update_many(query, {"$set": {"blockedUntil": latest, "expiresAt": latest}}).modified_count
 
     def users_by_email(self, emails: Iterable[str]) -> dict[str, dict]:
