@@ -172,9 +172,10 @@ def _masked_span(match: re.Match[str], text: str) -> tuple[int, int, str]:
 
 
 def _structure_end(text: str, start: int) -> int:
-    """The end of the list or document that opens at `start` (its closing bracket, strings skipped), or, when it
-    is not closed within SPAN characters, where the reading stopped: the rest is masked too."""
-    depth, quote, index, stop = 0, "", start, min(len(text), start + SPAN)
+    """The end of the list or document that opens at `start` (the bracket that closes it, strings skipped; a
+    bracket of the other kind closes nothing), or, when it is not closed within SPAN characters, where the reading
+    stopped: the rest is masked too."""
+    closers, quote, index, stop = [], "", start, min(len(text), start + SPAN)
     while index < stop:
         char = text[index]
         if quote:
@@ -185,10 +186,10 @@ def _structure_end(text: str, start: int) -> int:
         elif char in "\"'":
             quote = char
         elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-            if depth == 0:
+            closers.append("]" if char == "[" else "}")
+        elif closers and char == closers[-1]:
+            closers.pop()
+            if not closers:
                 return index + 1
         index += 1
     return stop

@@ -114,3 +114,18 @@ def test_clip_leaves_no_piece_where_masking_shortened_what_came_before_the_windo
     finally:
         SECRETS.remove([SECRET_IN_TEXT])
     assert not [p for p in (SECRET_IN_TEXT[i : i + 6] for i in range(len(SECRET_IN_TEXT) - 5)) if p in shown]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tokens: [abc}Hidden-value-1234]",
+        "secret={a: [1, 2}, Hidden-value-1234]}",
+        "credentials: {'list': [']'], 'k': 'Hidden-value-1234'}",
+        "apiKey=[Hidden-value-1234",  # never closed: masked to the end
+        '"password": {"old": "x", "new": "Hidden-value-1234"}, "user": "ann"',
+    ],
+)
+def test_a_list_or_document_under_a_secret_name_is_masked_to_its_own_closing_bracket(text):
+    out = SECRETS.redact(text)
+    assert "Hidden-value" not in out and "***" in out

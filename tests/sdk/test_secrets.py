@@ -200,6 +200,7 @@ NESTED = {
     "a list where a string belongs": {"accessToken": ["nested-list-token-0001", "nested-list-token-0002"]},
     "a nested document": {"oauth": {"token": "nested-doc-token-0003", "tokenSecret": "nested-doc-secret-0004"}},
     "a list of documents": {"credentials": [{"kind": "x", "value": "nested-cred-value-0005"}]},
+    "brackets that do not pair": {"tokens": ["a}b", "c]d", "mismatch-secret-0009"]},
     "four levels down": {"auth": {"providers": [{"github": {"accessToken": "deep-token-0006"}}]}},
     "a password in a map": {"settings": {"smtp": {"password": "smtp-pass-0007", "host": "mail.example"}}},
     "an extended-JSON value": {"google": {"refreshToken": {"$binary": "cmVmcmVzaC10b2tlbi0wMDA4"}}},
