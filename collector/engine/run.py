@@ -96,7 +96,9 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
     """The network's credentials, and every string under a secret-looking name at any depth (a token in a list,
     a nested `oauth.secret`): what its log lines and its lastError must never show."""
     top = [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
-    return top + secret_values(dict(network))
+    document = dict(network)
+    document.pop("leaseToken", None)  # the claim's own token: no credential, and the same for a whole batch
+    return top + secret_values(document)
 
 
 def prepare(

@@ -93,28 +93,40 @@ def mask_credentials(text: str) -> str:
     return _CREDENTIALS.sub(MASK, text)
 
 
+RELEASED_KEPT = 4096  # values let go of, still masked, before the set is pruned (and sorted again)
+
+
 class Secrets:
-    """The set of secret values to hide, counted: a value shared by two holders stays until both let go."""
+    """The set of secret values to hide, counted: a value shared by two holders stays until both let go. A value
+    let go of is still masked for a while (it is a secret all the same): the networks of a steady collector are
+    claimed again and again, and the sorted set is rebuilt only when a value is new, or when the released ones
+    are pruned (past RELEASED_KEPT more than those held), not at every claim and save."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._released: set[str] = set()
         self._ordered: tuple[tuple[str, ...], list[int]] | None = None  # longest first, and minus their lengths
 
     def add(self, values: Iterable[object]) -> None:
         with self._lock:
             for value in self._variants(values):
+                if not self._counts[value] and value not in self._released:
+                    self._ordered = None  # a value not masked yet
+                self._released.discard(value)
                 self._counts[value] += 1
-            self._ordered = None
 
     def remove(self, values: Iterable[object]) -> None:
         with self._lock:
             for value in self._variants(values):
                 if self._counts[value] <= 1:
                     del self._counts[value]
+                    self._released.add(value)
                 else:
                     self._counts[value] -= 1
-            self._ordered = None
+            if len(self._released) > RELEASED_KEPT + len(self._counts):
+                self._released.clear()
+                self._ordered = None
 
     @staticmethod
     def _variants(values: Iterable[object]) -> set[str]:
@@ -131,7 +143,7 @@ class Secrets:
         ordered = self._ordered
         if ordered is None:
             with self._lock:
-                values = tuple(sorted(self._counts, key=len, reverse=True))  # longest first
+                values = tuple(sorted({*self._counts, *self._released}, key=len, reverse=True))  # longest first
                 ordered = self._ordered = values, [-len(v) for v in values]
         values, lengths = ordered
         # a substring test per value is far cheaper than one big alternation; values longer than the text are
@@ -241,16 +253,30 @@ def secret_values(document: object) -> list[str]:
 
 
 def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
+    """Strings under a secret name go to `found`; outside one, only lists and documents are looked into."""
     if depth > 100 or len(found) >= NESTED_KEPT:
         return
     if isinstance(value, dict):
         for key, inner in value.items():
-            _collect(inner, inside or secret_name(key), depth + 1, found)
+            secret = inside or _secret_field(key)
+            if secret or isinstance(inner, (dict, list, tuple)):
+                _collect(inner, secret, depth + 1, found)
     elif isinstance(value, (list, tuple)):
         for inner in value:
-            _collect(inner, inside, depth + 1, found)
+            if inside or isinstance(inner, (dict, list, tuple)):
+                _collect(inner, inside, depth + 1, found)
     elif inside and isinstance(value, str) and NESTED_MIN <= len(value) <= SPAN:
         found.append(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_secret_name(name: str) -> bool:
+    return secret_name(name)
+
+
+def _secret_field(name: object) -> bool:
+    """`secret_name`, remembered for the short names every network document repeats (`accessToken`, `seenIds`)."""
+    return _short_secret_name(name) if isinstance(name, str) and len(name) <= 64 else secret_name(name)
 
 
 def redact_record(record: logging.LogRecord) -> None:
