@@ -181,8 +181,7 @@ class HttpServer:
                 if self.connections:  # free a descriptor of our own, then try again
                     self._drop(next(iter(self.connections)), "starved")
                     continue
-                self.closed["paused"] += 1
-                self.unreported["paused"] += 1
+                self._count("paused")
                 self.selector.unregister(self.listener)
                 self.paused_until = time.monotonic() + DESCRIPTOR_PAUSE
                 return
@@ -213,8 +212,7 @@ class HttpServer:
         del self.connections[conn]
         self.unsent -= len(conn.out or b"")
         if reason is not None:  # counted before the client can see the close
-            self.closed[reason] += 1
-            self.unreported[reason] += 1
+            self._count(reason)
         self.selector.unregister(conn.sock)
         conn.sock.close()
 
@@ -224,9 +222,7 @@ class HttpServer:
         try:
             self._step(conn)
         except Exception:
-            self.closed["failed"] += 1
-            self.unreported["failed"] += 1
-            if self.unreported["failed"] == 1:
+            if self._count("failed") == 1:
                 log.exception("metrics: a connection failed; it is closed, the others are served")
             self._drop(conn, None)
 
@@ -264,8 +260,7 @@ class HttpServer:
         self._answer(conn, *self._run(environ), send_body=not head_only)
 
     def _refuse(self, conn: _Connection, refused: _Refused) -> None:
-        self.closed["refused"] += 1
-        self.unreported["refused"] += 1
+        self._count("refused")
         body = refused.reason.encode() + b"\n"
         self._answer(conn, refused.status, [("Content-Type", "text/plain; charset=utf-8")], body)
 
@@ -327,9 +322,7 @@ class HttpServer:
             finally:
                 getattr(result, "close", lambda: None)()
         except Exception:
-            self.closed["failed"] += 1
-            self.unreported["failed"] += 1
-            if self.unreported["failed"] == 1:  # one traceback per summary period
+            if self._count("failed") == 1:  # one traceback per summary period
                 log.exception(
                     "metrics: answering %r %r failed", environ["REQUEST_METHOD"], clip(environ["PATH_INFO"], 100)
                 )
@@ -373,6 +366,12 @@ class HttpServer:
         except OSError:
             pass
         self._drop(conn, None)
+
+    def _count(self, reason: str) -> int:
+        """A connection cut short for `reason`: counted since the start and for the next summary line (returned)."""
+        self.closed[reason] += 1
+        self.unreported[reason] += 1
+        return self.unreported[reason]
 
     def _report(self, now: float) -> None:
         """One line for the connections cut short since the last one (none for a quiet port)."""

@@ -165,15 +165,7 @@ class Kit:
 
     def setup_altered(self, count: int, alter: Any) -> Fake:
         """As `setup`, with every page of the history passed through `alter(body)` (other answers as they are)."""
-        fake = self.setup(count)
-        render = self.spec.render
-
-        def altered(numbers: list[int], next_start: int | None, url: str) -> Answer:
-            status, headers, body = render(numbers, next_start, url)[:3]
-            return status, headers, alter(body)
-
-        fake.spec = cast(Spec, _Altered(self.spec, altered))
-        return fake
+        return self.setup_pages(count, lambda numbers, next_start, answer: (*answer[:2], alter(answer[2])))
 
     def add_network(self, **fields: Any) -> Any:
         return self.db.networks.insert_one({"user": USER, "accessToken": TOKEN, **fields}).inserted_id
