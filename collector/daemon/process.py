@@ -8,12 +8,13 @@ A second signal exits at once. With once=True: one pass, no jobs, exit 1 if that
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pymongo.errors import PyMongoError
@@ -79,8 +80,7 @@ class Daemon:
         if kept:
             log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
         applied = changed(old, merged)
-        self.collector.apply_settings(merged)  # the engine first, then everyone who follows settings
-        self.collector.observers.notify("on_settings", old, merged)
+        self.collector.apply_settings(merged)  # the engine first, then everyone who follows settings (observers)
         if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
             self.configure_logging(merged.log_level, merged.log_format)
         log.info(
@@ -107,7 +107,7 @@ class Daemon:
             self.metrics.stopping = True  # /readyz: 503 from now on
         self.notifier.send("STOPPING=1")
         # requests still running after one deadline are cut and no new one starts: the stop is bounded
-        self.collector.http.interrupt_after(self.collector.settings.http_timeout)
+        self.collector.cut_requests_after(self.collector.settings.http_timeout)
 
     def idle(self, seconds: float) -> None:
         """The loop's wait when nothing is due: until `seconds` pass, a stop, or a job is handed to the loop."""
@@ -118,7 +118,6 @@ class Daemon:
 
     def start_jobs(self) -> Jobs:
         """The recurring jobs of this collector, on one APScheduler scheduler; they run on the loop's thread."""
-        from .housekeeping import housekeeping
         from .jobs import Jobs
         from .metrics import progress_bound
         from .sweep import InactiveSweep
@@ -128,18 +127,18 @@ class Daemon:
         heartbeat, metrics = self.heartbeat, self.metrics
         if heartbeat is not None:
             jobs.every("heartbeat", settings.heartbeat_seconds, lambda now: heartbeat.beat())
-        jobs.every("housekeeping", HOUSEKEEPING_SECONDS, lambda now: housekeeping(collector, now))
+        jobs.every("housekeeping", HOUSEKEEPING_SECONDS, collector.housekeep)
         if metrics is not None:
             jobs.sinks.append(metrics.on_job)
             jobs.every(
                 "gauges",
                 GAUGES_SECONDS,
-                lambda now: metrics.sample(collector.store.count_due(self.mode, now), collector.quotas.blocked(now)),
+                lambda now: metrics.sample(collector.due(self.mode, now), collector.tokens_blocked(now)),
                 first=utcnow(),
             )
         if self.mode == "initial":
             sweep = InactiveSweep(
-                collector.store.db,
+                collector.db,
                 collector.instance_id,
                 lambda: collector.settings,
                 retry=lambda at: jobs.once("inactive-sweep-retry", at, sweep),
@@ -148,7 +147,7 @@ class Daemon:
         if metrics is not None:
             for name in jobs.plans:
                 metrics.add_job(name)
-        collector.observers.add(jobs)
+        collector.observe(jobs)
         jobs.start()
         return jobs
 
@@ -171,7 +170,7 @@ class Daemon:
                 exc.strerror or exc,
             )
             return None
-        self.collector.observers.add(metrics)
+        self.collector.observe(metrics)
         self.metrics = metrics
         log.info("metrics: http://%s:%d/metrics and /healthz", settings.metrics_addr, server.port)
         return server
@@ -188,8 +187,8 @@ class Daemon:
             self.collector.instance_id,
             version,
             progress_bound(settings),
-            services=self.collector.registry.names(),
-            database=self.collector.database,
+            services=self.collector.services(),
+            database=self.collector.health,
             database_bound=bound(settings),
             exhausted=lambda: self.collector.exhausted_at,
         )
@@ -235,18 +234,18 @@ class Daemon:
         self.heartbeat.served = self.collector.served
         self.heartbeat.runs_now = lambda: self.collector.running
         self.heartbeat.max_running = lambda: seats(self.collector.concurrency)  # a reload may change it
-        self.collector.observers.add(self.heartbeat)
+        self.collector.observe(self.heartbeat)
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready
         self.notifier.send("READY=1", f"STATUS={self.mode}: started")
-        self.collector.observers.add(Watchdog(self.notifier, self.mode, self.collector.database))
-        self.collector.observers.add(Reloader(self))
+        self.collector.observe(Watchdog(self.notifier, self.mode, self.collector.health))
+        self.collector.observe(Reloader(self))
         if self.metrics_server is None:  # (the demo serves them from its first pass on)
             self.metrics_server = self.start_metrics(__version__)
         self.jobs = self.start_jobs()
         jobs = self.jobs
         self.heartbeat.jobs = jobs.describe
-        self.collector.observers.notify("on_tick", 0)  # the start itself: the loop is alive (watchdog, /healthz)
+        self.collector.notify("on_tick", 0)  # the start itself: the loop is alive (watchdog, /healthz)
 
     def shut_down(self) -> None:
         """Jobs stopped, metrics closed, the heartbeat removed (a clean exit: no longer listed)."""
@@ -307,6 +306,21 @@ class Reloader(Observer):
             self.daemon.reload()
 
 
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def restored_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
+    """The handlers of `signals` as they were before, put back when the block ends (as uvicorn's
+    `capture_signals`): a daemon run inside a longer-lived program (tests, an embedding) leaves its signals alone."""
+    before = {signum: signal.getsignal(signum) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
 def serve(
     settings: Settings,
     mode: str,
@@ -315,6 +329,20 @@ def serve(
     instance_id: str | None = None,
     env_file: str | None = None,
     services: tuple[str, ...] | None = None,
+) -> int:
+    """The daemon for `mode` (exit code), its signal handlers restored when it returns."""
+    with restored_signals():
+        return _serve(settings, mode, once, concurrency, instance_id, env_file, services)
+
+
+def _serve(
+    settings: Settings,
+    mode: str,
+    once: bool,
+    concurrency: int | None,
+    instance_id: str | None,
+    env_file: str | None,
+    services: tuple[str, ...] | None,
 ) -> int:
     from functools import partial
 

@@ -102,7 +102,7 @@ def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
     from ..ops.status import gather, render
 
     collector = daemon.collector
-    collector.settings = collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1)
+    collector.apply_settings(collector.settings.with_(normal_interval=5, heartbeat_seconds=5, loop_idle_pause=1))
     names = [name for name, _, _ in DEMO_USERS]
     starred = {"n": 0}
 

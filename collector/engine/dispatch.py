@@ -1,113 +1,128 @@
-"""The dispatcher: one mode's networks from claim to save. It keeps up to `concurrency` networks in flight (and
-at most the per-service cap of each service), claims the next batch when few claimed networks still wait, refills
-free slots before saving, saves finished runs in batches (saving.py), and holds the leases of everything it has
-(leases.py). Two ways drive it: `run_pass()`, one pass over what was claimed (`--once`, `run_once`), and
-`serve()`, the daemon's continuous loop.
+"""The dispatcher: the one owner of the dispatch loop's state — the claims in hand, the slots (the worker pool and
+the runs per service), the runs in flight, the finished runs on their way to the database (outbox.py), the leases
+held (leases.py) and the next wake-up. It keeps up to `concurrency` networks in flight (and at most the
+per-service cap of each service), claims the next batch when few claimed networks still wait, refills free slots
+before saving, and saves finished runs in batches. Two ways drive it: `run_pass()`, one pass over what was claimed
+(`--once`, `run_once`), and `serve()`, the daemon's continuous loop; each starts from an empty hand.
 
 Nothing in it may end the work because of one network: a network the engine itself cannot handle gets an
-`internal` error, and database errors delay saves (kept and retried) rather than drop runs that finished.
+`internal` error (decide.py), and database errors delay saves (kept and retried) rather than drop runs that
+finished.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import random
+import resource
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..sdk.errors import OutOfDescriptors
-from .events import Report, Saved
-from .leases import Leases
-from .run import Run, RunResult, crashed, execute, prepare
-from .saving import Backlog, Saving
-from .sizing import claim_size, saturated_services, seats, service_key
-from .workers import Finished
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .resources import Resources
+from ..sdk.http import Http
+from ..settings import Settings
+from .capacity import Capacity
+from .claims import Claims
+from .dbhealth import DatabaseHealth
+from .decide import decide, failure
+from .events import Observers, Report
+from .loglimit import Throttle
+from .outbox import Outbox
+from .quota import QuotaMemory
+from .rules import latest_wait
+from .run import Attempt, Claimed, Returned, Run, RunResult, execute, forget, prepare
+from .saving import Saver
+from .sizing import claim_size, saturated_services, service_key
+from .workers import Finished, drain
 
 log = logging.getLogger("collector.engine")
 STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the database refused
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
-SAVE_WINDOW = 0.02  # seconds a finished run may wait for others to be saved with it
-
-
-def due_by(values: Mapping[str, Any], now: datetime) -> bool:
-    """Whether a saved state schedules its network at or before `now`."""
-    at = values.get("scheduledTo")
-    return isinstance(at, datetime) and at <= now
+Stop = Callable[[], bool]  # whether a stop was requested
 
 
 class Dispatcher:
     def __init__(
         self,
-        collector: Resources,
-        pending: deque,
-        report: Report,
-        clock: Callable[[], datetime],
-        should_stop: Callable[[], bool],
+        claims: Claims,
+        saver: Saver,
+        http: Http,
+        quotas: QuotaMemory,
+        observers: Observers,
+        throttle: Throttle,
+        health: DatabaseHealth,
+        rng: random.Random,
+        settings: Settings,
+        concurrency: int | None = None,
     ):
-        self.c = collector
-        self.pending = pending
-        self.users: dict = {}  # users looked up for the runs held (saving.py), kept while their networks are
-        self.report = report
-        self.clock = clock
-        self.should_stop = should_stop
-        self.inflight: dict[int, Mapping[str, Any]] = {}  # by the workers' ticket of its run
+        self.claims, self.saver, self.http, self.quotas = claims, saver, http, quotas
+        self.observers, self.throttle, self.health, self.rng = observers, throttle, health, rng
+        self.settings = settings
+        self.capacity = Capacity(http, settings, concurrency)  # the slots: concurrency, worker pool, caps
+        # the networks running now (id, service, user, since), for the heartbeat: what this collector is doing
+        self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
+        self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
+        self.begin("normal", Report("normal"), lambda: datetime.min, lambda: False)
+
+    def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
+        """An empty hand for a new pass or loop."""
+        self.mode, self.report, self.clock, self.should_stop = mode, report, clock, should_stop
+        self.pending: deque[Claimed] = deque()  # claimed, waiting to start
+        self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
         self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they finish, in order
-        self.unsaved: list[RunResult] = []  # finished, gathered for the next save batch
-        self.unsaved_since = 0.0
-        self.backlog = Backlog(collector.saver, collector.throttle)  # finished runs the database has not taken
+        self.outbox = Outbox(self.saver, self.throttle, self.observers)
         self.per_service: Counter = Counter()
-        self.leases = Leases(
-            collector.store, collector.instance_id, lambda: collector.lease, clock, self.held_ids, collector.throttle
-        )
+        self.leases = self.claims.leases(clock, lambda: [n["_id"] for n in self.held_networks()])
         self.stop_seen: float | None = None
         self.claims_open = False  # serve() claims as slots free up; a pass runs what it was given
-        self.mode = report.mode
-        self.next_claim = 0.0
+        self.next_claim = 0.0  # monotonic time of the next look for due networks
         self.claim_failures = 0
 
-    def run_pass(self) -> None:
+    def run_pass(self, claimed: list[Claimed], report: Report, clock: Callable[[], datetime], stop: Stop) -> None:
         """Drive it as one pass: run what was claimed, until all of it is saved (or dropped)."""
+        self.begin(report.mode, report, clock, stop)
+        self.pending.extend(claimed)
         while self.holding():
             self.step()
         self.leases.release()  # one last try for leases a failed release kept
 
-    def serve(self, mode: str, idle_wait: Callable[[float], object]) -> None:
-        """Drive it as the daemon's loop: claim as slots free up, until a stop is requested and everything held
-        is saved."""
-        self.mode, self.claims_open = mode, True
+    def serve(self, mode: str, clock: Callable[[], datetime], stop: Stop, idle_wait: Callable[[float], object]) -> None:
+        """Drive it as the daemon's loop: claim as slots free up, until a stop is requested and everything held is
+        saved; wait (`idle_wait`, woken early by a stop) only when nothing is due."""
+        self.begin(mode, Report(mode), clock, stop)
+        self.claims_open = True
         report_at = time.monotonic() + REPORT_EVERY
         while True:
-            self.step()
+            wait = self.step()
             if time.monotonic() >= report_at:
                 self.report.duration = REPORT_EVERY
-                self.c.observers.notify("on_pass", self.report)
-                self.report, report_at = Report(str(mode)), time.monotonic() + REPORT_EVERY
+                self.observers.notify("on_pass", self.report)
+                self.report, report_at = Report(str(self.mode)), time.monotonic() + REPORT_EVERY
             if self.stop_seen is not None and not self.holding():
                 break
-            if not self.holding():  # nothing due: wait until the next look
-                delay = min(max(self.next_claim - time.monotonic(), 0.0), self.c.settings.heartbeat_seconds)
-                if delay:
-                    if not self.claim_failures and self.c.database.up:  # it answered "nothing due": progress
-                        self.c.observers.notify("on_idle", mode)
-                    idle_wait(delay)
+            if wait:  # nothing due: wait until the next look
+                if not self.claim_failures and self.health.up:  # it answered "nothing due": progress
+                    self.observers.notify("on_idle", self.mode)
+                idle_wait(wait)
         self.leases.release()
         self.report.duration = REPORT_EVERY - max(report_at - time.monotonic(), 0.0)
-        self.c.observers.notify("on_pass", self.report)
+        self.observers.notify("on_pass", self.report)
 
-    def step(self) -> None:
+    def step(self) -> float:
+        """One round: claim, start, finish, save, renew. Returns the seconds until the next look for due networks
+        when nothing is held (0 while something is)."""
         if self.should_stop():
             self.stopping()
         self.claim()
         self.save(self.dispatch())
         if self.inflight:
-            results = [self.finish(finished) for finished in self.completed(self.wait_time())]
+            results = [self.finish(finished) for finished in drain(self.completions, self.wait_time())]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
             results += self.dispatch()
@@ -115,112 +130,100 @@ class Dispatcher:
                 self.next_claim = 0.0
                 self.claim()
                 self.save(self.dispatch())
-        elif self.backlog:
-            self.backlog.pause()
+        elif self.outbox.kept():
+            self.outbox.pause()
         self.leases.renew()
-        self.expire()
+        if self.outbox.kept():  # saves that waited past their lease, or past a stop's grace, are dropped
+            grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
+            self.outbox.expire(self.leases.lapsed(), grace_over, bool(self.inflight), self.report)
         self.leases.release()
-        self.c.observers.notify("on_tick", len(self.inflight))
-        self.c.observers.notify(
-            "on_leases", len(self.pending) + len(self.inflight) + len(self.unsaved) + len(self.backlog)
-        )
+        self.observers.notify("on_tick", len(self.inflight))
+        self.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.outbox))
+        if self.holding():
+            return 0.0
+        return min(max(self.next_claim - time.monotonic(), 0.0), self.settings.heartbeat_seconds)
 
     def holding(self) -> bool:
         """Whether anything claimed is not saved yet: waiting to start, running, finished or kept for a retry."""
-        return bool(self.pending or self.inflight or self.unsaved or self.backlog)
-
-    def completed(self, timeout: float) -> list[Finished]:
-        """The runs that finished: waits up to `timeout` for the first, then takes every other one that finished
-        meanwhile (one wake-up for a burst; no lock taken per run in flight, as `concurrent.futures.wait` does)."""
-        try:
-            done = [self.completions.get(timeout=timeout) if timeout > 0 else self.completions.get_nowait()]
-        except queue.Empty:
-            return []
-        while True:
-            try:
-                done.append(self.completions.get_nowait())
-            except queue.Empty:
-                return done
+        return bool(self.pending or self.inflight or self.outbox)
 
     def claim(self) -> None:
         """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
         the next look after an empty claim or a failed one)."""
         if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
             return
-        whole, services = self.c.paused(self.mode, self.clock())
+        whole, services = self.claims.paused(self.mode, self.clock())
         if whole or services:
-            self.hold_back(whole, services)
+            self.give_back(whole, services)
         if whole:  # the operator paused this mode: no claim; runs in flight finish and are saved (a drain)
-            self.next_claim = time.monotonic() + min(
-                self.c.settings.heartbeat_seconds, self.c.settings.loop_idle_pause or 1
-            )
+            look_again = min(self.settings.heartbeat_seconds, self.settings.loop_idle_pause or 1)
+            self.next_claim = time.monotonic() + look_again
             return
         saturated = self.saturated() | services
         wanted = self.wanted(saturated)
         if not wanted:
             return
         try:
-            networks = self.c.claim_batch(self.mode, wanted, self.clock(), saturated)
+            claimed = self.claims.claim(self.mode, wanted, self.clock(), saturated)
         except Exception as exc:  # the database is away: try again soon, the held runs go on
-            self.claim_failures += 1
-            self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.c.settings.loop_idle_pause)
-            self.c.throttle.trouble(
-                "claim",
-                "claiming %s networks failed (%s); next try in %.0fs",
-                self.mode,
-                exc,
-                max(self.next_claim - time.monotonic(), 0.0),
-                level=logging.ERROR,
-            )
+            self.claim_failed(exc)
             return
         self.claim_failures = 0
-        self.c.throttle.forget("claim")
-        if not networks:
-            self.next_claim = time.monotonic() + self.c.settings.loop_idle_pause
+        self.throttle.forget("claim")
+        if not claimed:
+            self.next_claim = time.monotonic() + self.settings.loop_idle_pause
             return
-        if len(self.users) > 8 * self.c.concurrency:  # keep the user look-ups of held networks only
-            held = {n.get("user") for n in self.held_networks()}
-            self.users = {email: data for email, data in self.users.items() if email in held}
+        if len(self.outbox.users) > 8 * self.capacity.concurrency:  # keep the user look-ups of held networks only
+            self.outbox.keep_users({n.get("user") for n in self.held_networks()})
         if not (self.pending or self.inflight):
             self.leases.restart()
-        self.pending.extend(networks)
+        self.pending.extend(claimed)
 
-    def hold_back(self, whole: bool, services: set[str]) -> None:
-        """Claimed networks of a paused scope that have not started are given back, not run."""
-        held = [n for n in self.pending if whole or service_key(n) in services]
-        if not held:
-            return
-        self.leases.give_back(held)
-        for network in held:
-            self.pending.remove(network)
-            self.c.forget(network, {})
+    def claim_failed(self, exc: Exception) -> None:
+        self.claim_failures += 1
+        self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.settings.loop_idle_pause)
+        self.throttle.trouble(
+            "claim",
+            "claiming %s networks failed (%s); next try in %.0fs",
+            self.mode,
+            exc,
+            max(self.next_claim - time.monotonic(), 0.0),
+            level=logging.ERROR,
+        )
+
+    def give_back(self, whole: bool, services: Collection[str] = ()) -> int:
+        """Claimed networks of a paused scope (all of them: a stop) that have not started are given back, not
+        run; returns how many."""
+        held = [c for c in self.pending if whole or c.service in services]
+        if held:
+            self.leases.give_back(c.network for c in held)
+            self.pending = deque(c for c in self.pending if not (whole or c.service in services))
+            for one in held:
+                forget(one.network, {})
+        return len(held)
 
     def wait_time(self) -> float:
-        """How long to wait for a run to finish: until the next renewal, save retry, claim or tick is due."""
+        """How long to wait for a run to finish: until the next renewal, save, claim or tick is due."""
         now = time.monotonic()
-        until = min(self.leases.renew_in(), self.c.settings.heartbeat_seconds)
-        if self.backlog:
-            until = min(until, self.backlog.retry_in())
-        if self.unsaved:
-            until = min(until, self.unsaved_since + SAVE_WINDOW - now)
+        until = min(self.leases.renew_in(), self.settings.heartbeat_seconds)
+        save_in = self.outbox.wait_in(now)
+        if save_in is not None:
+            until = min(until, save_in)
         if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 
     def wanted(self, saturated: set[str]) -> int:
-        return claim_size(self.pending, len(self.inflight), self.c.concurrency, saturated)
+        return claim_size(self.pending, len(self.inflight), self.capacity.concurrency, saturated)
 
     def saturated(self) -> set[str]:
-        return saturated_services(self.per_service, self.pending, self.c.concurrency, self.c.service_cap)
+        capacity = self.capacity
+        return saturated_services(self.per_service, self.pending, capacity.concurrency, capacity.service_cap)
 
     def stopping(self) -> None:
         if self.pending:
             log.info("stop requested: %d claimed networks given back unrun", len(self.pending))
-            self.leases.give_back(self.pending)
-            self.report.released += len(self.pending)
-            for network in self.pending:
-                self.c.forget(network, {})
-            self.pending.clear()
+            self.report.released += self.give_back(True)
         if self.stop_seen is None:
             self.stop_seen = time.monotonic()
 
@@ -231,92 +234,107 @@ class Dispatcher:
             self.stopping()
             return []
         settled: list[RunResult] = []
-        waiting: deque[Mapping[str, Any]] = deque()
-        while self.pending and len(self.inflight) < seats(self.c.concurrency):
-            network = self.pending.popleft()
-            service = network.get("service")
-            key = service_key(network)
-            if self.per_service[key] >= seats(self.c.service_cap(service)):
-                waiting.append(network)
+        waiting: deque[Claimed] = deque()
+        while self.pending and len(self.inflight) < self.capacity.seats:
+            claimed = self.pending.popleft()
+            if self.per_service[claimed.service] >= self.capacity.service_seats(claimed.service):
+                waiting.append(claimed)
                 continue
-            now, jitter = self.clock(), self.c.rng.random()
+            now, jitter = self.clock(), self.rng.random()
             try:
-                prepared = prepare(network, self.c.registry, self.c.settings, self.c.http, now, jitter, self.c.quotas)
-            except Exception as exc:  # our bug, shown on that network only
-                prepared = crashed(network, None, exc, self.c.settings, now, jitter)
-            if isinstance(prepared, Run):
-                ticket = self.c.pool.submit(execute, (prepared, self.c.settings, now), self.completions.put)
-                self.inflight[ticket] = network
-                self.c.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
-                self.per_service[key] += 1
-            else:
-                settled.append(prepared)
+                run = prepare(claimed, self.settings, self.http, now, jitter, self.quotas)
+            except Exception as exc:  # bad input, a spent token, or our bug: shown on that network only
+                settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
+                continue
+            ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
+            self.inflight[ticket] = run
+            network = claimed.network
+            self.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
+            self.per_service[claimed.service] += 1
         self.pending.extendleft(reversed(waiting))
         return settled
 
     def finish(self, finished: Finished) -> RunResult:
-        network = self.inflight.pop(finished.ticket)
-        self.c.running.pop(id(network), None)
-        self.per_service[service_key(network)] -= 1
+        run = self.inflight.pop(finished.ticket)
+        self.running.pop(id(run.network), None)
+        self.per_service[service_key(run.network)] -= 1
         try:
-            result = finished.value()  # execute() never raises, but a bug must not take the pass with it
+            returned = finished.value()  # execute() never raises, but a bug must not take the pass with it
         except Exception as exc:
-            return crashed(network, None, exc, self.c.settings, self.clock(), self.c.rng.random())
-        self.c.learn(result)
+            returned = Returned(error=exc)
+        result = decide(run.attempt, returned, self.settings)
+        learn(self.quotas, result, self.settings)
         if isinstance(result.error, OutOfDescriptors):
-            self.c.out_of_descriptors()
+            self.exhausted_at = out_of_descriptors(self.throttle)
             self.next_claim = max(self.next_claim, time.monotonic() + DESCRIPTOR_PAUSE)
         return result
 
     def save(self, results: list[RunResult]) -> bool:
-        """Gather finished runs and save them in one batch once a concurrency's eighth of them waits, the first
-        has waited SAVE_WINDOW, nothing runs any more, or a stop was asked: runs that finish one by one share
-        the database's round trips instead of paying them each. True when a saved state made its network due
-        already (its next run may be claimed now)."""
-        if results and not self.unsaved:
-            self.unsaved_since = time.monotonic()
-        self.unsaved.extend(results)
-        if self.unsaved and not (
-            len(self.unsaved) >= max(self.c.concurrency // 8, 1)
-            or time.monotonic() - self.unsaved_since >= SAVE_WINDOW
-            or not self.inflight
-            or self.stop_seen is not None
-        ):
-            return False
-        batch, self.unsaved = self.unsaved, []
-        due_again, now = False, self.clock()
-        for saving in self.backlog.save(batch, self.users, self.report):
-            self.settle(saving, saving.outcome())
-            due_again = due_again or (saving.accepted and due_by(saving.result.update.values, now))
-        return due_again
-
-    def settle(self, saving: Saving, saved: Saved) -> None:
-        if not saved.dropped:
-            self.report.count(saving.result, saved)
-        self.c.observers.notify("on_run", saving.result, saved)
-        self.c.forget(saving.network, saving.result.tokens)
-
-    def expire(self) -> None:
-        """Saves that waited for the database past their lease (or past a stop's grace) are dropped: the
-        networks run again once another pass claims them, and their items are stored once all the same."""
-        if not self.backlog:
-            return
-        lapsed = self.leases.lapsed()
-        grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
-        if not (lapsed or grace_over) or (grace_over and not lapsed and self.inflight):
-            return
-        log.error(
-            "dropping %d finished networks whose results could not be saved (%s); they run again "
-            "when their leases lapse",
-            len(self.backlog),
-            "lease lapsed" if lapsed else "stopping",
-        )
-        for saving in self.backlog.take_all():
-            self.report.dropped += 1
-            self.settle(saving, saving.outcome(dropped=True))
+        """Save finished runs in batches (outbox.py). True when a saved state made its network due already."""
+        alone = not self.inflight or self.stop_seen is not None
+        batch = max(self.capacity.concurrency // 8, 1)
+        return self.outbox.save(results, batch, alone, self.report, self.clock())
 
     def held_networks(self) -> list[Mapping[str, Any]]:
-        return [*self.inflight.values(), *self.pending, *(r.network for r in self.unsaved), *self.backlog.networks()]
+        return [
+            *(r.network for r in self.inflight.values()),
+            *(c.network for c in self.pending),
+            *self.outbox.networks(),
+        ]
 
-    def held_ids(self) -> list:
-        return [n["_id"] for n in self.held_networks()]
+    @property
+    def concurrency(self) -> int:
+        return self.capacity.concurrency
+
+    def apply_settings(self, settings: Settings) -> None:
+        """New settings, between two steps (a reload)."""
+        self.settings = settings
+        self.capacity.resize(settings)
+
+    def close(self) -> None:
+        """Wait for the runs in flight to end and let the worker threads go."""
+        self.capacity.pool.shutdown(wait=True)
+
+
+def out_of_descriptors(throttle: Throttle) -> float:
+    """A run met EMFILE/ENFILE: the collector's own trouble (the network was left as it was), logged; returns
+    the Unix time it happened."""
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = -1
+    throttle.trouble(
+        "descriptors",
+        "out of file descriptors (%d open, limit %d): the runs are put back, no network is charged; claims wait %gs",
+        open_now,
+        resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        DESCRIPTOR_PAUSE,
+        level=logging.ERROR,
+    )
+    return time.time()
+
+
+def learn(quotas: QuotaMemory, result: RunResult, settings: Settings) -> None:
+    """What a run learnt about its token's quota, remembered the moment it finishes, before the next run of the
+    same token can start."""
+    network = result.network
+    if result.called and result.quota_scope and isinstance(network.get("accessToken"), str):
+        until = result.wait_until
+        scheduled = result.update.values.get("scheduledTo")
+        if str(result.status) == "rateLimit" and isinstance(scheduled, datetime):
+            # the wait this network got (a reset already past waits RATE_LIMIT_MIN_WAIT): the token's other
+            # networks wait as long, instead of calling again at once
+            until = scheduled if until is None else max(until, scheduled)
+        latest = latest_wait(settings, result.at)
+        quotas.remember(result.quota_scope, network["accessToken"], result.quota, until, latest)
+
+
+def run_here(
+    claimed: Claimed, settings: Settings, http: Http, now: datetime, jitter: float, quotas: QuotaMemory
+) -> RunResult:
+    """One network run in this thread (`collector networks run`), with the same steps as the loop's."""
+    try:
+        run = prepare(claimed, settings, http, now, jitter, quotas)
+    except Exception as exc:
+        return failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, settings)
+    return decide(run.attempt, execute(run), settings)

@@ -11,15 +11,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..sdk.errors import Quota
 
 if TYPE_CHECKING:  # pragma: no cover
     from .loglimit import Throttle
-    from .registry import Registry
     from .store import Store
 
 log = logging.getLogger("collector.engine")
@@ -111,8 +111,8 @@ class QuotaSharing:
     learnt (after each save, and again from housekeeping when that failed), `adopt(networks, now)` reads, in one
     query, what others shared for the tokens of the networks just claimed."""
 
-    def __init__(self, store: Store, memory: QuotaMemory, registry: Registry, throttle: Throttle):
-        self.store, self.memory, self.registry, self.throttle = store, memory, registry, throttle
+    def __init__(self, store: Store, memory: QuotaMemory, throttle: Throttle):
+        self.store, self.memory, self.throttle = store, memory, throttle
 
     def share(self) -> None:
         """Write the blocking quota facts learnt since the last share (a failure keeps them for the next)."""
@@ -127,17 +127,9 @@ class QuotaSharing:
                 "quotas", "sharing %d quota facts failed (%s); kept for the next save", len(facts), exc
             )
 
-    def adopt(self, networks: list[dict], now: datetime, latest: datetime | None = None) -> None:
-        """Take in what others shared for these networks' tokens, no block later than `latest`."""
-        keys: dict[str, Any] = {}
-        for network in networks:
-            token = network.get("accessToken")
-            try:
-                cls = self.registry.get(network.get("service"))
-            except Exception:  # an unknown or broken service is reported when the network is prepared
-                continue
-            if isinstance(token, str):
-                keys[QuotaMemory.key(cls.quota_group or cls.name, token)] = True
+    def adopt(self, tokens: Iterable[tuple[str, object]], now: datetime, latest: datetime | None = None) -> None:
+        """Take in what others shared for these (quota scope, token) pairs, no block later than `latest`."""
+        keys = {QuotaMemory.key(scope, token): True for scope, token in tokens if isinstance(token, str)}
         if not keys:
             return
         try:

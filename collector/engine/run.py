@@ -1,31 +1,29 @@
 """One run: one network executed once (see the glossary in docs/ARCHITECTURE.md).
 
-Three steps: `prepare` (checks, no I/O) gives a `Run` ready to execute, or the `RunResult` of a network that must
-not run now; `execute` (the connector: HTTP and mapping only, on a worker thread) gives its `RunResult`; the state
-change inside it comes from the pure rules in rules.py. A `RunResult` is an immutable record, returned whole;
-the engine saves it on its own thread.
+Its steps: `admit` reads a claimed network once — its fields, its mode, its connector from the registry — into a
+`Claimed`; `prepare` (checks, no I/O) gives a `Run` ready to execute, or raises the NetworkError that keeps it
+from running now; `execute` (the connector: HTTP and mapping only, on a worker thread) gives what it `Returned`;
+decide.py makes the `RunResult` of every one of them. A `RunResult` is an immutable record, returned whole; the
+engine saves it on its own thread.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from ..sdk.connector import Connector, Job
-from ..sdk.errors import BadResponse, Malformed, NetworkError, OutOfDescriptors, Quota, RateLimited, exhausted, redact
+from ..sdk.connector import Connector, Job, Result
+from ..sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited
 from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
 from ..sdk.items import Item
-from ..sdk.redaction import clip, secret_values
-from ..sdk.redaction import redact as mask_everywhere
+from ..sdk.redaction import SECRETS, secret_values
 from ..sdk.slots import serving
-from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network, check_state
+from ..sdk.validate import SECRET_FIELDS, UNSTORABLE, check_item, check_network
 from ..settings import Settings
 from . import rules as schedule
 from .quota import QuotaMemory
@@ -33,8 +31,6 @@ from .registry import Registry
 from .rules import Mode, Update
 from .sizing import service_key
 from .store import item_key
-
-log = logging.getLogger("collector.run")
 
 
 class Status(StrEnum):
@@ -54,13 +50,58 @@ class Status(StrEnum):
 
 
 @dataclass(frozen=True)
-class Run:
-    """A network ready to run: its document, the job the connector gets, the connector, the backoff jitter."""
+class Attempt:
+    """A network's try, as deciding its outcome needs it: the document, its mode (None when it could not be
+    read), the time the try started and the backoff jitter drawn for it."""
 
     network: Mapping[str, Any]
+    mode: str | None
+    now: datetime
+    jitter: float
+
+
+@dataclass(frozen=True, eq=False)  # one claim is one object: compared by identity
+class Claimed:
+    """A claimed network read once (`admit`): its document, its mode and its connector class, or the error that
+    keeps it from running (bad fields, an unknown or retired service). `service` is what it counts against for the
+    per-service cap (None for a garbage value)."""
+
+    network: dict
+    mode: str | None
+    connector: type[Connector] | None
+    problem: Exception | None  # a NetworkError, or a bug of ours met reading it (an `internal` error there)
+    service: str | None
+
+
+@dataclass(frozen=True)
+class Run:
+    """A network ready to run: its attempt, the job the connector gets, the connector."""
+
+    attempt: Attempt
     job: Job
     connector: Connector
-    jitter: float = 0.0
+
+    @property
+    def network(self) -> Mapping[str, Any]:
+        return self.attempt.network
+
+
+@dataclass(frozen=True)
+class Returned:
+    """What a worker brought back from the connector: its Result, or the exception it raised; the items it kept
+    and those the database would refuse; and what the run cost. `called` is False when no connector ran."""
+
+    result: Result | None = None
+    error: BaseException | None = None
+    items: tuple[Item, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()  # (itemId, why)
+    skipped: int = 0  # entries the connector could not map (refused items not counted)
+    skip_reason: str | None = None
+    called: bool = False
+    quota_scope: str | None = None
+    requests: int = 0
+    codes: tuple[tuple[str, int], ...] = ()
+    duration: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -101,113 +142,80 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
     return top + secret_values(document)
 
 
-def prepare(
-    network: dict,
-    registry: Registry,
-    settings: Settings,
-    http: Http,
-    now: datetime,
-    jitter: float,
-    quotas: QuotaMemory | None = None,
-) -> Run | RunResult:
-    """A Run ready to execute, or the RunResult of a network that cannot or must not run now: an unknown service,
-    bad fields, or a token the quota memory knows is spent (moved to its reset time without an API call)."""
-    mode = None
+def forget(network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
+    """The engine lets go of a network: its secrets no longer need hiding from the logs."""
+    SECRETS.remove(secrets_of(network))
+    if tokens:
+        SECRETS.remove(v for k, v in tokens.items() if k in SECRET_FIELDS)
+
+
+def admit(network: dict, registry: Registry) -> Claimed:
+    """A claimed network, read once: its fields checked, its mode, its connector class looked up."""
+    mode: str | None = None
     try:
         check_network(network)
         try:
             mode = schedule.effective_mode(network)
         except ValueError as exc:
             raise Malformed(str(exc)) from None
-        connector = registry.get(network.get("service"))(settings, http)
-        connector.validate(network)
-        until = quotas.blocked_until(connector.quota_scope, network["accessToken"], now) if quotas else None
-        if until is not None:
-            raise RateLimited("token out of quota (remembered); no call made", until)
-    except NetworkError as error:
-        return fail(network, mode, error, settings, now, jitter)
-    return Run(network, Job(network=network, mode=mode, now=now), connector, jitter)
+        connector = registry.get(network.get("service"))
+    except Exception as problem:  # decide.py judges it when the network's turn comes
+        return Claimed(network, mode, None, problem, service_key(network))
+    return Claimed(network, mode, connector, None, service_key(network))
 
 
-def execute(run: Run, settings: Settings, now: datetime) -> RunResult:
-    """Run the connector. Never raises: every failure becomes the RunResult's error."""
+def prepare(
+    claimed: Claimed, settings: Settings, http: Http, now: datetime, jitter: float, quotas: QuotaMemory | None = None
+) -> Run:
+    """A Run ready to execute. Raises the NetworkError of a network that cannot or must not run now: what
+    `admit` found, a field its connector refuses, or a token the quota memory knows is spent (moved to its reset
+    time without an API call)."""
+    if claimed.problem is not None:
+        raise claimed.problem
+    assert claimed.connector is not None and claimed.mode is not None  # admitted: both read
+    network = claimed.network
+    connector = claimed.connector(settings, http)
+    connector.validate(network)
+    until = quotas.blocked_until(connector.quota_scope, network["accessToken"], now) if quotas else None
+    if until is not None:
+        raise RateLimited("token out of quota (remembered); no call made", until)
+    attempt = Attempt(network, claimed.mode, now, jitter)
+    return Run(attempt, Job(network=network, mode=claimed.mode, now=now), connector)
+
+
+def execute(run: Run) -> Returned:
+    """Run the connector (validated by `prepare`) and keep its storable items. Never raises: an exception is
+    returned for decide.py to judge."""
     network, job, connector = run.network, run.job, run.connector
     started = time.perf_counter()
     requests_before, codes_before = connector.http.requests_made(), connector.http.codes_seen()
+    result: Result | None = None
+    error: BaseException | None = None
+    items: list[Item] = []
     refused: list[tuple[str, str]] = []
     try:
         with serving(service_key(network)):  # its requests take its service's request slots (sdk/slots.py)
-            result = connector.run(job)
+            result = connector.run_validated(job)
             items, refused = keep_storable(result.items, connector)
-            as_documents(items, network.get("user"), now)
-        check_state(result.state)
-        update = schedule.on_success(network, job.mode, result, settings, now, run.jitter)
-        update = schedule.with_skips(
-            update,
-            network,
-            connector.skipped + len(refused),
-            connector.skip_reason or (refused[0][1] if refused else None),
-            refused,
-            now,
-        )
-        outcome = RunResult(
-            network,
-            job.mode,
-            update,
-            now,
-            items=tuple(items),
-            quota=result.quota,
-            wait_until=result.wait_until,
-            tokens=result.tokens,
-        )
-    except NetworkError as error:
-        outcome = fail(network, job.mode, error, settings, now, run.jitter)
-    except RecursionError:  # a structure nested too deeply for the mapping: the API's answer, not our bug
-        outcome = fail(
-            network, job.mode, BadResponse("the API answer is nested too deeply to read"), settings, now, run.jitter
-        )
-    except Exception as exc:  # a connector bug must not stop the pass
-        if exhausted(exc):  # the collector's own trouble: the network is left as it was
-            own = OutOfDescriptors(f"collector out of file descriptors ({type(exc).__name__})")
-            outcome = fail(network, job.mode, own, settings, now, run.jitter)
-        else:
-            outcome = crashed(network, job.mode, exc, settings, now, run.jitter)
-    succeeded = outcome.error is None
-    return replace(
-        outcome,
+            as_documents(items, network.get("user"), job.now)
+    except Exception as exc:  # every failure, a connector's bug too, is judged by decide.py
+        error = exc
+    codes = connector.http.codes_seen()
+    return Returned(
+        result=result if error is None else None,
+        error=error,
+        items=tuple(items),
+        refused=tuple(refused),
+        skipped=connector.skipped,
+        skip_reason=connector.skip_reason,
         called=True,
+        quota_scope=connector.quota_scope,
         requests=connector.http.requests_made() - requests_before,
         codes=tuple(
-            (code, n - codes_before.get(code, 0))
-            for code, n in sorted(connector.http.codes_seen().items())
-            if n > codes_before.get(code, 0)
+            (code, n - codes_before.get(code, 0)) for code, n in sorted(codes.items()) if n > codes_before.get(code, 0)
         ),
-        quota_scope=connector.quota_scope,
         duration=time.perf_counter() - started,
-        skipped=connector.skipped + (len(refused) if succeeded else 0),
-        skip_reason=connector.skip_reason or (refused[0][1] if refused and succeeded else None),
-        refused=tuple(refused) if succeeded else (),
     )
-
-
-def crashed(
-    network: Mapping[str, Any], mode: str | None, exc: BaseException, settings: Settings, now: datetime, jitter: float
-) -> RunResult:
-    """A bug in our code (a connector's or the engine's) while handling one network: an `internal` error there."""
-    error = NetworkError(f"internal error: {type(exc).__name__}: {exc}")
-    error.kind = Status.INTERNAL
-    refreshed = getattr(exc, "refreshed", None)
-    error.refreshed = refreshed if isinstance(refreshed, dict) else {}
-    outcome = fail(network, mode, error, settings, now, jitter)  # redacts the message
-    # the frames only: an exception's text may hold values (tokens) that only the redacted message hides
-    log.error(
-        "network %s (%s) crashed: %s\n%s",
-        network.get("_id"),
-        clip(network.get("service"), 40),
-        error.message,
-        "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
-    )
-    return outcome
 
 
 def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[tuple[str, str]]]:
@@ -235,19 +243,6 @@ def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[t
         raise BadResponse(f"no item of the page can be stored ({len(items)} items; first: {first or refused[0][1]})")
     connector.skip(len(items) - len(kept) - len(refused), first)
     return kept, refused
-
-
-def fail(
-    network: Mapping[str, Any], mode: str | None, error: NetworkError, settings: Settings, now: datetime, jitter: float
-) -> RunResult:
-    secrets = secrets_of(network) + secrets_of(error.refreshed)
-    # the network's own credentials, then every secret the process knows (app keys, client secrets) and every
-    # value of a credential's shape, wherever a server echoed it
-    error.message = mask_everywhere(redact(error.message, secrets))
-    update = schedule.on_failure(network, mode, error, settings, now, jitter, secrets)
-    update = Update({**update.values, **error.refreshed}, update.unset)
-    wait_until = error.reset if isinstance(error, RateLimited) else None
-    return RunResult(network, mode, update, now, error=error, wait_until=wait_until, tokens=dict(error.refreshed))
 
 
 def as_documents(items: list[Any], user: Any, now: datetime) -> None:

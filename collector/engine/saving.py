@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -20,11 +19,12 @@ from ..sdk.errors import BadResponse
 from ..sdk.redaction import clip
 from ..settings import Settings
 from . import rules
-from .events import Report, Saved
+from .decide import failure
+from .events import Saved
 from .loglimit import Throttle
 from .quota import QuotaSharing
 from .rules import Update
-from .run import RunResult, fail, stored_items
+from .run import Attempt, RunResult, stored_items
 from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
 
 log = logging.getLogger("collector.engine")
@@ -147,14 +147,8 @@ class Saver:
         result, network = saving.result, saving.network
         reason = f"{type(exc).__name__}: {clip(exc, 200)}"
         log.error("network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason)
-        failed = fail(
-            network,
-            result.mode,
-            BadResponse(f"state could not be stored: {reason}"),
-            self.settings,
-            result.at,
-            self.rng.random(),
-        )
+        attempt = Attempt(network, result.mode, result.at, self.rng.random())
+        failed = failure(attempt, BadResponse(f"state could not be stored: {reason}"), self.settings)
         saving.result = result = replace(
             result, error=failed.error, update=Update({**failed.update.values, **result.tokens})
         )
@@ -199,58 +193,3 @@ def refused_by_database(result: RunResult, refused: list[tuple[str, str]]) -> Ru
     reason = result.skip_reason or f"refused by the database: {clip(refused[0][1], 160)}"
     update = rules.with_skips(result.update, result.network, skipped, reason, all_refused, result.at)
     return replace(result, update=update, refused=all_refused, skipped=skipped, skip_reason=reason)
-
-
-class Backlog:
-    """Finished runs waiting for the database: saved in batches with what finished since, kept and retried with a
-    growing pause (0.5 s doubling to 5 s) while the database is away; `take_all()` gives them up (their leases
-    lapsed, or a stop's grace ran out)."""
-
-    def __init__(self, saver: Saver, throttle: Throttle):
-        self.saver, self.throttle = saver, throttle
-        self.waiting: list[Saving] = []
-        self.retries = 0
-        self.retry_at = 0.0
-
-    def __len__(self) -> int:
-        return len(self.waiting)
-
-    def networks(self) -> list[Mapping[str, Any]]:
-        return [s.network for s in self.waiting]
-
-    def retry_in(self) -> float:
-        return self.retry_at - time.monotonic()
-
-    def pause(self) -> None:
-        """Nothing running, saves waiting for the database: wait a little before the next try."""
-        delay = self.retry_in()
-        if delay > 0:
-            time.sleep(min(delay, 0.25))
-
-    def save(self, results: list[RunResult], users: dict, report: Report) -> list[Saving]:
-        """Save these results and what waits (when its retry is due); returns the Savings whose state is written."""
-        if not results and (not self.waiting or time.monotonic() < self.retry_at):
-            return []
-        batch = self.waiting + [Saving(result) for result in results]
-        started = time.perf_counter()
-        try:
-            self.saver.persist(batch, users)
-            self.waiting, self.retries = [], 0
-        except DatabaseDown as exc:
-            self.waiting = [s for s in batch if not s.state_saved]
-            report.save_failures += 1
-            self.retries += 1
-            self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
-            self.throttle.trouble(
-                "save",
-                "database unavailable while saving (%s): %d finished networks kept, retrying",
-                exc,
-                len(self.waiting),
-                level=logging.ERROR,
-            )
-        report.db_seconds += time.perf_counter() - started
-        return [s for s in batch if s.state_saved]
-
-    def take_all(self) -> list[Saving]:
-        taken, self.waiting = self.waiting, []
-        return taken

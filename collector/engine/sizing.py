@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, Protocol
+
+
+class Waiting(Protocol):
+    """A claimed network waiting to start, as sizing sees it (engine/run.py's Claimed)."""
+
+    @property
+    def service(self) -> str | None: ...
+
 
 HOLD_LIMIT = 4  # at most this many concurrencies' worth of claimed networks wait to start
 SEATS_PER_SLOT = 2  # runs held per request slot: one with its request out, one turning its answer into items
@@ -25,7 +33,7 @@ def service_key(network: Mapping[str, Any]) -> str | None:
     return service if isinstance(service, str) else None
 
 
-def claim_size(pending: Collection[Mapping[str, Any]], inflight: int, concurrency: int, saturated: set[str]) -> int:
+def claim_size(pending: Collection[Waiting], inflight: int, concurrency: int, saturated: set[str]) -> int:
     """How many networks to claim now: none while more than a quarter of a concurrency's worth is claimed and
     waiting to start; else enough for the free slots plus two concurrencies more. So workers find the next
     network waiting when they finish, even while a claim is under way, and claims (three round trips) stay
@@ -38,7 +46,7 @@ def claim_size(pending: Collection[Mapping[str, Any]], inflight: int, concurrenc
     c = concurrency
     if len(pending) >= HOLD_LIMIT * c:
         return 0
-    ready = sum(1 for n in pending if service_key(n) not in saturated) if saturated else len(pending)
+    ready = sum(1 for n in pending if n.service not in saturated) if saturated else len(pending)
     ready += max(inflight - c, 0)  # runs in a slot's second seat: work held here that no slot is doing yet
     if ready > max(c // 4, 1):
         return 0
@@ -47,7 +55,7 @@ def claim_size(pending: Collection[Mapping[str, Any]], inflight: int, concurrenc
 
 def saturated_services(
     per_service: Mapping[str | None, int],
-    pending: Collection[Mapping[str, Any]],
+    pending: Collection[Waiting],
     concurrency: int,
     cap: Callable[[object], int],
 ) -> set[str]:
@@ -57,5 +65,5 @@ def saturated_services(
     full = {s for s, n in per_service.items() if s is not None and n >= seats(cap(s)) and cap(s) < concurrency}
     if not full:
         return set()
-    waiting = Counter(service_key(n) for n in pending)
+    waiting = Counter(n.service for n in pending)
     return {s for s in full if waiting[s] >= cap(s)}

@@ -84,3 +84,17 @@ class Workers:
         if wait:
             for thread in threads:
                 thread.join()
+
+
+def drain(completions: queue.SimpleQueue[Finished], timeout: float) -> list[Finished]:
+    """The runs that finished: waits up to `timeout` for the first, then takes every other one that finished
+    meanwhile (one wake-up for a burst; no lock taken per run in flight, as `concurrent.futures.wait` does)."""
+    try:
+        done = [completions.get(timeout=timeout) if timeout > 0 else completions.get_nowait()]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            done.append(completions.get_nowait())
+        except queue.Empty:
+            return done

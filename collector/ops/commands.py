@@ -158,19 +158,19 @@ def run_network(db: Any, settings: Settings, key: str, dry_run: bool, now: datet
     """`collector networks run`: the network's requests as they happen, then its items and state change."""
     from ..engine import Collector
     from ..jsonout import dumps
-    from ..sdk.http import where
+    from ..sdk.http import Http, where
     from ..sdk.redaction import redact
     from .networks import AdminError, masked, parse_id
-
-    collector = Collector(
-        db, settings, instance_id=f"{socket.gethostname()}-manual", concurrency=1, ensure_indexes=not dry_run
-    )
 
     def show(response: Any, *args: Any, **kwargs: Any) -> None:
         ms = response.elapsed.total_seconds() * 1000
         print(printable(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)"))
 
-    collector.http.session.hooks["response"].append(show)
+    http = Http(settings, pool_size=10)  # as the Collector would make it, with each exchange shown
+    http.session.hooks["response"].append(show)
+    collector = Collector(
+        db, settings, http=http, instance_id=f"{socket.gethostname()}-manual", concurrency=1, ensure_indexes=not dry_run
+    )
     try:
         result, saved = collector.run_one(parse_id(key), now, dry_run=dry_run)
     except LookupError as exc:

@@ -103,7 +103,12 @@ class Connector(ABC):
         """What is new since the last run."""
 
     def run(self, job: Job) -> Result:
+        """Check the network's fields, then run it."""
         self.validate(job.network)
+        return self.run_validated(job)
+
+    def run_validated(self, job: Job) -> Result:
+        """Run a network whose fields were checked (`validate`; the engine checks them once, before the run)."""
         try:
             return self.run_mode(job)
         except TokenExpired:

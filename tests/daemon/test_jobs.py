@@ -14,7 +14,6 @@ from prometheus_client import generate_latest
 
 from collector.daemon import Daemon
 from collector.daemon.heartbeat import Heartbeat
-from collector.daemon.housekeeping import housekeeping
 from collector.daemon.jobs import Jobs
 from collector.daemon.metrics import Metrics
 from collector.engine import Collector
@@ -165,7 +164,7 @@ def test_housekeeping_forgets_spent_quota_facts_and_clears_leases_of_dead_collec
         {"old": Facts(0, 60, now - timedelta(seconds=1)), "blocking": Facts(0, 60, now + timedelta(minutes=5))}
     )
     with caplog.at_level(logging.INFO, logger="collector.housekeeping"):
-        done = housekeeping(collector, now)
+        done = collector.housekeep(now)
     assert done == {"quotaFactsForgotten": 1, "leasesCleared": 1, "waitsBounded": 0}
     assert len(collector.quotas) == 1
     cleared = db.networks.find_one({"_id": dead["_id"]})

@@ -226,7 +226,7 @@ def test_a_failed_claim_round_is_no_progress_and_leaves_no_frozen_gauge(db, sett
 
     now = {"t": 1000.0}
     collector = Collector(db, settings)
-    metrics = Metrics("normal", "b", "0", bound=75, clock=lambda: now["t"], database=collector.database)
+    metrics = Metrics("normal", "b", "0", bound=75, clock=lambda: now["t"], database=collector.health)
     collector.observers.add(metrics)
     metrics.sample(12, 0)
     metrics.on_lag("normal", 40)
@@ -248,7 +248,7 @@ def test_a_failed_claim_round_is_no_progress_and_leaves_no_frozen_gauge(db, sett
         got[("collector_schedule_lag_seconds", (("mode", "normal"),))]
         != got[("collector_schedule_lag_seconds", (("mode", "normal"),))]
     )
-    assert collector.database.describe().startswith("unreachable since")
+    assert collector.health.describe().startswith("unreachable since")
     collector.close()
 
 

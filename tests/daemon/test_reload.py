@@ -56,7 +56,7 @@ def test_a_sighup_reloads_on_the_next_round_of_the_loop(db, settings, hup, caplo
     assert not daemon.reload_wanted
     assert collector.settings.normal_interval == 60 and collector.http.timeout == 7
     assert collector.concurrency == 4 and collector.http.slots.size == 4  # requests out at once
-    assert collector.pool.size == 8  # two runs per request slot (engine/sizing.py: seats)
+    assert collector.dispatcher.capacity.pool.size == 8  # two runs per request slot (engine/sizing.py: seats)
     assert collector.settings.mongodb_uri == settings.mongodb_uri
     assert levels == [("ERROR", settings.log_format)]
     assert (

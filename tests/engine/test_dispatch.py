@@ -73,8 +73,9 @@ def test_free_slots_are_refilled_before_finished_runs_are_saved(db, settings, mo
         add_network(db, service="gate", user=f"fast{k}@x.test")
     collector = gate_collector(db, settings, concurrency=2)
     events: list[str] = []
-    submit, save_states = collector.pool.submit, collector.store.save_states
-    monkeypatch.setattr(collector.pool, "submit", lambda *a, **k: events.append("start") or submit(*a, **k))
+    pool = collector.dispatcher.capacity.pool
+    submit, save_states = pool.submit, collector.store.save_states
+    monkeypatch.setattr(pool, "submit", lambda *a, **k: events.append("start") or submit(*a, **k))
     monkeypatch.setattr(collector.store, "save_states", lambda w: events.append(f"save{len(w)}") or save_states(w))
     collector.run_pass("initial", now=T0)
     first_save = next(i for i, e in enumerate(events) if e.startswith("save"))

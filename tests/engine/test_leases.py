@@ -7,7 +7,8 @@ from datetime import timedelta
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
-from collector.engine.run import execute, prepare
+from collector.engine.dispatch import run_here
+from collector.engine.run import admit
 from collector.engine.saving import Saving
 
 from helpers import T0, GitHubStub, add_network, network
@@ -68,8 +69,8 @@ def test_a_stale_collectors_state_write_is_refused_but_its_items_are_kept_once(d
     assert report.tasks == 1 and network(db, doc)["page"] == 2
     # the stalled collector wakes up, runs its stale copy and tries to save it
     late = T0 + LEASE + timedelta(seconds=2)
-    run = prepare(claimed[0], stalled.registry, settings, stalled.http, late, 0.5)
-    saving = Saving(execute(run, settings, late))
+    result = run_here(admit(claimed[0], stalled.registry), settings, stalled.http, late, 0.5, stalled.quotas)
+    saving = Saving(result)
     stalled.saver.persist([saving], {})
     assert saving.state_saved is True and saving.accepted is False
     state = network(db, doc)

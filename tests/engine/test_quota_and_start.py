@@ -81,11 +81,11 @@ def test_a_reload_changes_the_services_a_collector_serves(db, settings):
         add(db, service=service, user=f"{service}@x.test", mode="normal")
     collector = Collector(db, settings.with_(services=("github",)))
     assert collector.served() == (frozenset({"github"}), frozenset())
-    claimed = collector.claim_batch("normal", 10, T0)
-    assert {n["service"] for n in claimed} == {"github"}
+    claimed = collector.claims.claim("normal", 10, T0)
+    assert {c.network["service"] for c in claimed} == {"github"}
     collector.apply_settings(settings.with_(services=(), services_exclude=("mastodon",)))  # a reload
     assert collector.served() == (None, frozenset({"mastodon"}))
-    assert {n["service"] for n in collector.claim_batch("normal", 10, T0)} == {"gist"}
+    assert {c.network["service"] for c in collector.claims.claim("normal", 10, T0)} == {"gist"}
     given = Collector(db, settings.with_(services=("gist",)), services=["mastodon"])  # --services wins
     assert given.served()[0] == frozenset({"mastodon"})
 
@@ -142,8 +142,6 @@ def test_a_far_reset_is_bounded_for_the_network_its_token_the_shared_facts_and_t
 def test_a_block_another_program_shared_is_bounded_when_adopted_and_by_housekeeping(db, settings, days):
     from datetime import UTC, datetime, timedelta
 
-    from collector.daemon.housekeeping import housekeeping
-
     latest = NOW + timedelta(seconds=settings.rate_limit_max_wait)
     far = min(NOW + timedelta(days=days), datetime(9999, 12, 31, tzinfo=UTC))
     spent = add_network(db, user="a@x.test")
@@ -163,12 +161,12 @@ def test_a_block_another_program_shared_is_bounded_when_adopted_and_by_housekeep
     assert report.by_status == {"rateLimit": 1}
     assert db.networks.find_one({"_id": spent["_id"]})["scheduledTo"] <= latest
     assert collector.quotas.blocked_until("github", spent["accessToken"], NOW) <= latest
-    done = housekeeping(collector, NOW)
+    done = collector.housekeep(NOW)
     assert done["waitsBounded"] == 2  # the shared block and the parked network; the held one is left alone
     assert db.quotas.find_one({"_id": key})["blockedUntil"] == latest
     assert db.networks.find_one({"_id": parked["_id"]})["scheduledTo"] == latest
     assert db.networks.find_one({"_id": held["_id"]})["scheduledTo"] == far
-    assert housekeeping(collector, NOW)["waitsBounded"] == 0  # nothing left to bring back
+    assert collector.housekeep(NOW)["waitsBounded"] == 0  # nothing left to bring back
     collector.close()
 
 
