@@ -339,3 +339,4 @@ FAMILIES: tuple[Family, ...] = (
 
 FIELDS = tuple(s for s in SETTINGS if s.field)  # the settings parsed into a Settings field
 BY_NAME = {s.name: s for s in (ENVIRONMENT, *SETTINGS)}
+FIXED_FIELDS = tuple(s.field for s in (ENVIRONMENT, *SETTINGS) if s.reload == KEPT)  # daemon/reload.py's FIXED
