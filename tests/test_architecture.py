@@ -147,6 +147,8 @@ OPS_ENGINE_PUBLIC = {"collector.engine", "collector.engine.Collector"}  # ops ma
 
 def room_of(path: Path) -> str:
     parts = path.relative_to(ROOT / "collector").parts
+    if parts[0] == "settings":  # the settings package belongs to the kernel
+        return "kernel"
     if len(parts) == 1:
         name = path.stem
         return {"cli": "cli", "__init__": "package", "__main__": "cli"}.get(name, "kernel")

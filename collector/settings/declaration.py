@@ -1,0 +1,342 @@
+"""Every setting, declared once: its environment name, the Settings field it fills, its kind (parser and bounds,
+parsers.py), its default (as config/defaults.env holds it), whether it is secret, what a reload does with it, and one
+line of help. Parsing (loading.py), `--check-config` (Settings.describe), the reload's fixed settings
+(daemon/reload.py, checked by a test), config/defaults.env and docs/reference/settings.md derive from here;
+`python -m collector.settings.reference --write` writes the two files again after an edit here."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import parsers as kinds
+from .parsers import DEFAULT_ENV, Kind
+
+# What a reload (SIGHUP) does with a new value (daemon/reload.py, engine Collector.apply_settings, the observers'
+# on_settings):
+YES = "yes"  # applied from the loop's next round
+KEPT = "kept"  # kept as it was until a restart; the reload's warning names it
+RESTART = "restart"  # taken into the settings, but what uses it was built at start: in effect from a restart
+PARTLY = "partly"  # part of its effect follows the reload, part waits for a restart (the details say which)
+RELOADS = {
+    YES: "applied from the loop's next round",
+    KEPT: "kept as it was until a restart; the reload's warning names it",
+    RESTART: "the reload takes the new value (its line names it as applied), but what uses it was built at start: "
+    "in effect from a restart",
+    PARTLY: "part of its effect follows the reload, part waits for a restart (see its details)",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. `field` is the Settings field it fills ("": none, a connector reads it with Settings.get)."""
+
+    name: str
+    field: str
+    kind: Kind
+    default: str
+    help: str
+    secret: bool = False
+    reload: str = YES
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    """Settings one per service, NAME_<SERVICE>, falling back to `fallback`; `extras` are the (service, value,
+    note) that config/defaults.env sets."""
+
+    prefix: str
+    field: str
+    kind: Kind
+    fallback: str
+    help: str
+    extras: tuple[tuple[str, str, str], ...] = ()
+    reload: str = YES
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}<SERVICE>"
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """Matches NAME_<SERVICE>; group 1 is the service's name in capitals."""
+        return re.compile(rf"^{re.escape(self.prefix)}([A-Z0-9_]+)$")
+
+
+ENVIRONMENT = Setting(
+    "COLLECTOR_ENV",
+    "env",
+    kinds.ENVIRONMENT,
+    DEFAULT_ENV,
+    "Which config/<COLLECTOR_ENV>.env is read over config/defaults.env; from the environment or the settings file.",
+    reload=KEPT,
+)
+
+CREDENTIAL_HELP = "An app credential of a service (empty: not configured; its networks then get a clear error)."
+CREDENTIALS = (
+    "STACKEXCHANGE_KEY",
+    "REDDIT_CLIENT_ID",
+    "REDDIT_CLIENT_SECRET",
+    "TWITTER_CLIENT_ID",
+    "TWITTER_CLIENT_SECRET",
+    "YOUTUBE_CLIENT_ID",
+    "YOUTUBE_CLIENT_SECRET",
+    "TUMBLR_CONSUMER_KEY",
+    "TUMBLR_CONSUMER_SECRET",
+    "FLICKR_API_KEY",
+    "FLICKR_API_SECRET",
+    "SPOTIFY_CLIENT_ID",
+    "SPOTIFY_CLIENT_SECRET",
+)
+
+
+def _credential(name: str) -> Setting:
+    return Setting(name, "", kinds.ANY_TEXT, "", CREDENTIAL_HELP, secret=not name.endswith("_ID"))
+
+
+# In the order --check-config prints them and load_settings checks them (the first bad one is named).
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "MONGODB_URI",
+        "mongodb_uri",
+        kinds.MONGODB_URI,
+        "mongodb://localhost:27017/likeastore",
+        "MongoDB connection; the database is the one named in the URI path (likeastore if none).",
+        secret=True,
+        reload=KEPT,
+        details="Output and logs show it with its password and every secret-looking option masked.",
+    ),
+    Setting(
+        "LOOP_IDLE_PAUSE",
+        "loop_idle_pause",
+        kinds.SECONDS,
+        "30",
+        "When nothing is due, the daemon looks again after this long (a stop wakes it at once).",
+        details="The daemon dispatches continuously: it claims networks as its slots free up.",
+    ),
+    Setting(
+        "PASS_LIMIT",
+        "pass_limit",
+        kinds.COUNT,
+        "500",
+        "Most networks one pass of `--once` (or run_once) takes, the most overdue first.",
+    ),
+    Setting(
+        "NORMAL_INTERVAL",
+        "normal_interval",
+        kinds.SECONDS,
+        "900",
+        "Next run of a network in normal mode (15 minutes).",
+    ),
+    Setting(
+        "RATE_LIMIT_INTERVAL",
+        "rate_limit_interval",
+        kinds.SECONDS,
+        "900",
+        "Next run of a rate-limited network when the API gave no reset time.",
+    ),
+    Setting(
+        "INITIAL_INTERVAL",
+        "initial_interval",
+        kinds.SECONDS,
+        "5",
+        "Next run of a network in initial mode (one page per run); per service: INITIAL_INTERVAL_<SERVICE>.",
+    ),
+    Setting(
+        "BACKOFF_BASE",
+        "backoff_base",
+        kinds.SECONDS,
+        "60",
+        "Transient failures (5xx, timeouts, connection errors) wait BACKOFF_BASE * 2^(errors-1), with jitter.",
+    ),
+    Setting(
+        "BACKOFF_MAX",
+        "backoff_max",
+        kinds.SECONDS,
+        "21600",
+        "The longest wait after transient failures (6 hours).",
+    ),
+    Setting(
+        "MAX_ERRORS",
+        "max_errors",
+        kinds.COUNT,
+        "5",
+        "Consecutive failures after which a network is disabled.",
+    ),
+    Setting(
+        "HTTP_TIMEOUT",
+        "http_timeout",
+        kinds.POSITIVE_SECONDS,
+        "30",
+        "Bounds a whole request (connect, headers and body), not each socket read.",
+    ),
+    Setting(
+        "HTTP_MAX_BYTES",
+        "http_max_bytes",
+        kinds.COUNT,
+        "4194304",
+        "Largest response body accepted, after gzip/deflate decoding (4 MiB); a larger one is refused.",
+        details="4 MiB is ~7x the largest real page. Memory: 2 x CONCURRENCY x (this + a parsed page) stays inside "
+        "the unit's MemoryMax up to a CONCURRENCY of ~20.",
+    ),
+    Setting(
+        "RATE_LIMIT_MIN_WAIT",
+        "rate_limit_min_wait",
+        kinds.SECONDS,
+        "60",
+        'A rate-limit reset already past waits this long (plus up to 50% jitter) instead of "now".',
+    ),
+    Setting(
+        "RATE_LIMIT_MAX_WAIT",
+        "rate_limit_max_wait",
+        kinds.POSITIVE_SECONDS,
+        "86400",
+        "No rate-limit reset or Retry-After waits longer than this (24 hours), whatever the server names.",
+    ),
+    Setting(
+        "CONCURRENCY",
+        "concurrency",
+        kinds.CONCURRENCY,
+        "16",
+        "Requests one collector has out at once (--concurrency overrides); 1 runs networks strictly in series.",
+        details="A collector holds up to twice as many networks: one mapping and saving its answer while the next "
+        "one's request is out. A reload applies a new value with a new worker pool (runs in flight finish in the "
+        "old one), unless --concurrency was given.",
+    ),
+    Setting(
+        "SERVICE_CONCURRENCY",
+        "service_concurrency",
+        kinds.CONCURRENCY,
+        "16",
+        "Requests one collector has out at once to one service; per service: SERVICE_CONCURRENCY_<SERVICE>.",
+    ),
+    Setting(
+        "LEASE_SECONDS",
+        "lease_seconds",
+        kinds.POSITIVE_SECONDS,
+        "300",
+        "A collector leases the networks it runs for this long, renewing while they run.",
+        details="A crashed collector's networks are taken over by another once their lease expires.",
+    ),
+    Setting(
+        "USER_AGENT",
+        "user_agent",
+        kinds.TEXT,
+        "likeastore-collector/0.1 (+https://github.com/likeastore)",
+        "The User-Agent header of every request.",
+        reload=RESTART,
+        details="The HTTP session sets it once, at start.",
+    ),
+    Setting(
+        "GITHUB_API_URL",
+        "github_api_url",
+        kinds.HTTP_URL,
+        "https://api.github.com",
+        "GitHub's API base URL (GitHub Enterprise Server: https://HOST/api/v3).",
+        reload=PARTLY,
+        details="Its host is trusted even on a private address (see ALLOW_PRIVATE_HOSTS). After a reload the "
+        "connector calls the new URL, while the trusted host stays the one read at start.",
+    ),
+    *(_credential(name) for name in CREDENTIALS),
+    Setting(
+        "ALLOW_PRIVATE_HOSTS",
+        "allow_private_hosts",
+        kinds.BOOLEAN,
+        "false",
+        "Let user-supplied API hosts (a Mastodon instance, a Bluesky PDS) be loopback, private or link-local.",
+        reload=PARTLY,
+        details="Such hosts must be https either way. After a reload the connectors' check of a host name follows "
+        "the new value, while the check of each connection's address keeps the value read at start.",
+    ),
+    Setting(
+        "LOG_LEVEL",
+        "log_level",
+        kinds.LOG_LEVEL,
+        "INFO",
+        "The least severe log records written.",
+    ),
+    Setting(
+        "LOG_FORMAT",
+        "log_format",
+        kinds.LOG_FORMAT,
+        "text",
+        "text (for a terminal) or json (one object per line, for journald, Loki, Elasticsearch).",
+    ),
+    Setting(
+        "HEARTBEAT_SECONDS",
+        "heartbeat_seconds",
+        kinds.POSITIVE_SECONDS,
+        "15",
+        "Each running collector upserts its heartbeat (collectors collection) this often.",
+        details="One silent for three times as long counts as dead in `collector status`.",
+    ),
+    Setting(
+        "METRICS_PORT",
+        "metrics_port",
+        kinds.PORT,
+        "",
+        "Serve Prometheus /metrics and /healthz on this port (empty or 0: off).",
+        reload=KEPT,
+    ),
+    Setting(
+        "METRICS_ADDR",
+        "metrics_addr",
+        kinds.ADDRESS,
+        "127.0.0.1",
+        "The address /metrics listens on; a scraper on another host needs 0.0.0.0 and a firewall.",
+        reload=KEPT,
+    ),
+    Setting(
+        "INACTIVE_DAYS",
+        "inactive_days",
+        kinds.DAYS,
+        "60",
+        "The initial collector skips networks of users not logged in for this many days (0: off).",
+        details="users.loginLastDate tells; a user who is back has the networks revived.",
+    ),
+    Setting(
+        "INACTIVE_SWEEP_CRON",
+        "inactive_sweep_cron",
+        kinds.CRONTAB,
+        "0 4 * * *",
+        "When the inactivity sweep runs (crontab, UTC): once a day, in one collector only.",
+    ),
+    Setting(
+        "SERVICES",
+        "services",
+        kinds.NAMES,
+        "",
+        "Claim only these services' networks (comma-separated; empty: every service); --services overrides.",
+        details="A busy service can get collectors of its own.",
+    ),
+    Setting(
+        "SERVICES_EXCLUDE",
+        "services_exclude",
+        kinds.NAMES,
+        "",
+        "Never claim these services' networks (comma-separated).",
+    ),
+)
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "INITIAL_INTERVAL_",
+        "initial_intervals",
+        kinds.SECONDS,
+        "INITIAL_INTERVAL",
+        "INITIAL_INTERVAL for one service's networks.",
+        extras=(("github", "1", "GitHub allows 5,000 requests/hour: 1 s keeps well inside."),),
+    ),
+    Family(
+        "SERVICE_CONCURRENCY_",
+        "service_concurrencies",
+        kinds.CONCURRENCY,
+        "SERVICE_CONCURRENCY",
+        "SERVICE_CONCURRENCY for one service.",
+    ),
+)
+
+FIELDS = tuple(s for s in SETTINGS if s.field)  # the settings parsed into a Settings field
+BY_NAME = {s.name: s for s in (ENVIRONMENT, *SETTINGS)}
+FIXED_FIELDS = tuple(s.field for s in (ENVIRONMENT, *SETTINGS) if s.reload == KEPT)  # daemon/reload.py's FIXED

@@ -1,0 +1,96 @@
+"""The settings as the program uses them: the frozen Settings record, read by load_settings (loading.py) and
+described, secrets masked, by `--check-config`; and SettingsError, the one line that names a bad setting or file.
+
+The record's fields are written out for the type checker; each is declared once in declaration.py, and
+tests/daemon/test_settings_declaration.py fails when the two disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .declaration import ENVIRONMENT, FAMILIES, FIELDS
+from .masking import SECRET_WORDS, mask, uri_secrets
+
+
+class SettingsError(ValueError):
+    """An invalid or missing setting, or a settings file that cannot be read: one line naming it."""
+
+    def __init__(self, name: str, problem: str):
+        super().__init__(f"setting {name}: {problem}" if name else problem)  # no name: a file none names
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Settings:
+    env: str
+    mongodb_uri: str
+    loop_idle_pause: float
+    pass_limit: int
+    normal_interval: float
+    rate_limit_interval: float
+    initial_interval: float
+    backoff_base: float
+    backoff_max: float
+    max_errors: int
+    http_timeout: float
+    http_max_bytes: int
+    rate_limit_min_wait: float
+    rate_limit_max_wait: float
+    concurrency: int
+    service_concurrency: int
+    lease_seconds: float
+    user_agent: str
+    github_api_url: str
+    allow_private_hosts: bool
+    log_level: str
+    log_format: str
+    heartbeat_seconds: float
+    metrics_port: int = 0  # 0: no /metrics or /healthz
+    metrics_addr: str = "127.0.0.1"
+    inactive_days: int = 60  # 0: no sweep
+    inactive_sweep_cron: str = "0 4 * * *"
+    services: tuple[str, ...] = ()  # claim only these services' networks (empty: every service)
+    services_exclude: tuple[str, ...] = ()  # never claim these
+    initial_intervals: Mapping[str, float] = field(default_factory=dict)
+    service_concurrencies: Mapping[str, int] = field(default_factory=dict)
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False)
+    file_keys: frozenset[str] = field(default=frozenset(), repr=False)
+    sources: tuple[str, ...] = field(default=(), repr=False)  # what was read, lowest precedence first
+
+    def initial_interval_for(self, service: str) -> float:
+        return self.initial_intervals.get(service.lower(), self.initial_interval)
+
+    def service_concurrency_for(self, service: str) -> int:
+        return self.service_concurrencies.get(service.lower(), self.service_concurrency)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """A raw setting by its environment name, for connectors' own settings (app keys, client ids)."""
+        return self.raw.get(name, default)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    def secrets(self) -> list[str]:
+        """Every secret value among the settings (app keys and secrets, the MongoDB password and secret URI
+        options): what log redaction must hide. Values under 6 characters are not keys (flags, ports)."""
+        values = uri_secrets(self.mongodb_uri)
+        values += [
+            v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 6
+        ]
+        return [v for v in values if v]
+
+    def describe(self) -> dict[str, Any]:
+        """The effective settings by environment name, secrets masked (for --check-config): the declared ones in
+        their order, the per-service ones, then any other setting the files hold."""
+        out: dict[str, Any] = {ENVIRONMENT.name: getattr(self, ENVIRONMENT.field)}
+        for setting in FIELDS:
+            out[setting.name] = getattr(self, setting.field)
+        for family in FAMILIES:
+            for service, value in sorted(getattr(self, family.field).items()):
+                out[family.prefix + service.upper()] = value
+        for name in sorted(self.raw):
+            if name not in out and name in self.file_keys:
+                out[name] = self.raw[name]
+        return {name: mask(name, value) for name, value in out.items()}

@@ -1,0 +1,201 @@
+"""The kinds of value a setting holds: each a parser (text in, value out, ValueError naming the rule) with the
+bounds it enforces, which the declaration (declaration.py) and the reference (reference.py) name.
+
+pymongo and APScheduler are imported inside the parsers that need them: collector.sdk imports these settings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from .masking import mask_text
+
+ENVIRONMENTS = ("development", "test", "production")
+DEFAULT_ENV = "production"
+MAX_SECONDS = 366 * 86400  # every duration setting: beyond a year is a typo, and far beyond breaks date arithmetic
+MAX_CONCURRENCY = 4096  # a pooled connection and two threads each (two runs per request slot)
+MAX_DAYS = 36_500  # a century: past that the date arithmetic of the sweep overflows long before it matters
+
+
+def _number(text: str) -> float:
+    """A duration in seconds."""
+    value = float(text)
+    if value < 0 or value != value or value == float("inf"):
+        raise ValueError("must be a finite number >= 0")
+    if value > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS} seconds (366 days)")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise ValueError("must be a number > 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a whole number >= 1")
+    return value
+
+
+def _concurrency(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise ValueError(f"must be at most {MAX_CONCURRENCY}")
+    return value
+
+
+def _http_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an http(s) URL with a host")
+    return text.rstrip("/")
+
+
+def _mongodb_uri(text: str) -> str:
+    """Validated with pymongo's own parser, strictly: an unknown option or a bad option value is refused (an
+    SRV URI is checked as a plain one: no DNS look-up here)."""
+    if not text.startswith(("mongodb://", "mongodb+srv://")):
+        raise ValueError("must start with mongodb:// or mongodb+srv://")
+    import warnings
+
+    from pymongo import uri_parser
+    from pymongo.errors import PyMongoError
+
+    plain = text
+    if text.startswith("mongodb+srv://"):
+        hosts = text[len("mongodb+srv://") :].split("/", 1)[0].rsplit("@", 1)[-1]
+        if "," in hosts or ":" in hosts.strip("[]").rsplit("]", 1)[-1]:
+            raise ValueError("a mongodb+srv:// URI takes one host name without a port")
+        plain = "mongodb://" + text[len("mongodb+srv://") :]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # strict: MongoClient only warns about an unknown option or a bad value, then ignores it
+            uri_parser.parse_uri(plain, warn=False)
+    except (PyMongoError, ValueError, TypeError) as exc:
+        raise ValueError(f"pymongo cannot parse it: {mask_text(str(exc), text)}") from None
+    return text
+
+
+def _log_level(text: str) -> str:
+    level = text.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    return level
+
+
+def _port(text: str) -> int:
+    if not text.strip():
+        return 0  # off
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("must be a TCP port (1-65535), or empty or 0 for off")
+    return value
+
+
+def _address(text: str) -> str:
+    import ipaddress
+
+    ipaddress.ip_address(text.strip())  # ValueError names the bad address
+    return text.strip()
+
+
+def _days(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_DAYS:
+        raise ValueError(f"must be a whole number of days from 0 (off) to {MAX_DAYS}")
+    return value
+
+
+def _crontab(text: str) -> str:
+    from datetime import UTC
+
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(text.strip(), timezone=UTC)
+    except ValueError as exc:
+        raise ValueError(f"must be a crontab expression (minute hour day month weekday), UTC: {exc}") from None
+    return text.strip()
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of service names (empty: none)."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9_-]{1,40}", name):
+            raise ValueError(f"{name!r} is not a service name (letters, digits, _ and -)")
+    return names
+
+
+def _log_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("text", "json"):
+        raise ValueError("must be text or json")
+    return value
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+def _any(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a setting holds: `name` for the reference, `parse` for the value, and the bounds `parse` enforces
+    (None: none; `above` means the value must exceed `low`, not just reach it)."""
+
+    name: str
+    parse: Callable[[str], Any]
+    low: int | None = None
+    high: int | None = None
+    above: bool = False
+
+    def bounds(self) -> str:
+        """The bounds as the reference prints them ("" when none)."""
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.above else '≥'} {self.low}")
+        if self.high is not None:
+            parts.append(f"≤ {self.high}")
+        return ", ".join(parts)
+
+
+MONGODB_URI = Kind("MongoDB URI", _mongodb_uri)
+SECONDS = Kind("seconds", _number, 0, MAX_SECONDS)
+POSITIVE_SECONDS = Kind("seconds", _positive_number, 0, MAX_SECONDS, above=True)
+COUNT = Kind("whole number", _positive_int, 1)
+CONCURRENCY = Kind("whole number", _concurrency, 1, MAX_CONCURRENCY)
+TEXT = Kind("text, not empty", _text)
+HTTP_URL = Kind("http(s) URL", _http_url)
+BOOLEAN = Kind("true or false", _bool)
+LOG_LEVEL = Kind("DEBUG, INFO, WARNING, ERROR or CRITICAL", _log_level)
+LOG_FORMAT = Kind("text or json", _log_format)
+PORT = Kind("TCP port (empty or 0: off)", _port, 0, 65535)
+ADDRESS = Kind("IP address", _address)
+DAYS = Kind("days (0: off)", _days, 0, MAX_DAYS)
+CRONTAB = Kind("crontab (UTC)", _crontab)
+NAMES = Kind("service names, comma-separated", _names)
+ANY_TEXT = Kind("text (empty: not configured)", _any)
+ENVIRONMENT = Kind(" or ".join((", ".join(ENVIRONMENTS[:-1]), ENVIRONMENTS[-1])), _any)
