@@ -246,6 +246,18 @@ def test_a_misspelt_setting_is_caught():
     assert unknown_setting("MAX_WAIT_<SERVICE>", False, known)
 
 
+def test_every_metric_the_docs_name_is_served():
+    source = "\n".join(p.read_text() for p in (ROOT / "collector" / "daemon").glob("*.py"))
+    served = set(re.findall(r'"((?:collector|process)_[a-z_]+)"', source)) | {"collector_info"}  # Info("collector")
+    named = set()
+    for path in TEXTS:
+        for _, text in code_texts(path):
+            named |= set(re.findall(r"(?<![\w{])((?:collector|process)_[a-z_]+)", text))
+    suffixes = ("_total", "_count", "_sum", "_bucket")
+    base = {next((n.removesuffix(x) for x in suffixes if n.endswith(x)), n) for n in named}
+    assert len(base) > 20 and sorted(base - served) == []
+
+
 # --- the command-line reference is complete -------------------------------------------------------------------------
 def test_the_cli_reference_lists_every_command_and_flag():
     sections = re.split(r"^## ", CLI_PAGE.read_text(), flags=re.M)[1:]
