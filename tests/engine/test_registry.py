@@ -1,4 +1,5 @@
-"""Connectors are found through the likeastore.connectors entry-point group; README's example really works."""
+"""Connectors are found through the likeastore.connectors entry-point group; the connector tutorial's example
+(docs/connectors/tutorial.md) really works."""
 
 from __future__ import annotations
 
@@ -18,21 +19,20 @@ from connectors.github import GitHubConnector
 
 from helpers import T0, add_network, network
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "connectors" / "tutorial.md"
 
 
 def readme_example_module() -> types.ModuleType:
-    """The python block of README's 'Writing a connector' section, as an importable module."""
-    section = README.read_text().split("## Writing a connector", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The tutorial's connector module (its first python block), as an importable module."""
+    code = re.search(r"```python[^\n]*\n(.*?)```", TUTORIAL.read_text(), re.S).group(1)
     module = types.ModuleType("readme_example")
-    exec(compile(code, str(README), "exec"), module.__dict__)
+    exec(compile(code, str(TUTORIAL), "exec"), module.__dict__)
     return module
 
 
 @pytest.fixture
 def third_party(monkeypatch):
-    """Install the README example as a third-party package would: a module plus an entry point."""
+    """Install the tutorial's example as a third-party package would: a module plus an entry point."""
     module = readme_example_module()
     monkeypatch.setitem(sys.modules, "readme_example", module)
     point = EntryPoint(name="example", value="readme_example:ExampleConnector", group=GROUP)

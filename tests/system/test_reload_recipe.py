@@ -1,8 +1,8 @@
-"""The README's reload recipe, run as documented: settings in the file the unit names with --env-file, one edited,
-SIGHUP (what `systemctl reload` sends), and the new value applies — even when the environment holds the old one
-(as systemd's EnvironmentFile= would have put it there). A file that vanished or cannot be decoded at reload
-keeps every old setting with one line naming it — and so does every other file a reload reads (./.env, the
-config/ files), whatever is wrong with it."""
+"""The reload recipe (docs/configuration.md, "Changing settings without a restart"), run as documented: settings
+in the file the unit names with --env-file, one edited, SIGHUP (what `systemctl reload` sends), and the new value
+applies — even when the environment holds the old one (as systemd's EnvironmentFile= would have put it there). A
+file that vanished or cannot be decoded at reload keeps every old setting with one line naming it — and so does
+every other file a reload reads (./.env, the config/ files), whatever is wrong with it."""
 
 from __future__ import annotations
 
