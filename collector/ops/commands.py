@@ -31,8 +31,9 @@ def show_status(
 ) -> int:
     from ..jsonout import dumps
     from ..sdk.timeutil import utcnow
-    from .status import UNKNOWN, gather, render, render_instances
-    from .status import check as check_status
+    from .status import gather, render, render_instances
+    from .statuscheck import UNKNOWN
+    from .statuscheck import check as check_status
 
     try:
         client = connect(settings)
