@@ -1,3 +1,5 @@
+"""`python -m collector`: the command line (collector/cli/)."""
+
 import sys
 
 from .cli import main

@@ -1,6 +1,6 @@
 """`collector networks`: what an operator does to networks by hand — list, show, enable, reset.
 
-Pure queries and updates over the `networks` collection; the command line (cli.py) prints what they return.
+Pure queries and updates over the `networks` collection; the command line (cli/networks.py) prints what they return.
 Secrets are never shown; a network leased to a running collector is not changed under it.
 """
 
@@ -22,7 +22,6 @@ from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
 
-STATES = ("due", "leased", "rateLimit", "disabled", "unauthorized", "erroring", "skipped")
 # the connector's walk through the history: unset by `reset` so the next run starts from the first page
 PROGRESS_FIELDS = ("page", "cursor", "seenIds", "sinceLikedAt", "etag", "prevMode", "skippedItems")
 
@@ -285,6 +284,28 @@ def relative(at: datetime, now: datetime) -> str:
         else f"{size / 86400:.0f}d"
     )
     return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+HELD = {"disabled": "not until enabled", "unauthorized": "not until authorised", "skipped": "not while skipped"}
+
+
+def render_rows(rows: list[dict], now: datetime) -> str:
+    """`networks list` as a table: `list_networks`' rows, text from documents cut and escaped."""
+    lines = [f"{'id':<24} {'user':<28} {'service':<13} {'mode':<9} {'state':<12} {'errors':>6}  last error  next run"]
+    for r in rows:
+        kind = printable(clip(r["lastErrorKind"], 24))[:24] if r["lastErrorKind"] is not None else None
+        error = " ".join(x for x in (kind, r["lastErrorAt"] and relative(r["lastErrorAt"], now)) if x) or "-"
+        at = r["scheduledTo"]
+        nxt = relative(at, now) if isinstance(at, datetime) else "now"
+        nxt = HELD.get(r["state"], nxt)
+        user, service, mode = (printable(clip(r[k], 80)) for k in ("user", "service", "mode"))
+        lines.append(
+            f"{r['id']:<24} {user[:28]:<28} {service[:13]:<13} {mode[:9]:<9} "
+            f"{r['state']:<12} {r['errors']:>6}  {error}  {nxt}"
+        )
+    if not rows:
+        lines.append("(no network matches)")
+    return "\n".join(lines)
 
 
 def _chosen(db: Any, ids: Iterable[str], service: str | None, kind: str | None) -> list[dict]:

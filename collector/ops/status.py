@@ -4,7 +4,7 @@ Per mode: networks, due now, the schedule lag (how overdue the oldest due networ
 leases held (by instance) and expired, rateLimit, disabled, unauthorized, erroring by lastError.kind. Per service:
 networks, erroring, disabled. Items: total, added in the last hour and day. Instances: live and dead.
 Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` of due networks, through the
-`{mode, scheduledTo}` index on MongoDB.
+`{mode, scheduledTo}` index on MongoDB. The `--check` verdict on the report is statuscheck.py's.
 """
 
 from __future__ import annotations
@@ -34,104 +34,14 @@ def percentile(values: list[float], share: float) -> float | None:
 
 
 def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
-    groups = db.networks.aggregate(
-        [
-            {
-                "$group": {
-                    "_id": {"mode": {"$ifNull": ["$mode", "initial"]}, "service": "$service"},
-                    "networks": {"$sum": 1},
-                    "disabled": {"$sum": {"$cond": [{"$eq": ["$disabled", True]}, 1, 0]}},
-                    "unauthorized": {"$sum": {"$cond": [{"$eq": ["$unauthorized", True]}, 1, 0]}},
-                    "erroring": {"$sum": {"$cond": [{"$gt": ["$errors", 0]}, 1, 0]}},
-                }
-            },
-        ]
-    )
-    modes: dict[str, dict[str, Any]] = {
-        m: {
-            "networks": 0,
-            "rateLimit": 0,
-            "disabled": 0,
-            "unauthorized": 0,
-            "erroring": {},
-            "leased": {},
-            "expiredLeases": 0,
-        }
-        for m in MODES
-    }
-    services: dict[str, dict[str, int]] = {}
-    for group in groups:
-        mode = mode_of(group["_id"].get("mode"))
-        service = text(group["_id"].get("service"))
-        modes[mode]["networks"] += group["networks"]
-        if group["_id"].get("mode") == "rateLimit":
-            modes[mode]["rateLimit"] += group["networks"]
-        for name in ("disabled", "unauthorized"):
-            modes[mode][name] += group[name]
-        entry = services.setdefault(service, {"networks": 0, "erroring": 0, "disabled": 0})
-        for name in ("networks", "erroring", "disabled"):
-            entry[name] += group[name]
-    for group in db.networks.aggregate(
-        [
-            {"$match": {"errors": {"$gt": 0}}},
-            {
-                "$group": {
-                    "_id": {"mode": {"$ifNull": ["$mode", "initial"]}, "kind": "$lastError.kind"},
-                    "n": {"$sum": 1},
-                }
-            },
-        ]
-    ):
-        errors = modes[mode_of(group["_id"].get("mode"))]["erroring"]
-        kind = text(group["_id"].get("kind"))
-        errors[kind] = errors.get(kind, 0) + group["n"]
-    for group in db.networks.aggregate(
-        [
-            {"$match": {"leaseOwner": {"$exists": True}}},
-            {
-                "$group": {
-                    "_id": {
-                        "mode": {"$ifNull": ["$mode", "initial"]},
-                        "owner": "$leaseOwner",
-                        "live": {"$gt": ["$leaseUntil", now]},
-                    },
-                    "n": {"$sum": 1},
-                }
-            },
-        ]
-    ):
-        mode = mode_of(group["_id"].get("mode"))
-        if group["_id"].get("live"):
-            leased = modes[mode]["leased"]
-            owner = text(group["_id"].get("owner"))
-            leased[owner] = leased.get(owner, 0) + group["n"]
-        else:
-            modes[mode]["expiredLeases"] += group["n"]
+    """Everything `status` reports, read from MongoDB at `now`."""
+    modes = {m: empty_mode() for m in MODES}
+    services = count_networks(db, modes)
+    count_errors(db, modes)
+    count_leases(db, modes, now)
     for mode in MODES:
-        due_docs = list(db.networks.find(due_query(mode, now), {"scheduledTo": 1, "service": 1}))
-        lags = [
-            max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
-            if isinstance(d.get("scheduledTo"), datetime)
-            else 0.0
-            for d in due_docs
-        ]
-        by_service: dict[str, int] = {}
-        for d in due_docs:
-            by_service[text(d.get("service"))] = by_service.get(text(d.get("service")), 0) + 1
-        modes[mode]["dueByService"] = by_service
-        modes[mode].update(
-            {
-                "due": len(lags),
-                "lagSeconds": max(lags) if lags else 0.0,
-                "lagP50": percentile(lags, 0.5),
-                "lagP95": percentile(lags, 0.95),
-            }
-        )
-    items = {
-        "total": db.items.estimated_document_count(),
-        "lastHour": db.items.count_documents({"date": {"$gte": now - timedelta(hours=1)}}),
-        "lastDay": db.items.count_documents({"date": {"$gte": now - timedelta(days=1)}}),
-    }
+        modes[mode].update(due_now(db, mode, now))
+    items = count_items(db, now)
     instances = [instance(doc, now, heartbeat_seconds) for doc in db.collectors.find().limit(MAX_INSTANCES)]
     pauses = [pause_row(p, now) for p in (read_pause(d) for d in db.control.find().limit(1000)) if p is not None]
     return {
@@ -141,6 +51,106 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         "items": items,
         "instances": instances,
         "pauses": pauses,
+    }
+
+
+def empty_mode() -> dict[str, Any]:
+    return {
+        "networks": 0,
+        "rateLimit": 0,
+        "disabled": 0,
+        "unauthorized": 0,
+        "erroring": {},
+        "leased": {},
+        "expiredLeases": 0,
+    }
+
+
+MODE_OF_NETWORK = {"$ifNull": ["$mode", "initial"]}  # a network without a mode is initial
+
+
+def count_networks(db: Any, modes: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per mode (into `modes`): networks, rateLimit, disabled, unauthorized. Returned, per service: networks,
+    erroring, disabled."""
+    groups = db.networks.aggregate(
+        [
+            {
+                "$group": {
+                    "_id": {"mode": MODE_OF_NETWORK, "service": "$service"},
+                    "networks": {"$sum": 1},
+                    "disabled": {"$sum": {"$cond": [{"$eq": ["$disabled", True]}, 1, 0]}},
+                    "unauthorized": {"$sum": {"$cond": [{"$eq": ["$unauthorized", True]}, 1, 0]}},
+                    "erroring": {"$sum": {"$cond": [{"$gt": ["$errors", 0]}, 1, 0]}},
+                }
+            },
+        ]
+    )
+    services: dict[str, dict[str, int]] = {}
+    for group in groups:
+        mode = mode_of(group["_id"].get("mode"))
+        modes[mode]["networks"] += group["networks"]
+        if group["_id"].get("mode") == "rateLimit":
+            modes[mode]["rateLimit"] += group["networks"]
+        for name in ("disabled", "unauthorized"):
+            modes[mode][name] += group[name]
+        entry = services.setdefault(text(group["_id"].get("service")), {"networks": 0, "erroring": 0, "disabled": 0})
+        for name in ("networks", "erroring", "disabled"):
+            entry[name] += group[name]
+    return services
+
+
+def count_errors(db: Any, modes: dict[str, dict[str, Any]]) -> None:
+    """Per mode: the erroring networks by lastError.kind."""
+    pipeline = [
+        {"$match": {"errors": {"$gt": 0}}},
+        {"$group": {"_id": {"mode": MODE_OF_NETWORK, "kind": "$lastError.kind"}, "n": {"$sum": 1}}},
+    ]
+    for group in db.networks.aggregate(pipeline):
+        errors = modes[mode_of(group["_id"].get("mode"))]["erroring"]
+        kind = text(group["_id"].get("kind"))
+        errors[kind] = errors.get(kind, 0) + group["n"]
+
+
+def count_leases(db: Any, modes: dict[str, dict[str, Any]], now: datetime) -> None:
+    """Per mode: the leases held now, by owner, and the expired ones."""
+    by = {"mode": MODE_OF_NETWORK, "owner": "$leaseOwner", "live": {"$gt": ["$leaseUntil", now]}}
+    pipeline = [{"$match": {"leaseOwner": {"$exists": True}}}, {"$group": {"_id": by, "n": {"$sum": 1}}}]
+    for group in db.networks.aggregate(pipeline):
+        mode = mode_of(group["_id"].get("mode"))
+        if group["_id"].get("live"):
+            leased = modes[mode]["leased"]
+            owner = text(group["_id"].get("owner"))
+            leased[owner] = leased.get(owner, 0) + group["n"]
+        else:
+            modes[mode]["expiredLeases"] += group["n"]
+
+
+def due_now(db: Any, mode: str, now: datetime) -> dict[str, Any]:
+    """The networks of `mode` due now, by service, and their schedule lag (the oldest, p50, p95)."""
+    due_docs = list(db.networks.find(due_query(mode, now), {"scheduledTo": 1, "service": 1}))
+    lags = [
+        max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
+        if isinstance(d.get("scheduledTo"), datetime)
+        else 0.0
+        for d in due_docs
+    ]
+    by_service: dict[str, int] = {}
+    for d in due_docs:
+        by_service[text(d.get("service"))] = by_service.get(text(d.get("service")), 0) + 1
+    return {
+        "dueByService": by_service,
+        "due": len(lags),
+        "lagSeconds": max(lags) if lags else 0.0,
+        "lagP50": percentile(lags, 0.5),
+        "lagP95": percentile(lags, 0.95),
+    }
+
+
+def count_items(db: Any, now: datetime) -> dict[str, int]:
+    return {
+        "total": db.items.estimated_document_count(),
+        "lastHour": db.items.count_documents({"date": {"$gte": now - timedelta(hours=1)}}),
+        "lastDay": db.items.count_documents({"date": {"$gte": now - timedelta(days=1)}}),
     }
 
 
@@ -275,75 +285,6 @@ def runs(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         return {}
     return {text(k): count(v) for k, v in list(value.items())[:20]}
-
-
-OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3  # the monitoring-plugin exit codes
-STATE_WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
-
-
-def lag_bounds(settings: Any, mode: str, warn: float | None = None, crit: float | None = None) -> tuple[float, float]:
-    """The schedule-lag bounds of `mode` (seconds): WARNING past one interval of the mode — NORMAL_INTERVAL for
-    normal networks, RATE_LIMIT_INTERVAL for the initial collector (the longest wait it schedules when no reset
-    is given) — CRITICAL past two. Either can be given instead."""
-    interval = settings.normal_interval if mode == "normal" else settings.rate_limit_interval
-    interval = max(interval, 60.0)  # an interval of seconds (tests, demos) would make every hiccup an alarm
-    crit = crit if crit is not None else 2 * (warn if warn is not None else interval)
-    warn = warn if warn is not None else min(interval, crit)
-    return warn, crit
-
-
-def check(
-    status: dict[str, Any], settings: Any, warn: float | None = None, crit: float | None = None
-) -> tuple[int, str]:
-    """`collector status --check`: the exit code and one line naming every problem, with performance data."""
-    problems: list[tuple[int, str]] = []
-    perf = []
-    pauses = status.get("pauses", [])
-    for p in pauses:
-        if p["expired"]:
-            problems.append(
-                (
-                    WARNING,
-                    f"pause of mode {p['mode']}, service {p['service']} expired at {p['until']:%Y-%m-%d %H:%M} UTC",
-                )
-            )
-    for mode, info in status["modes"].items():
-        live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
-        paused = [p for p in pauses if not p["expired"] and p["mode"] in ("*", mode) and p["service"] == "*"]
-        w, c = lag_bounds(settings, mode, warn, crit)
-        lag = info["lagSeconds"]
-        if paused:  # an operator's decision: a warning, whatever waits meanwhile
-            p = paused[0]
-            since = f" since {p['at']:%Y-%m-%d %H:%M} UTC" if isinstance(p["at"], datetime) else ""
-            problems.append(
-                (WARNING, f"mode {mode} paused{since} by {p['by']}" + (f": {p['reason']}" if p["reason"] else ""))
-            )
-        elif info["due"] and not live:
-            problems.append((CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector"))
-        else:  # collectors may serve chosen services (SERVICES): every service with due networks needs one
-            for service, n in sorted(info.get("dueByService", {}).items()):
-                if not any(serves(i, service) for i in live):
-                    problems.append(
-                        (CRITICAL, f"mode {mode}: {n} {service} networks due and no live collector serves {service}")
-                    )
-        if not paused:  # (the lag of a paused mode grows by design)
-            problems += lag_problem(mode, lag, w, c)
-        perf += [f"lag_{mode}={lag:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
-        perf.append(f"live_{mode}={len(live)}")
-    code = max((level for level, _ in problems), default=OK)
-    if problems:
-        text = "; ".join(message for _, message in sorted(problems, key=lambda p: -p[0]))
-    else:
-        text = "every mode with due networks has a live collector, schedule lag within bounds"
-    return code, f"{STATE_WORDS[code]}: {text} | {' '.join(perf)}"
-
-
-def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[tuple[int, str]]:
-    if lag > crit:
-        return [(CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {crit:.0f}s")]
-    if lag > warn:
-        return [(WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {warn:.0f}s")]
-    return []
 
 
 def render(status: dict[str, Any]) -> str:

@@ -19,7 +19,8 @@ from collector import cli
 from collector.daemon import logs
 from collector.engine import store
 from collector.engine.store import Store
-from collector.ops.status import CRITICAL, check, gather, render
+from collector.ops.status import gather, render
+from collector.ops.statuscheck import CRITICAL, check
 from collector.sdk.timeutil import utcnow
 
 from helpers import TOKEN

@@ -13,7 +13,8 @@ from collector.daemon.heartbeat import Heartbeat
 from collector.engine import Collector
 from collector.engine.registry import Registry
 from collector.engine.store import Store
-from collector.ops.status import CRITICAL, OK, WARNING, check, gather
+from collector.ops.status import gather
+from collector.ops.statuscheck import CRITICAL, OK, WARNING, check
 from collector.sdk import Connector, Result
 
 from helpers import T0, add_network

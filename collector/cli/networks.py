@@ -1,0 +1,183 @@
+"""`collector networks list|show|enable|run|reset`: what they print and the exit code each returns — 0 done, 1 a
+bad id, no such network, or one left alone because a collector holds it, 3 MongoDB unreachable. The queries and
+rules are the operator tools' (ops/networks.py); `run` is the engine's own run of one network."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..exitcodes import EXIT_NO, EXIT_OK
+from ..ops import STATES
+from ..settings import Settings
+from .common import Commands, Handler, complain, dumps, on_database, printable
+
+
+def limit_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid limit {text!r}: give a whole number, 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid limit {value}: give 1 or more")
+    return value
+
+
+def register(commands: Commands) -> None:
+    networks = commands.add_parser(
+        "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
+    )
+    verbs = networks.add_subparsers(dest="verb", metavar="VERB", required=True)
+    listing = verbs.add_parser("list", help="one line per network: id, user, service, mode, state, errors, next run")
+    listing.add_argument("--service")
+    listing.add_argument("--user", metavar="EMAIL")
+    listing.add_argument("--state", choices=STATES)
+    listing.add_argument("--limit", type=limit_arg, default=50, help="at most this many lines, 1 or more (50)")
+    listing.add_argument("--json", action="store_true")
+    show = verbs.add_parser("show", help="every field of a network (or of a user's networks), secrets masked")
+    show.add_argument("key", metavar="ID|EMAIL")
+    enabling = verbs.add_parser(
+        "enable", help="clear disabled, errors and lastError and schedule now (unauthorized stays unless --force)"
+    )
+    enabling.add_argument("ids", nargs="*", metavar="ID")
+    enabling.add_argument("--service", help="every disabled or erroring network of this service")
+    enabling.add_argument("--kind", help="with --service: only those whose lastError.kind is this")
+    enabling.add_argument("--force", action="store_true", help="clear unauthorized too")
+    enabling.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    running = verbs.add_parser(
+        "run", help="run one network now in the foreground with the daemon's code, printing requests, items, state"
+    )
+    running.add_argument("id", metavar="ID")
+    running.add_argument(
+        "--dry-run", action="store_true", help="call the API but write nothing (tokens a refresh obtains are kept)"
+    )
+    resetting = verbs.add_parser("reset", help="back to initial mode from the start of the history (items kept)")
+    resetting.add_argument("ids", nargs="+", metavar="ID")
+    resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    for verb, handler in (
+        (listing, list_networks),
+        (show, show_networks),
+        (enabling, change_networks),
+        (running, run_network),
+        (resetting, change_networks),
+    ):
+        verb.set_defaults(handler=handler)
+
+
+def on_networks(work: Callable[[argparse.Namespace, Settings, Any], int]) -> Handler:
+    """A networks command: on the database (exit 3 when it cannot be reached), and a bad id or a network not
+    found (ops/networks.py `AdminError`) is exit 1, said on standard error."""
+
+    @on_database
+    @functools.wraps(work)
+    def handler(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+        from ..ops.networks import AdminError
+
+        try:
+            return work(args, settings, db)
+        except AdminError as exc:
+            complain(printable(str(exc)))
+            return EXIT_NO
+
+    return handler
+
+
+@on_networks
+def list_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks list`: the rows, and a line saying so when --limit cut the list."""
+    from ..ops import networks as admin
+    from ..sdk.timeutil import utcnow
+
+    now = utcnow()
+    rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
+    total = admin.count_networks(db, now, args.service, args.user, args.state) if len(rows) >= args.limit else len(rows)
+    print(dumps(rows) if args.json else admin.render_rows(rows, now))
+    if total > len(rows):
+        note = f"{len(rows):,} of {total:,} shown; use --limit"
+        print(note, file=sys.stderr if args.json else sys.stdout)
+    return EXIT_OK
+
+
+@on_networks
+def show_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks show`: every field of the network (or of the user's networks) as JSON, secrets masked."""
+    from ..ops import networks as admin
+    from ..sdk.timeutil import utcnow
+
+    now = utcnow()
+    for network in admin.find(db, args.key):
+        print(dumps(admin.shown(network, now)))
+    return EXIT_OK
+
+
+@on_networks
+def change_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks enable` and `networks reset`: a line per network; exit 1 when a collector held one of them."""
+    from ..ops import networks as admin
+    from ..sdk.timeutil import utcnow
+
+    now = utcnow()
+    if args.verb == "enable":
+        lines = admin.enable(db, now, args.ids, args.service, args.kind, args.force, args.dry_run)
+    else:
+        lines = admin.reset(db, now, args.ids, args.dry_run)
+    print("\n".join(printable(line) for line in lines) if lines else f"no network to {args.verb}")
+    if args.dry_run:
+        print("(dry run: nothing changed)")
+    return EXIT_NO if lines.refused else EXIT_OK
+
+
+@on_networks
+def run_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks run`: the network's requests as they happen, then its items and state change; exit 1 when the
+    run failed."""
+    from ..engine import Collector
+    from ..ops.networks import AdminError, parse_id
+    from ..sdk.http import Http, where
+    from ..sdk.timeutil import utcnow
+
+    now = utcnow()
+
+    def show(response: Any, *_: Any, **__: Any) -> None:
+        ms = response.elapsed.total_seconds() * 1000
+        print(printable(f"  {response.request.method} {where(response.url)} -> {response.status_code} ({ms:.0f} ms)"))
+
+    http = Http(settings, pool_size=10)  # as the Collector would make it, with each exchange shown
+    http.session.hooks["response"].append(show)
+    collector = Collector(
+        db,
+        settings,
+        http=http,
+        instance_id=f"{socket.gethostname()}-manual",
+        concurrency=1,
+        ensure_indexes=not args.dry_run,
+    )
+    try:
+        result, saved = collector.run_one(parse_id(args.id), now, dry_run=args.dry_run)
+    except LookupError as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        collector.close()
+    print_run(result, saved)
+    return EXIT_OK if result.error is None else EXIT_NO
+
+
+def print_run(result: Any, saved: Any) -> None:
+    """What a run did: its status (and error, secrets masked), its first items, its state change, what was saved."""
+    from ..ops.networks import masked
+    from ..sdk.redaction import clip, redact
+
+    error = f" — {printable(redact(result.error.message))}" if result.error is not None else ""
+    print(f"status: {result.status}{error}")
+    titles = [printable(clip(item.get("title") or item.get("itemId"), 80)) for item in result.items[:5]]
+    print(f"items: {len(result.items)}" + "".join(f"\n  {t}" for t in titles))
+    values = masked(dict(result.update.values))
+    print("state: " + dumps({"set": values, "unset": sorted(result.update.unset)}, indent=None))
+    if saved is None:
+        print("(dry run: nothing written)")
+    else:
+        print(f"saved: {saved.new_items} new items, state {'saved' if saved.state_saved else 'not saved (lease lost)'}")

@@ -1,0 +1,83 @@
+"""`collector status --check`: the monitoring-plugin verdict on a status report (status.py `gather`) — the exit
+code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) and one line naming every problem, with performance data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .status import serves
+
+OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3  # the monitoring-plugin exit codes
+STATE_WORDS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+Problem = tuple[int, str]  # (level, message)
+
+
+def lag_bounds(settings: Any, mode: str, warn: float | None = None, crit: float | None = None) -> tuple[float, float]:
+    """The schedule-lag bounds of `mode` (seconds): WARNING past one interval of the mode — NORMAL_INTERVAL for
+    normal networks, RATE_LIMIT_INTERVAL for the initial collector (the longest wait it schedules when no reset
+    is given) — CRITICAL past two. Either can be given instead."""
+    interval = settings.normal_interval if mode == "normal" else settings.rate_limit_interval
+    interval = max(interval, 60.0)  # an interval of seconds (tests, demos) would make every hiccup an alarm
+    crit = crit if crit is not None else 2 * (warn if warn is not None else interval)
+    warn = warn if warn is not None else min(interval, crit)
+    return warn, crit
+
+
+def check(
+    status: dict[str, Any], settings: Any, warn: float | None = None, crit: float | None = None
+) -> tuple[int, str]:
+    """`collector status --check`: the exit code and one line naming every problem, with performance data."""
+    pauses = status.get("pauses", [])
+    problems = expired_pauses(pauses)
+    perf = []
+    for mode, info in status["modes"].items():
+        live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
+        w, c = lag_bounds(settings, mode, warn, crit)
+        problems += mode_problems(mode, info, live, pauses, w, c)
+        perf += [f"lag_{mode}={info['lagSeconds']:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
+        perf.append(f"live_{mode}={len(live)}")
+    code = max((level for level, _ in problems), default=OK)
+    if problems:
+        text = "; ".join(message for _, message in sorted(problems, key=lambda p: -p[0]))
+    else:
+        text = "every mode with due networks has a live collector, schedule lag within bounds"
+    return code, f"{STATE_WORDS[code]}: {text} | {' '.join(perf)}"
+
+
+def expired_pauses(pauses: list[dict[str, Any]]) -> list[Problem]:
+    return [
+        (WARNING, f"pause of mode {p['mode']}, service {p['service']} expired at {p['until']:%Y-%m-%d %H:%M} UTC")
+        for p in pauses
+        if p["expired"]
+    ]
+
+
+def mode_problems(
+    mode: str, info: dict[str, Any], live: list[dict[str, Any]], pauses: list[dict[str, Any]], warn: float, crit: float
+) -> list[Problem]:
+    """A paused mode is a warning, whatever waits meanwhile (an operator's decision; its lag grows by design).
+    Otherwise: due networks and no live collector, or none serving a service with due networks, is critical;
+    then the schedule lag against its bounds."""
+    paused = [p for p in pauses if not p["expired"] and p["mode"] in ("*", mode) and p["service"] == "*"]
+    if paused:
+        p = paused[0]
+        since = f" since {p['at']:%Y-%m-%d %H:%M} UTC" if isinstance(p["at"], datetime) else ""
+        return [(WARNING, f"mode {mode} paused{since} by {p['by']}" + (f": {p['reason']}" if p["reason"] else ""))]
+    if info["due"] and not live:
+        problems = [(CRITICAL, f"mode {mode}: {info['due']} networks due and no live collector")]
+    else:  # collectors may serve chosen services (SERVICES): every service with due networks needs one
+        problems = [
+            (CRITICAL, f"mode {mode}: {n} {service} networks due and no live collector serves {service}")
+            for service, n in sorted(info.get("dueByService", {}).items())
+            if not any(serves(i, service) for i in live)
+        ]
+    return problems + lag_problem(mode, info["lagSeconds"], warn, crit)
+
+
+def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem]:
+    if lag > crit:
+        return [(CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {crit:.0f}s")]
+    if lag > warn:
+        return [(WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {warn:.0f}s")]
+    return []
