@@ -7,32 +7,29 @@ whole exchange; answers are written without waiting on any other client; and whe
 open, a new one closes the oldest (a real exchange takes milliseconds, so the oldest is the one stalled), so a
 scrape always gets in. The app's answers are small and quick (prometheus_client's exposition, a health line), so
 they are made on the server's thread. Every answer closes its connection (`Connection: close`).
+
+This module keeps the connections and moves their bytes; reading a request head and writing an answer is
+`httpwire.py`'s.
 """
 
 from __future__ import annotations
 
 import collections
 import errno
-import io
 import logging
 import math
-import re
 import resource
 import selectors
 import socket
-import sys
 import threading
 import time
-import urllib.parse
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from email.utils import formatdate
 from typing import Any
 
 from ..sdk.redaction import clip
+from .httpwire import PLAIN, Answer, Refused, WsgiApp, environ, head_end, response, run_app
 
 log = logging.getLogger("collector.daemon")
-WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
 MAX_CONNECTIONS = 1024  # connections held open at once, at most; fewer under a low descriptor limit
 MIN_CONNECTIONS = 16
@@ -54,14 +51,6 @@ def connection_budget() -> int:
     return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, soft // DESCRIPTOR_SHARE))
 
 
-class _Refused(Exception):
-    """A request head the server answers with an error of its own, without asking the app."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
 class _Connection:
     __slots__ = ("sock", "deadline", "head", "out")
 
@@ -71,13 +60,45 @@ class _Connection:
         self.out: memoryview | None = None  # the answer still to send; None while the head is being read
 
 
-def _head_end(data: bytearray, start: int) -> int:
-    """Where the request head in `data` ends (after its empty line), or -1; lines may end in CRLF or LF."""
-    ends = [i + n for i, n in ((data.find(b"\n\r\n", start), 3), (data.find(b"\n\n", start), 2)) if i >= 0]
-    return min(ends, default=-1)
+class CutShort:
+    """Connections closed before their answer was sent, by reason: counted since the start, and summed up in one
+    log line at most every REPORT_EVERY seconds (none for a quiet port)."""
 
+    WORDS = {
+        "evicted": "closed to make room for newer ones ({limit} open at most)",
+        "timeout": "not done within {timeout:g}s",
+        "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
+        "failed": "answered 500 (a failure of the collector's own, logged)",
+        "starved": "closed to free a file descriptor (the process had none left)",
+    }
 
-TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+    def __init__(self) -> None:
+        self.closed: collections.Counter[str] = collections.Counter()  # since the start
+        self.unreported: collections.Counter[str] = collections.Counter()
+        self.reported_at = -math.inf
+
+    def count(self, reason: str) -> int:
+        """A connection cut short for `reason`: how many for that reason since the last summary line."""
+        self.closed[reason] += 1
+        self.unreported[reason] += 1
+        return self.unreported[reason]
+
+    def due(self) -> float | None:
+        """When the next summary line is due (monotonic time), or None while there is nothing to say."""
+        return self.reported_at + REPORT_EVERY if self.unreported else None
+
+    def report(self, now: float, limit: int, timeout: float) -> None:
+        """One line for the connections cut short since the last one, if one is due by `now`."""
+        if not self.unreported or now - self.reported_at < REPORT_EVERY:
+            return
+        counts = self.unreported
+        words = {reason: text.format(limit=limit, timeout=timeout) for reason, text in self.WORDS.items()}
+        parts = [f"{counts[reason]} {text}" for reason, text in words.items() if counts[reason]]
+        if counts["paused"]:
+            parts.append(f"accepting paused {counts['paused']} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)")
+        log.warning("metrics: connections cut short: %s", "; ".join(parts))
+        self.unreported = collections.Counter()
+        self.reported_at = now
 
 
 class HttpServer:
@@ -91,36 +112,21 @@ class HttpServer:
         self.app = app
         self.limit = max(1, max_connections or connection_budget())
         self.timeout = CONNECTION_TIMEOUT if timeout is None else timeout
-        opened: list[socket.socket | selectors.BaseSelector] = []
-        try:
-            listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
-            opened.append(listener)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((addr, port))
-            listener.listen(socket.SOMAXCONN)  # a deep queue: accepting is quick, a dropped SYN waits a second
-            listener.setblocking(False)
-            self.waker, self.wakeup = socket.socketpair()
-            opened += [self.waker, self.wakeup]
-            self.waker.setblocking(False)
-            self.selector = selectors.DefaultSelector()
-            opened.append(self.selector)
-            self.selector.register(listener, selectors.EVENT_READ, "accept")
-            self.selector.register(self.wakeup, selectors.EVENT_READ, "wake")
-        except OSError:
-            for thing in opened:
-                thing.close()
-            raise
-        self.listener, self.addr, self.port = listener, addr, listener.getsockname()[1]
+        self.listener, self.waker, self.wakeup, self.selector = _open(addr, port)
+        self.addr, self.port = addr, self.listener.getsockname()[1]
         self.connections: OrderedDict[_Connection, None] = OrderedDict()  # oldest first
         self.accepted = 0
         self.unsent = 0  # bytes of answers not yet taken by their sockets
-        self.closed: collections.Counter[str] = collections.Counter()  # cut short, by reason, since the start
-        self.unreported: collections.Counter[str] = collections.Counter()
-        self.reported_at = -math.inf
+        self.cut_short = CutShort()
         self.paused_until: float | None = None
         self.stopping = False
         self.thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
         self.thread.start()
+
+    @property
+    def closed(self) -> collections.Counter[str]:
+        """Connections cut short since the start, by reason."""
+        return self.cut_short.closed
 
     def close(self) -> None:
         """Stop serving: the thread closes every connection and the port (waited for up to 10 s, should an answer
@@ -132,23 +138,11 @@ class HttpServer:
             pass  # already stopped, or the wake-up is pending anyway
         self.thread.join(10)
 
+    # --- the loop: accept, read and write what is ready, expire --------------------------------------------------
     def _serve(self) -> None:
         try:
             while not self.stopping:
-                accept = False
-                for key, _ in self.selector.select(self._wait()):
-                    if key.data == "accept":
-                        accept = True  # after the open connections: what they sent is read first
-                    elif isinstance(key.data, _Connection):
-                        self._guarded_step(key.data)
-                if accept and not self.stopping:
-                    self._accept()
-                now = time.monotonic()
-                self._expire(now)
-                if self.paused_until is not None and now >= self.paused_until:
-                    self.paused_until = None
-                    self.selector.register(self.listener, selectors.EVENT_READ, "accept")
-                self._report(now)
+                self._round()
         except Exception:
             log.exception("metrics: the HTTP server stopped; /metrics, /healthz and /readyz no longer answer")
         finally:
@@ -159,14 +153,30 @@ class HttpServer:
             for sock in (self.listener, self.waker, self.wakeup):
                 sock.close()
 
+    def _round(self) -> None:
+        accept = False
+        for key, _ in self.selector.select(self._wait()):
+            if key.data == "accept":
+                accept = True  # after the open connections: what they sent is read first
+            elif isinstance(key.data, _Connection):
+                self._guarded_step(key.data)
+        if accept and not self.stopping:
+            self._accept()
+        now = time.monotonic()
+        self._expire(now)
+        if self.paused_until is not None and now >= self.paused_until:
+            self.paused_until = None
+            self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+        self._report(now)
+
     def _wait(self) -> float | None:
         """Seconds until something is due: the oldest connection's deadline, the resumption, the summary line."""
         oldest = next(iter(self.connections), None)
         due = [] if oldest is None else [oldest.deadline]
         if self.paused_until is not None:
             due.append(self.paused_until)
-        if self.unreported:
-            due.append(self.reported_at + REPORT_EVERY)
+        if (report := self.cut_short.due()) is not None:
+            due.append(report)
         return max(0.0, min(due) - time.monotonic()) if due else None
 
     def _accept(self) -> None:
@@ -216,6 +226,7 @@ class HttpServer:
         self.selector.unregister(conn.sock)
         conn.sock.close()
 
+    # --- one connection: its head read, its answer made and sent ------------------------------------------------
     def _guarded_step(self, conn: _Connection) -> None:
         """`_step`, a failure of which ends that connection alone (counted, its traceback logged once a period):
         the server goes on answering everyone else."""
@@ -243,100 +254,37 @@ class HttpServer:
             return
         start = max(0, len(conn.head) - 2)
         conn.head += data
-        end = _head_end(conn.head, start)
+        end = head_end(conn.head, start)
         if end < 0 and len(conn.head) <= HEAD_LIMIT:
             return  # more to come
-        if end < 0 or end > HEAD_LIMIT:
-            self._refuse(conn, _Refused("431 Request Header Fields Too Large", f"request head over {HEAD_LIMIT} bytes"))
-            return
         try:
-            environ = self._environ(conn.head[:end])
-        except _Refused as refused:
-            self._refuse(conn, refused)
+            if end < 0 or end > HEAD_LIMIT:
+                raise Refused("431 Request Header Fields Too Large", f"request head over {HEAD_LIMIT} bytes")
+            env = environ(conn.head[:end], self.addr, self.port)
+        except Refused as refused:
+            self._count("refused")
+            self._answer(conn, *refused.answer())
             return
-        head_only = environ["REQUEST_METHOD"] == "HEAD"
+        head_only = env["REQUEST_METHOD"] == "HEAD"
         if head_only:
-            environ["REQUEST_METHOD"] = "GET"  # HEAD is answered as GET, without the body
-        self._answer(conn, *self._run(environ), send_body=not head_only)
+            env["REQUEST_METHOD"] = "GET"  # HEAD is answered as GET, without the body
+        self._answer(conn, *self._run(env), send_body=not head_only)
 
-    def _refuse(self, conn: _Connection, refused: _Refused) -> None:
-        self._count("refused")
-        body = refused.reason.encode() + b"\n"
-        self._answer(conn, refused.status, [("Content-Type", "text/plain; charset=utf-8")], body)
-
-    def _environ(self, head: bytearray) -> dict[str, Any]:
-        lines = head.decode("latin-1").split("\n")
-        parts = lines[0].rstrip("\r").split(" ")
-        if len(parts) != 3 or not TOKEN.fullmatch(parts[0]) or not re.fullmatch(r"HTTP/1\.[0-9]", parts[2]):
-            raise _Refused("400 Bad Request", "not an HTTP/1.x request line")
-        method, target, version = parts
-        if target.lower().startswith(("http://", "https://")):  # the absolute form a proxy may send
-            target = "/" + target.split("://", 1)[1].partition("/")[2]
-        if not target.startswith("/"):
-            raise _Refused("400 Bad Request", "the target is not a path")
-        path, _, query = target.partition("?")
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": method,
-            "SCRIPT_NAME": "",
-            "PATH_INFO": urllib.parse.unquote(path, "iso-8859-1"),
-            "QUERY_STRING": query,
-            "SERVER_NAME": self.addr,
-            "SERVER_PORT": str(self.port),
-            "SERVER_PROTOCOL": version,
-            "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http",
-            "wsgi.input": io.BytesIO(),
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": False,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-        }
-        for line in lines[1:]:
-            line = line.rstrip("\r")
-            if not line:
-                continue
-            name, colon, value = line.partition(":")
-            if not colon or not TOKEN.fullmatch(name):
-                raise _Refused("400 Bad Request", "a malformed header line")
-            if "_" in name:
-                continue  # as wsgiref: X_Y would pass for X-Y
-            key = name.upper().replace("-", "_")
-            key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
-            value = value.strip(" \t")
-            environ[key] = environ[key] + "," + value if key in environ else value
-        return environ
-
-    def _run(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
-        """The app's answer to a whole request."""
-        started: list[Any] = []
-        written: list[bytes] = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable:
-            started[:] = [status, headers]
-            return written.append
-
+    def _run(self, env: dict[str, Any]) -> Answer:
+        """The app's answer to a whole request; 500 if the app fails."""
         try:
-            result = self.app(environ, start_response)
-            try:
-                body = b"".join([*written, *result])
-            finally:
-                getattr(result, "close", lambda: None)()
+            started, body = run_app(self.app, env)
         except Exception:
             if self._count("failed") == 1:  # one traceback per summary period
-                log.exception(
-                    "metrics: answering %r %r failed", environ["REQUEST_METHOD"], clip(environ["PATH_INFO"], 100)
-                )
-            return "500 Internal Server Error", [("Content-Type", "text/plain; charset=utf-8")], b"internal error\n"
+                log.exception("metrics: answering %r %r failed", env["REQUEST_METHOD"], clip(env["PATH_INFO"], 100))
+            return "500 Internal Server Error", PLAIN, b"internal error\n"
         status, headers = started
         return status, headers, body
 
     def _answer(
         self, conn: _Connection, status: str, headers: list[tuple[str, str]], body: bytes, send_body: bool = True
     ) -> None:
-        own = ("content-length", "connection", "transfer-encoding", "date")
-        lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers if k.lower() not in own)]
-        lines += [f"Date: {formatdate(usegmt=True)}", f"Content-Length: {len(body)}", "Connection: close"]
-        conn.out = memoryview(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body if send_body else b""))
+        conn.out = memoryview(response(status, headers, body, send_body))
         self.unsent += len(conn.out)
         self.selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
         try:
@@ -368,26 +316,32 @@ class HttpServer:
         self._drop(conn, None)
 
     def _count(self, reason: str) -> int:
-        """A connection cut short for `reason`: counted since the start and for the next summary line (returned)."""
-        self.closed[reason] += 1
-        self.unreported[reason] += 1
-        return self.unreported[reason]
+        return self.cut_short.count(reason)
 
     def _report(self, now: float) -> None:
-        """One line for the connections cut short since the last one (none for a quiet port)."""
-        if not self.unreported or now - self.reported_at < REPORT_EVERY:
-            return
-        counts = self.unreported
-        words = {
-            "evicted": f"closed to make room for newer ones ({self.limit} open at most)",
-            "timeout": f"not done within {self.timeout:g}s",
-            "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
-            "failed": "answered 500 (a failure of the collector's own, logged)",
-            "starved": "closed to free a file descriptor (the process had none left)",
-        }
-        parts = [f"{counts[reason]} {text}" for reason, text in words.items() if counts[reason]]
-        if counts["paused"]:
-            parts.append(f"accepting paused {counts['paused']} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)")
-        log.warning("metrics: connections cut short: %s", "; ".join(parts))
-        self.unreported = collections.Counter()
-        self.reported_at = now
+        self.cut_short.report(now, self.limit, self.timeout)
+
+
+def _open(addr: str, port: int) -> tuple[socket.socket, socket.socket, socket.socket, selectors.BaseSelector]:
+    """The listening socket on (addr, port), a socket pair to wake the loop with, and the selector watching both
+    (all closed again if one cannot be made)."""
+    opened: list[socket.socket | selectors.BaseSelector] = []
+    try:
+        listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+        opened.append(listener)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((addr, port))
+        listener.listen(socket.SOMAXCONN)  # a deep queue: accepting is quick, a dropped SYN waits a second
+        listener.setblocking(False)
+        waker, wakeup = socket.socketpair()
+        opened += [waker, wakeup]
+        waker.setblocking(False)
+        selector = selectors.DefaultSelector()
+        opened.append(selector)
+        selector.register(listener, selectors.EVENT_READ, "accept")
+        selector.register(wakeup, selectors.EVENT_READ, "wake")
+    except OSError:
+        for thing in opened:
+            thing.close()
+        raise
+    return listener, waker, wakeup, selector

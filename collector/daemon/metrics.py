@@ -20,22 +20,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    PlatformCollector,
-    disable_created_metrics,
-    make_wsgi_app,
-)
+from prometheus_client import CollectorRegistry, disable_created_metrics, make_wsgi_app
 
 from ..engine.events import Observer, Saved
 from ..engine.run import Status
 from ..engine.store import OPERATIONS, unavailable
 from .httpserver import HttpServer
-from .procmetrics import SandboxProcessCollector
+from .instruments import declare
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.dbhealth import DatabaseHealth
@@ -45,9 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 disable_created_metrics()  # no *_created series: they double the exposition and no dashboard uses them
 
-DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-BATCH_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-DATABASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 OTHER = "other"  # the label of every service no connector is registered for
 NAN = float("nan")
 DESCRIPTORS_RECENT = 60.0  # /readyz answers 503 this long after the process ran out of file descriptors
@@ -81,110 +69,13 @@ class Metrics(Observer):
         self.database, self.database_bound = database, database_bound
         self.services = frozenset(services)
         self.stopping = False
-        self.registry = registry = CollectorRegistry()
-        SandboxProcessCollector(registry=registry)  # process_* under the unit's ProcSubset=pid too
-        PlatformCollector(registry=registry)
-        # `instance` and `job` belong to Prometheus (the scrape target): this collector's own name is instance_id
-        Info("collector", "this collector", registry=registry).info(
-            {"version": version, "mode": mode, "instance_id": instance}
-        )
-        self.runs = Counter("collector_runs", "network runs, by outcome", ["service", "status"], registry=registry)
-        self.items = Counter("collector_items", "new items saved", ["service"], registry=registry)
-        self.requests = Counter(
-            "collector_api_requests",
-            "API requests, by HTTP status (error: no response)",
-            ["service", "code"],
-            registry=registry,
-        )
-        self.quota_skips = Counter(
-            "collector_quota_skips",
-            "runs skipped because the token's quota was known spent",
-            ["service"],
-            registry=registry,
-        )
-        self.disabled = Counter(
-            "collector_networks_disabled",
-            "networks disabled (too many failures, or retired)",
-            ["service"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "collector_run_duration_seconds",
-            "time one network run took",
-            ["service"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.batch = Histogram(
-            "collector_claim_batch_size", "networks leased by one claim", buckets=BATCH_BUCKETS, registry=registry
-        )
-        self.lag = Gauge(
-            "collector_schedule_lag_seconds",
-            "how overdue the most overdue network was at the last claim",
-            ["mode"],
-            registry=registry,
-        )
-        self.inflight = Gauge("collector_inflight", "networks running now", registry=registry)
-        self.leases = Gauge("collector_leases_held", "networks this collector holds leases on", registry=registry)
-        self.due = Gauge(
-            "collector_networks_due",
-            "networks of this mode due and not leased (the backlog), sampled by the gauges job",
-            ["mode"],
-            registry=registry,
-        )
-        self.quota_tokens = Gauge(
-            "collector_quota_memory_tokens",
-            "tokens this collector knows to be blocked now (sampled by the gauges job)",
-            registry=registry,
-        )
-        self.jobs = Counter(
-            "collector_jobs",
-            "runs of the collector's own recurring jobs, by outcome (ok, error, missed, skipped); the label is "
-            "`name`, since `job` is Prometheus's scrape job",
-            ["name", "outcome"],
-            registry=registry,
-        )
-        self.job_success = Gauge(
-            "collector_job_last_success_timestamp_seconds",
-            "when each recurring job last ran without error (Unix time)",
-            ["name"],
-            registry=registry,
-        )
-        self.last_progress = Gauge(
-            "collector_last_progress_timestamp_seconds",
-            "when the dispatch loop last did work: a claim the database answered, a saved run, an idle wait after "
-            "the database said nothing is due (Unix time)",
-            registry=registry,
-        )
-        self.database_up = Gauge(
-            "collector_database_up",
-            "1 while MongoDB answers this collector, 0 while it cannot be reached",
-            registry=registry,
-        )
-        self.database_errors = Counter(
-            "collector_database_errors",
-            "database operations that raised an error, by operation",
-            ["operation"],
-            registry=registry,
-        )
-        self.database_seconds = Histogram(
-            "collector_database_seconds",
-            "time one database operation took, by operation",
-            ["operation"],
-            buckets=DATABASE_BUCKETS,
-            registry=registry,
-        )
-        self.paused = Gauge(
-            "collector_paused",
-            "1 while an operator's pause holds this collector's mode (service * = the whole mode) back from claims",
-            ["mode", "service"],
-            registry=registry,
-        )
+        self.registry = CollectorRegistry()
+        self.instruments = declare(self.registry, version, mode, instance)  # the metrics (daemon/instruments.py)
         self.paused_scopes: set[tuple[str, str]] = set()
-        self.database_up.set(1)
+        self.instruments.database_up.set(1)
         self.zero(jobs)
         self.last = self.alive = self.clock()
-        self.last_progress.set(self.last)
+        self.instruments.last_progress.set(self.last)
 
     def on_settings(self, old: Settings, new: Settings) -> None:
         """A reload: the bounds of /healthz and /readyz follow the new settings."""
@@ -196,18 +87,18 @@ class Metrics(Observer):
         """Counters of every known label value start at 0, so the first event is an increase."""
         for service in sorted(self.services):
             for status in Status:
-                self.runs.labels(service, str(status))
-            for counter in (self.items, self.quota_skips, self.disabled):
+                self.instruments.runs.labels(service, str(status))
+            for counter in (self.instruments.items, self.instruments.quota_skips, self.instruments.disabled):
                 counter.labels(service)
         for name in jobs:
             self.add_job(name)
         for operation in OPERATIONS:
-            self.database_errors.labels(operation)
-        self.paused.labels(self.mode, "*").set(0)
+            self.instruments.database_errors.labels(operation)
+        self.instruments.paused.labels(self.mode, "*").set(0)
 
     def add_job(self, name: str) -> None:
         for outcome in ("ok", "error", "missed", "skipped"):
-            self.jobs.labels(name, outcome)
+            self.instruments.jobs.labels(name, outcome)
 
     def service(self, network_service: object) -> str:
         """The label of a network's service: its name if a connector is registered for it, else `other`."""
@@ -217,48 +108,48 @@ class Metrics(Observer):
 
     def progress(self) -> None:
         self.last = self.clock()
-        self.last_progress.set(self.last)
+        self.instruments.last_progress.set(self.last)
 
     def on_claim(self, mode: str, claimed: int) -> None:
-        self.batch.observe(claimed)
+        self.instruments.batch.observe(claimed)
         self.progress()
 
     def on_pauses(self, mode: str, pauses: list) -> None:
         now = {(mode, p.service if p.service in self.services or p.service == "*" else OTHER) for p in pauses}
         for labels in self.paused_scopes - now:
-            self.paused.labels(*labels).set(0)
+            self.instruments.paused.labels(*labels).set(0)
         for labels in now:
-            self.paused.labels(*labels).set(1)
+            self.instruments.paused.labels(*labels).set(1)
         self.paused_scopes |= now
 
     def on_database(self, operation: str, seconds: float, error: BaseException | None) -> None:
-        self.database_seconds.labels(operation).observe(seconds)
+        self.instruments.database_seconds.labels(operation).observe(seconds)
         if error is not None:
-            self.database_errors.labels(operation).inc()
+            self.instruments.database_errors.labels(operation).inc()
         if error is not None and unavailable(error):
-            self.database_up.set(0)
+            self.instruments.database_up.set(0)
             # what the database last said is no longer known: unknown, not frozen at an old value
-            self.lag.labels(self.mode).set(NAN)
-            self.due.labels(self.mode).set(NAN)
+            self.instruments.lag.labels(self.mode).set(NAN)
+            self.instruments.due.labels(self.mode).set(NAN)
         elif self.database is None or self.database.up:
-            self.database_up.set(1)
+            self.instruments.database_up.set(1)
 
     def on_lag(self, mode: str, seconds: float) -> None:
-        self.lag.labels(mode).set(max(seconds, 0.0))
+        self.instruments.lag.labels(mode).set(max(seconds, 0.0))
 
     def on_run(self, result: RunResult, saved: Saved) -> None:
         service = self.service(result.network.get("service"))
         status = str(result.status)
-        self.runs.labels(service, status).inc()
-        self.items.labels(service).inc(saved.new_items)
+        self.instruments.runs.labels(service, status).inc()
+        self.instruments.items.labels(service).inc(saved.new_items)
         for code, n in result.codes:
-            self.requests.labels(service, code).inc(n)
+            self.instruments.requests.labels(service, code).inc(n)
         if status == "rateLimit" and not result.called:
-            self.quota_skips.labels(service).inc()
+            self.instruments.quota_skips.labels(service).inc()
         if result.update.values.get("disabled") is True and saved.state_saved and not saved.dropped:
-            self.disabled.labels(service).inc()
+            self.instruments.disabled.labels(service).inc()
         if result.called:
-            self.duration.labels(service).observe(result.duration)
+            self.instruments.duration.labels(service).observe(result.duration)
         if not saved.dropped:
             self.progress()
 
@@ -266,22 +157,22 @@ class Metrics(Observer):
         self.progress()  # the engine says idle only after the database answered "nothing due"
 
     def on_tick(self, inflight: int) -> None:
-        self.inflight.set(inflight)
+        self.instruments.inflight.set(inflight)
         self.alive = self.clock()  # liveness: the loop goes round
 
     def on_leases(self, held: int) -> None:
-        self.leases.set(held)
+        self.instruments.leases.set(held)
 
     def sample(self, due: int, quota_tokens: int) -> None:
         """The periodic gauges (the `gauges` job)."""
-        self.due.labels(self.mode).set(due)
-        self.quota_tokens.set(quota_tokens)
+        self.instruments.due.labels(self.mode).set(due)
+        self.instruments.quota_tokens.set(quota_tokens)
 
     def on_job(self, job: str, outcome: str) -> None:
         """A sink of jobs.Jobs: every run, failure, miss and skip of a recurring job."""
-        self.jobs.labels(job, outcome).inc()
+        self.instruments.jobs.labels(job, outcome).inc()
         if outcome == "ok":
-            self.job_success.labels(job).set(self.clock())
+            self.instruments.job_success.labels(job).set(self.clock())
 
     def health(self) -> tuple[bool, str]:
         """Liveness: the loop went round within the bound. The body also says how work and the database go."""

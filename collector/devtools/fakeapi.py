@@ -7,12 +7,12 @@ an answer leaves `latency` seconds after its request came in, the fake's own wor
 done within that time, as a real server's work is part of the latency its clients see. Done after the wait,
 the work of 64 answers due together queued in the fake's one interpreter and added its own spread to the
 latency the bench names.
-Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star);
-`prerender_per_page` has every page of that size rendered and gzipped before serving (`collector bench`: the
-server's CPU is then not spent on the cores the collector is measured on, as a remote server's never is).
-Each response is written in one piece (see the design notes on delayed ACKs). `GET /_fake/stats` returns the
-counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate process, so that a benchmark's
-fake does not compete with the collector for the interpreter.
+Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star; the
+stars themselves are stars.py's); `prerender_per_page` has every page of that size rendered and gzipped before
+serving (`collector bench`: the server's CPU is then not spent on the cores the collector is measured on, as a
+remote server's never is). Each response is written in one piece (see the design notes on delayed ACKs).
+`GET /_fake/stats` returns the counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate
+process, so that a benchmark's fake does not compete with the collector for the interpreter.
 """
 
 from __future__ import annotations
@@ -22,44 +22,27 @@ import json
 import math
 import multiprocessing
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
 from .spawned import NoAnswer, answer, spawn
+from .stars import GENERATED_NEWEST, generated_star, generated_star_json, make_star, make_stars
 
-GENERATED_NEWEST = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-# GitHub's own example repository object (its OpenAPI description; see tests/fixtures/SOURCES.md): every generated
-# star has its full shape and size (~5.6 KB), as GitHub's star+json pages do.
-_REPOSITORY = resources.files("collector.devtools").joinpath("data/github_repository.json").read_text()
-
-
-def make_star(repo_id: int, starred_at: datetime) -> dict:
-    owner = f"owner{repo_id % 97}"
-    text = (
-        _REPOSITORY.replace("octocat/Hello-World", f"{owner}/repo{repo_id}")
-        .replace("Hello-World", f"repo{repo_id}")
-        .replace("octocat", owner)
-    )
-    repo = json.loads(text)
-    repo.update(id=repo_id, description=f"Repository number {repo_id}", created_at="2020-01-01T00:00:00Z")
-    repo["owner"].update(id=repo_id % 97 + 1, avatar_url=f"https://avatars.githubusercontent.com/u/{repo_id % 97}")
-    return {"starred_at": starred_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "repo": repo}
-
-
-def make_stars(count: int, seed: int = 0, newest: datetime | None = None, id_pool: int = 100_000) -> list[dict]:
-    """`count` distinct stars, newest first, one hour apart, repo ids drawn from a shared pool."""
-    newest = newest or GENERATED_NEWEST
-    ids = random.Random(seed).sample(range(1, id_pool + 1), count)
-    return [make_star(repo_id, newest - timedelta(hours=i)) for i, repo_id in enumerate(ids)]
+__all__ = [  # the stars are stars.py's, importable from here as well
+    "GENERATED_NEWEST",
+    "FakeGitHub",
+    "FakeProcess",
+    "FakeServer",
+    "fetch_stats",
+    "generated_star",
+    "make_star",
+    "make_stars",
+]
 
 
 class Raw(bytes):
@@ -70,43 +53,7 @@ class Gzipped(bytes):
     """A response body already encoded as JSON and gzip-compressed (a page rendered before serving)."""
 
 
-SENTINEL = 987654321
 GZIP_OVER = 1024  # bodies longer than this are gzip-encoded for a client that accepts it
-
-
-def _star_template() -> str:
-    """A star's JSON text with placeholders, so that a page of generated stars is filled in, not serialised."""
-    star = make_star(SENTINEL, GENERATED_NEWEST)
-    text = json.dumps(star).replace(star["starred_at"], "@T@")
-    text = text.replace(f"owner{SENTINEL % 97}", "@O@").replace(f'"id": {SENTINEL % 97 + 1}', '"id": @OID@')
-    return text.replace(f"/u/{SENTINEL % 97}", "/u/@AV@").replace(str(SENTINEL), "@I@")
-
-
-STAR_PARTS: list[str] = []  # the template cut at its placeholders: literal text, then a placeholder's name, ...
-
-
-def generated_star_json(seed: int, k: int) -> str:
-    """The JSON text of generated_star(seed, k), made by filling the template's pieces (far faster than serialising,
-    and than replacing each placeholder through the whole text: a fake page must cost the fake little CPU, which
-    the bench's machine shares with the collector)."""
-    if not STAR_PARTS:
-        STAR_PARTS.extend(re.split("@(T|O|OID|AV|I)@", _star_template()))
-    repo_id = 1 + (k * 7919 + seed * 1543) % 1_000_003
-    values = {
-        "T": (GENERATED_NEWEST - timedelta(minutes=k)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "O": f"owner{repo_id % 97}",
-        "OID": str(repo_id % 97 + 1),
-        "AV": str(repo_id % 97),
-        "I": str(repo_id),
-    }
-    parts = STAR_PARTS[:]
-    parts[1::2] = [values[name] for name in parts[1::2]]
-    return "".join(parts)
-
-
-def generated_star(seed: int, k: int) -> dict:
-    """The k-th newest star of a generated history: distinct repo ids for k < 1,000,003, a minute apart."""
-    return make_star(1 + (k * 7919 + seed * 1543) % 1_000_003, GENERATED_NEWEST - timedelta(minutes=k))
 
 
 @dataclass

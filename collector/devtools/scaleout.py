@@ -89,27 +89,36 @@ def walk(
 
     context = multiprocessing.get_context("spawn")
     shared = (context.Value("i", 0), context.Event(), context.Barrier(processes + 1), context.Barrier(processes + 1))
-    pipes, children = [], []
-    for _ in range(processes):
-        process, pipe = spawn(child, uri, name, settings, timer, target, shared)
-        pipes.append(pipe)
-        children.append(process)
+    children = [spawn(child, uri, name, settings, timer, target, shared) for _ in range(processes)]
+    pipes = [pipe for _, pipe in children]
     try:
-        try:
-            shared[2].wait(timeout=START_S)
-            prepare()
-            shared[3].wait(timeout=START_S)
-        except Exception as exc:
-            for barrier in shared[2:]:
-                barrier.abort()  # children still waiting give up at once, and say why they stopped
-            said = [_answer(pipe)[1] for pipe in pipes if pipe.poll(START_S)]
-            why = f"{type(exc).__name__}: {exc}"
-            raise RuntimeError(f"scale-out walk could not start ({why}); children: {said}") from None
+        _start(shared, pipes, prepare)
         answers = [_answer(pipe) for pipe in pipes]
     finally:
         shared[1].set()
-        for process in children:
+        for process, _ in children:
             process.join(timeout=60)
+    return totals(answers)
+
+
+def _start(shared: tuple, pipes: list, prepare: Callable[[], None]) -> None:
+    """Once every child is built, `prepare()`, then every child goes. If any of it fails, the children still
+    waiting give up at once and say why they stopped; RuntimeError with what they said."""
+    try:
+        shared[2].wait(timeout=START_S)
+        prepare()
+        shared[3].wait(timeout=START_S)
+    except Exception as exc:
+        for barrier in shared[2:]:
+            barrier.abort()
+        said = [_answer(pipe)[1] for pipe in pipes if pipe.poll(START_S)]
+        why = f"{type(exc).__name__}: {exc}"
+        raise RuntimeError(f"scale-out walk could not start ({why}); children: {said}") from None
+
+
+def totals(answers: list[tuple[str, Any]]) -> dict:
+    """The walk's figures from the children's answers: wall time from the first start to the last network done,
+    CPU and database CPU summed, pages; RuntimeError if a child failed or did not finish."""
     failed = [value for status, value in answers if status != "ok"]
     if failed:
         raise RuntimeError(f"scale-out walk: {failed[0]}")

@@ -1,0 +1,128 @@
+"""The bench's figures from what its workloads measured (pure arithmetic, no I/O): a history point's speedup and
+its bound, the headline line, the medians of the runs with the database apart, and the engine's distance to the
+floor."""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+from .options import Options
+
+SPLIT = ("efficiency", "speedup", "speedup_bound", "engine_cpu_ms_per_page")  # of the walk shared by processes
+APART = ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency", "speedup", "speedup_bound", "db_ms_per_task")
+HEADLINE = (  # of the last history point, the headline one
+    "wall_s_series",
+    "wall_s_concurrent",
+    "speedup",
+    "speedup_bound",
+    "efficiency",
+    "cpu_ms_per_task",
+    "db_ms_per_task",
+    "engine_cpu_ms_per_page",
+)
+
+
+def point_figures(run: dict, latency: float, concurrency: int, per_task: float, processes: int = 1) -> dict:
+    """One history walk against the series time per task: speedup, its bound (the concurrency's, or the CPU's:
+    one core per interpreter, as many as the machine has), and the CPU split between the engine and the
+    database calls."""
+    cpu_per_task = run["cpu_s"] / run["tasks"]
+    waited = latency + run["server_ms"] / 1000  # what a task waits for, the server's own time included
+    cores = min(processes, os.cpu_count() or 1)
+    bound = min(concurrency * per_task / waited if waited else float("inf"), cores * per_task / cpu_per_task)
+    speedup = per_task * run["tasks"] / run["wall_s"]
+    return {
+        "latency_ms": round(latency * 1000),
+        "concurrency": concurrency,
+        "tasks": run["tasks"],
+        "wall_s_series": round(per_task * run["tasks"], 2),
+        "wall_s_concurrent": round(run["wall_s"], 2),
+        "speedup": round(speedup, 2),
+        "speedup_bound": round(bound, 2),
+        "efficiency": round(speedup / bound, 3),
+        "cpu_ms_per_task": round(cpu_per_task * 1000, 2),
+        "db_ms_per_task": round(run["db_s"] / run["tasks"] * 1000, 2),
+        "engine_cpu_ms_per_page": round((run["cpu_s"] - run["db_s"]) / max(run["pages"], 1) * 1000, 2),
+        "over_quota": run["over_quota"],
+    }
+
+
+def engine_per_poll(quiet: dict) -> float:
+    return round((quiet["cpu_s"] - quiet["db_s"]) / quiet["polls"] * 1000, 3)
+
+
+def summary(opts: Options, points: list[dict], runs: dict[str, dict], over_quota: int) -> dict:
+    """The bench's line: the headline history point (the last), the polls, the cycle, the quota bound and the
+    soak (`runs` by name: quiet, steady, cycle, quota, memory), and every history point."""
+    head, quiet, steady = points[-1], runs["quiet"], runs["steady"]
+    cycle, quota, memory = runs["cycle"], runs["quota"], runs["memory"]
+    steady_cpu_ms = steady["cpu_s"] / steady["polls"] * 1000
+    return {
+        "networks": opts.networks,
+        "pages": opts.pages,
+        "database": "mongodb" if opts.mongodb_uri else "mongomock",
+        "latency_ms": head["latency_ms"],
+        "latency_sigma": opts.latency_sigma,
+        "concurrency": head["concurrency"],
+        **{k: head[k] for k in HEADLINE},
+        "engine_cpu_ms_per_poll": engine_per_poll(quiet),
+        "polls_per_s": round(steady["polls"] / steady["wall_s"], 1),
+        "polls_per_s_bound": round(
+            min(opts.concurrency / opts.poll_latency if opts.poll_latency else float("inf"), 1000 / steady_cpu_ms), 1
+        ),
+        "poll_cpu_ms_per_task": round(steady_cpu_ms, 3),
+        "poll_db_ms_per_task": round(steady["db_s"] / steady["polls"] * 1000, 3),
+        "polls_changed_share": opts.change_share,
+        "cycle_s_3000": round(cycle["wall_s"], 2),
+        "cycle_networks": opts.cycle_networks,
+        "requests_over_quota": over_quota,
+        "quota_utilization": round(quota["used"] / quota["allowed"], 3),
+        "quota_requests_used": quota["used"],
+        "quota_requests_allowed": quota["allowed"],
+        "soak_runs": memory["runs"],
+        "rss_mb_start": round(memory["rss_mb_start"], 1),
+        "rss_mb_end": round(memory["rss_mb_end"], 1),
+        "points": points,
+    }
+
+
+def apart_figures(points: list[dict], quiets: list[dict], split: list[dict], split_processes: int) -> dict:
+    """The figures with the database apart: each the median of its runs (the walk shared by `split_processes`
+    processes, when it ran, as well)."""
+
+    def median(field: str, runs: list[dict] = points) -> float:
+        return statistics.median(point[field] for point in runs)
+
+    if split:
+        split_figures = {
+            "split_processes": split_processes,
+            **{f"{name}_apart_split": median(name, split) for name in SPLIT},
+        }
+    else:
+        split_figures = {"split_processes": 1}
+
+    return {
+        "database_apart": "mongowire",
+        "engine_cpu_ms_per_page_apart": median("engine_cpu_ms_per_page"),
+        "engine_cpu_ms_per_poll_apart": statistics.median(engine_per_poll(quiet) for quiet in quiets),
+        "efficiency_apart": median("efficiency"),
+        "speedup_apart": median("speedup"),
+        "speedup_bound_apart": median("speedup_bound"),
+        "db_ms_per_task_apart": median("db_ms_per_task"),
+        **split_figures,
+    }
+
+
+def floor_ratios(apart: dict, ground: dict) -> dict:
+    """The engine's CPU with the database apart over the floor's, per page and per poll."""
+    return {
+        "engine_vs_floor_page": round(apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page"], 2),
+        "engine_vs_floor_page_zlib_ng": round(
+            apart["engine_cpu_ms_per_page_apart"] / ground["floor_ms_per_page_zlib_ng"], 2
+        ),
+        "engine_vs_floor_poll": round(apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll"], 2),
+        "engine_vs_floor_poll_threads": round(
+            apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll_threads"], 2
+        ),
+    }
