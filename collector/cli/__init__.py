@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="collector",
         description="Collect what people like, star and favourite into MongoDB (likeastore-compatible).",
         epilog="Settings come from config/, ./.env, the environment and the --env-file (COLLECTOR_ENV picks "
-        "development, test or production); see README.md. Exit codes: 0 done, 1 no (not found, left alone, "
+        "development, test or production); see docs/configuration.md. Exit codes: 0 done, 1 no (not found, left alone, "
         "failed), 2 usage or settings, 3 MongoDB unreachable; status --check: 0 OK, 1 WARNING, 2 CRITICAL, "
         "3 UNKNOWN.",
     )

@@ -1,5 +1,5 @@
 """The history walk shared by several collectors, each in a process of its own, under leases on one database: the
-scale-out the README's "Scaling out" assumes (one instance per core), measured on the bench's workload.
+scale-out docs/performance.md assumes (one instance per core), measured on the bench's workload.
 
 Each child builds a `Collector` on the database at `uri` (a real MongoDB, or the mongowire stand-in) with its own
 instance id and `concurrency` networks in flight and says it is ready; once all are, the parent prepares the

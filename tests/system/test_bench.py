@@ -171,7 +171,7 @@ def test_the_apart_figures_are_the_medians_of_three_runs(monkeypatch):
 
 
 def test_collectors_in_processes_of_their_own_share_a_walk_under_leases_each_page_fetched_once():
-    """The scale-out the README assumes (one collector per core, leases on one database): two processes walk
+    """The scale-out docs/performance.md assumes (one collector per core, leases on one database): two processes walk
     every network's history to normal mode together, no page fetched twice, every star stored once."""
     from collector.devtools.mongowire import WireProcess
     from collector.devtools.options import Options
