@@ -24,8 +24,8 @@ from collector.daemon.metrics import Metrics, MetricsServer, progress_bound
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
 
-from helpers import T0, TOKEN, GitHubStub, add_network
-from proc import get, wait_until
+from helpers import T0, TOKEN, GitHubStub, add_network, free_port
+from helpers.proc import get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,12 +85,6 @@ def test_healthz_is_200_while_the_loop_goes_round_and_503_with_a_reason_when_it_
 
 def test_the_bound_follows_the_settings(settings):
     assert progress_bound(settings.with_(heartbeat_seconds=15, http_timeout=30)) == 75
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_the_daemon_serves_metrics_while_it_runs_and_stops_serving_on_exit(db, settings):
@@ -259,7 +253,8 @@ def test_the_demo_serves_every_series_the_dashboard_reads_and_promtool_accepts_t
     import subprocess
     import sys
 
-    from proc import free_port, scrape, wait_until
+    from helpers import free_port
+    from helpers.proc import scrape, wait_until
 
     port = free_port()
     demo = subprocess.Popen(

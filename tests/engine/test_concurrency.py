@@ -18,7 +18,7 @@ from collector.sdk.http import TURN_BYTES
 from collector.settings import settings_for_tests
 
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 
 class Gauge:

@@ -368,7 +368,7 @@ def test_running_out_of_descriptors_charges_no_network(db, settings, http_mock):
 def test_through_real_processes_a_hostile_user_forges_no_log_line_and_no_terminal_escape(tmp_path):
     from collector.devtools.mongowire import WireServer
 
-    from proc import run, start, write_env
+    from helpers.proc import run, start, write_env
 
     forged = "x@y.test\n2026-12-01 00:00:00,000 INFO collector.run: run service=github user=boss status=ok"
     with WireServer() as wire:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collector.engine.registry import Registry
 from collector.testing import conformance_tests
 
-from services import SPECS
+from helpers.services import SPECS
 
 TestBuiltinConnectors = conformance_tests(SPECS)
 

@@ -28,7 +28,7 @@ from collector.sdk.safeurl import is_public
 from collector.settings import settings_for_tests
 
 from helpers import T0, TOKEN, add_network, network
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 STAR = {
     "starred_at": "2026-05-01T10:00:00Z",

@@ -16,7 +16,7 @@ from collector.sdk.http import TURN_BYTES, TURN_RAW_BYTES, Http
 from collector.sdk.slots import Slots, serving, take_turn
 from collector.settings import settings_for_tests
 
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 
 def take_in_thread(slots: Slots, service: str, until=lambda: None) -> tuple[threading.Thread, list]:
