@@ -178,6 +178,7 @@ def test_housekeeping_forgets_spent_quota_facts_and_clears_leases_of_dead_collec
     collector.close()
 
 
+@pytest.mark.system
 def test_the_daemon_runs_heartbeat_housekeeping_and_gauges_as_jobs_and_stops_them_first(db, settings):
     for k in range(3):
         add_network(db, user=f"u{k}@x.test", mode="normal", scheduledTo=utcnow() + timedelta(hours=1))

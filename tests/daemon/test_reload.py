@@ -95,6 +95,7 @@ def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemo
         load_settings(environ={"NORMAL_INTERVAL": "soon"}, cwd=tmp_path)
 
 
+@pytest.mark.system
 def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_heartbeat(db, settings, hup):
     """One hook: the reload applies to the engine, then every observer follows its own settings."""
     import threading

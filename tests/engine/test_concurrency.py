@@ -124,6 +124,7 @@ def fetching(name: str, url: str, after: threading.Barrier):
     return Fetching
 
 
+@pytest.mark.system
 def test_a_run_gives_its_request_slot_to_the_next_network_once_its_answer_is_in(db):
     exchanges = Exchanges()
     settings = settings_for_tests(allow_private_hosts=True)
@@ -137,6 +138,7 @@ def test_a_run_gives_its_request_slot_to_the_next_network_once_its_answer_is_in(
     assert 1 <= exchanges.peak["all"] <= 2
 
 
+@pytest.mark.system
 def test_a_service_cap_bounds_its_requests_out_at_once(db):
     exchanges = Exchanges()
     settings = settings_for_tests(allow_private_hosts=True, service_concurrencies={"capped": 2})
@@ -181,6 +183,7 @@ def answer_of(size: int):
     return lambda conn, request, server: conn.sendall(response(body=body))
 
 
+@pytest.mark.system
 def test_runs_turn_large_answers_into_items_one_at_a_time(db):
     mapping = Gauge()
     with RawServer(answer_of(TURN_BYTES)) as server:
@@ -193,6 +196,7 @@ def test_runs_turn_large_answers_into_items_one_at_a_time(db):
     assert mapping.peak == 1
 
 
+@pytest.mark.system
 def test_small_answers_are_turned_into_items_without_waiting_for_the_turn(db):
     mapping = Gauge()
     with RawServer(answer_of(1000)) as server:
@@ -377,6 +381,7 @@ def test_a_token_spent_in_one_collector_is_skipped_by_another_without_a_request(
     assert db.networks.find_one({"service": "gist"})["scheduledTo"] == reset
 
 
+@pytest.mark.system
 def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave_their_networks_as_they_were(db):
     from collector.engine import Collector
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import responses
+from hypothesis import settings
 
 from collector.devtools.fakeapi import FakeGitHub, make_stars
 
@@ -29,6 +30,12 @@ KEYS = {
     "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
     "TUMBLR_CONSUMER_SECRET": "ts-12345678",
 }
+
+
+def examples(n: int) -> int:
+    """A property test's `n` examples, scaled by the hypothesis profile loaded (tests/conftest.py): `n` at the
+    usual 100 examples a test, a tenth in the inner loop's "fast" profile (at least 5)."""
+    return max(5, n * settings.default.max_examples // 100)
 
 
 def fixture(name: str):

@@ -22,7 +22,7 @@ from collector.engine.store import Store
 from collector.ops.status import CRITICAL, check, gather, render
 from collector.sdk.timeutil import utcnow
 
-from helpers import TOKEN
+from helpers import TOKEN, examples
 
 FRAGMENTS = [
     *"ab@.-_ \\\"'{}[]",
@@ -57,7 +57,7 @@ VALUES = st.recursive(
     max_leaves=8,
 )
 TERMINAL_HOSTILE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def fresh_db():
@@ -125,7 +125,7 @@ def monkeypatch_session():
 
 
 @given(user=HOSTILE_TEXT, message=HOSTILE_TEXT)
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 def test_a_text_log_record_is_one_line_whatever_it_quotes(user, message):
     from collector.textout import EscapingFormatter
 
@@ -242,6 +242,7 @@ def test_networks_show_masks_secrets_by_name_at_any_depth_and_by_shape(monkeypat
     assert shown["oauth"] == {"token": "***", "tokenSecret": "***"} and shown["auth"]["list"] == [{"password": "***"}]
 
 
+@pytest.mark.system
 def test_the_claims_command_log_over_a_real_socket_never_shows_a_nested_token(caplog):
     from pymongo import MongoClient
 

@@ -35,6 +35,7 @@ def test_pymongo_command_logs_at_debug_never_show_a_token(db, settings, caplog):
     assert TOKEN not in text and "rt-not-yet-claimed-5678" not in text
 
 
+@pytest.mark.system
 def test_urllib3_retry_warnings_never_show_the_stack_exchange_key(db, caplog):
     key = "se-app-key-ABCDEF123"
     settings = settings_for_tests(allow_private_hosts=True)
