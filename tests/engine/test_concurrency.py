@@ -208,6 +208,7 @@ def test_small_answers_are_turned_into_items_without_waiting_for_the_turn(db):
     assert report.by_status == {"ok": 4} and mapping.peak == 4
 
 
+@pytest.mark.system
 def test_concurrent_pass_saves_every_network_and_item(db, settings, http_mock):
     stub = GitHubStub(http_mock, stars=make_stars(120, seed=13))
     for k in range(1, 12):
