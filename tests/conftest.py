@@ -19,11 +19,11 @@ from collector.settings import settings_for_tests
 
 from helpers import API
 
-FAST_SHARE = 10  # the "fast" profile's max_examples: a tenth of hypothesis's usual 100 (see helpers.examples)
+# the "fast" profile: max_examples a tenth of hypothesis's usual 100, which helpers.examples(n) scales every test by
+hypothesis_settings.register_profile("fast", parent=hypothesis_settings.default, max_examples=10)
 
 
 def pytest_configure(config):
-    hypothesis_settings.register_profile("fast", parent=hypothesis_settings.default, max_examples=FAST_SHARE)
     inner_loop = "not system" in " ".join((config.option.markexpr or "").split())
     if inner_loop and not config.getoption("--hypothesis-profile", None):
         hypothesis_settings.load_profile("fast")

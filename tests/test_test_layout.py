@@ -1,4 +1,5 @@
-"""The test suite's own layout: no test module imports another, so it runs the same under `--import-mode=importlib`.
+"""The test suite's own layout: no test module imports another, so it runs the same under `--import-mode=importlib`;
+and the inner loop's hypothesis profile.
 
 Shared code lives in tests/helpers/ (imported as `helpers`, tests/ being on pytest's pythonpath) or in a conftest.py
 as fixtures. Under importlib a test module is not importable by its bare name, so `from test_metrics import ...`
@@ -57,3 +58,18 @@ def test_the_shared_helpers_are_one_package_under_tests():
     assert (helpers / "__init__.py").is_file()
     loose = [p.name for p in TESTS.glob("*.py") if p.name != "conftest.py" and not p.name.startswith("test_")]
     assert not loose, f"shared test code belongs in tests/helpers/: {loose}"
+
+
+def test_a_property_test_runs_a_tenth_of_its_examples_in_the_fast_profile_and_all_of_them_otherwise():
+    from hypothesis import settings
+
+    from helpers import examples
+
+    current = settings.get_current_profile_name()
+    try:
+        settings.load_profile("fast")  # what tests/conftest.py loads for -m "not system"
+        assert (examples(1500), examples(300), examples(20)) == (150, 30, 5)
+        settings.load_profile("default")
+        assert (examples(1500), examples(300), examples(20)) == (1500, 300, 20)
+    finally:
+        settings.load_profile(current)
