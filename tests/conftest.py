@@ -1,12 +1,57 @@
+"""Fixtures every test may use, the hypothesis profiles, and what the whole session shares.
+
+Hypothesis profiles: the inner loop (`python -m pytest -m "not system"`, any -m expression containing "not system")
+loads the "fast" profile, in which each property test runs a tenth of its examples (`helpers.examples(n)`); every
+other run keeps hypothesis's own profile ("default", or "ci" where a CI variable is set) and the full counts. An
+explicit `--hypothesis-profile NAME` always wins.
+"""
+
 from __future__ import annotations
+
+import functools
 
 import mongomock
 import pytest
 import responses
+from hypothesis import settings as hypothesis_settings
 
 from collector.settings import settings_for_tests
 
 from helpers import API
+
+# the "fast" profile: max_examples a tenth of hypothesis's usual 100, which helpers.examples(n) scales every test by
+hypothesis_settings.register_profile("fast", parent=hypothesis_settings.default, max_examples=10)
+
+
+def pytest_configure(config):
+    inner_loop = "not system" in " ".join((config.option.markexpr or "").split())
+    if inner_loop and not config.getoption("--hypothesis-profile", None):
+        hypothesis_settings.load_profile("fast")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def connectors_discovered_once():
+    """The `likeastore.connectors` entry points read once a session, not once per Collector: what is installed does
+    not change while the tests run, and reading every distribution's metadata was most of a kit test's time."""
+    from collector.engine import registry
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(registry, "entry_points", functools.cache(registry.entry_points))
+    yield
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def secret_values_of_this_test_only():
+    """The process-wide set of secret values to mask, put back as it was before each test. A value a network held
+    stays masked for a while after it is let go of (by design), so a fuzzed token such as "initial" would mask that
+    word in the logs of whichever test runs next."""
+    from collector.sdk.redaction import SECRETS
+
+    counts, released = SECRETS._counts.copy(), set(SECRETS._released)
+    yield
+    with SECRETS._lock:
+        SECRETS._counts, SECRETS._released, SECRETS._ordered = counts, released, None
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ONLY = (
     "collector.engine.collector",
@@ -80,6 +82,7 @@ def test_dev_tools_and_the_kit_are_not_imported_by_the_engine_or_the_sdk():
                 raise AssertionError(f"{path} imports {name}")
 
 
+@pytest.mark.system
 def test_the_daemon_loads_no_mongomock_multiprocessing_or_fake_api():
     script = (
         "import json, sys\nfrom collector import cli\ncode = cli.main(['--mode', 'normal', '--once'])\n"

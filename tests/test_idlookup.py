@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from collector.devtools import idlookup
 
+from helpers import examples
+
 IDS = [ObjectId(f"{i:024x}") for i in range(6)] + ["a", "b", 3, 4.0, True]
 queries = st.one_of(
     st.sampled_from(IDS).map(lambda v: {"_id": v}),
@@ -18,7 +20,7 @@ queries = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(IDS), st.integers(0, 2)), max_size=8), queries)
 def test_an_id_query_finds_what_the_scan_finds(docs, query):
     coll = mongomock.MongoClient().db.c

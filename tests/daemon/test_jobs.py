@@ -21,7 +21,7 @@ from collector.engine.quota import Facts
 from collector.engine.store import Store
 from collector.sdk.timeutil import utcnow
 
-from helpers import T0, add_network
+from helpers import T0, add_network, free_port
 
 
 def wait_for(condition, seconds: float = 20.0) -> bool:
@@ -177,9 +177,8 @@ def test_housekeeping_forgets_spent_quota_facts_and_clears_leases_of_dead_collec
     collector.close()
 
 
+@pytest.mark.system
 def test_the_daemon_runs_heartbeat_housekeeping_and_gauges_as_jobs_and_stops_them_first(db, settings):
-    from test_metrics import free_port
-
     for k in range(3):
         add_network(db, user=f"u{k}@x.test", mode="normal", scheduledTo=utcnow() + timedelta(hours=1))
     add_network(

@@ -24,8 +24,8 @@ from collector.daemon.metrics import Metrics, MetricsServer, progress_bound
 from collector.devtools.fakeapi import make_stars
 from collector.engine import Collector
 
-from helpers import T0, TOKEN, GitHubStub, add_network
-from proc import get, wait_until
+from helpers import T0, TOKEN, GitHubStub, add_network, free_port
+from helpers.proc import get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +38,7 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
     }
 
 
+@pytest.mark.system
 def test_metrics_count_runs_items_requests_and_durations_of_a_real_pass(db, settings, http_mock):
     GitHubStub(http_mock, stars=make_stars(150, seed=2))
     add_network(db)
@@ -66,6 +67,7 @@ def test_metrics_count_runs_items_requests_and_durations_of_a_real_pass(db, sett
         server.close()
 
 
+@pytest.mark.system
 def test_healthz_is_200_while_the_loop_goes_round_and_503_with_a_reason_when_it_stalls():
     now = {"t": 1000.0}
     metrics = Metrics("normal", "box-8", "9.9", bound=75, clock=lambda: now["t"])
@@ -87,12 +89,7 @@ def test_the_bound_follows_the_settings(settings):
     assert progress_bound(settings.with_(heartbeat_seconds=15, http_timeout=30)) == 75
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
+@pytest.mark.system
 def test_the_daemon_serves_metrics_while_it_runs_and_stops_serving_on_exit(db, settings):
     port = free_port()
     collector = Collector(db, settings.with_(metrics_port=port, heartbeat_seconds=0.05), instance_id="box-7")
@@ -143,6 +140,7 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_served():
     assert named <= served, named - served
 
 
+@pytest.mark.system
 def test_a_port_in_use_is_logged_and_collection_goes_on_without_metrics(db, settings, caplog):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -259,7 +257,8 @@ def test_the_demo_serves_every_series_the_dashboard_reads_and_promtool_accepts_t
     import subprocess
     import sys
 
-    from proc import free_port, scrape, wait_until
+    from helpers import free_port
+    from helpers.proc import scrape, wait_until
 
     port = free_port()
     demo = subprocess.Popen(
@@ -298,6 +297,7 @@ def test_the_demo_serves_every_series_the_dashboard_reads_and_promtool_accepts_t
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
+@pytest.mark.system
 def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
     import os
     import shutil
@@ -384,6 +384,7 @@ def fixed_metrics() -> Metrics:
 HEALTHY = (200, "ok: loop alive, last progress 0s ago\n")
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("said", list(SAID))
 @pytest.mark.parametrize("count", [20, 200, "the budget", "past the budget"])
 def test_stalled_clients_delay_neither_a_health_check_nor_a_scrape(count, said):
@@ -411,6 +412,7 @@ def test_stalled_clients_delay_neither_a_health_check_nor_a_scrape(count, said):
         server.close()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("budget", [1, 3, 16])
 def test_a_full_port_closes_its_oldest_connection_for_each_new_one(budget):
     server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, max_connections=budget, timeout=600)
@@ -428,6 +430,7 @@ def test_a_full_port_closes_its_oldest_connection_for_each_new_one(budget):
         server.close()
 
 
+@pytest.mark.system
 def test_clients_that_do_not_read_their_answers_hold_up_no_one_and_get_them_whole_when_they_read():
     metrics = fixed_metrics()
     padding = Gauge("padding", "bulk, so that /metrics outgrows the socket buffers", ["n"], registry=metrics.registry)
@@ -464,6 +467,7 @@ def test_clients_that_do_not_read_their_answers_hold_up_no_one_and_get_them_whol
         server.close()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "size, ended, status",
     [
@@ -488,6 +492,7 @@ def test_a_request_head_is_bounded(size, ended, status):
         server.close()
 
 
+@pytest.mark.system
 def test_the_answers_to_every_kind_of_request(caplog):
     server = MetricsServer(fixed_metrics(), "127.0.0.1", 0)
     port = server.port
@@ -523,6 +528,7 @@ def cut_short(caplog, what: str) -> int:
     return sum(int(m[1]) for m in counts if m)
 
 
+@pytest.mark.system
 def test_connections_that_outlive_their_time_are_closed_and_summed_up_in_one_line(caplog):
     server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, timeout=0.2)
     clients: list[socket.socket] = []
@@ -538,6 +544,7 @@ def test_connections_that_outlive_their_time_are_closed_and_summed_up_in_one_lin
     assert cut_short(caplog, r"not done within 0.2s") == 2
 
 
+@pytest.mark.system
 def test_close_ends_every_connection_and_frees_the_port():
     threads = threading.active_count()
     server = MetricsServer(fixed_metrics(), "127.0.0.1", 0, timeout=600)
@@ -555,6 +562,7 @@ def test_close_ends_every_connection_and_frees_the_port():
             sock.close()
 
 
+@pytest.mark.system
 def test_an_ipv6_address_is_served():
     try:
         server = MetricsServer(fixed_metrics(), "::1", 0)
@@ -615,6 +623,7 @@ def test_a_process_out_of_descriptors_closes_its_oldest_connections_and_still_an
             server.wait()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "broken",
     ["never starts its answer", "raises", "a header that is not Latin-1", "a status that is no status"],
@@ -649,6 +658,7 @@ def test_a_failure_answering_one_connection_ends_that_connection_alone(broken, c
         server.close()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("query", ["u=http://evil.example/x", "next=https://a/b/c", "x=://"])
 def test_a_url_in_the_query_leaves_the_path_as_it_is(query):
     server = MetricsServer(fixed_metrics(), "127.0.0.1", 0)

@@ -6,7 +6,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -21,7 +20,7 @@ from collector.daemon.reload import changed, merge
 from collector.engine import Collector
 from collector.settings import SettingsError, config_dir, load_settings
 
-from helpers import bind_socket, swap
+from helpers import bind_socket, free_port, swap
 
 
 def test_merge_applies_what_may_change_and_keeps_the_connection_and_metrics_socket(settings):
@@ -96,15 +95,14 @@ def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemo
         load_settings(environ={"NORMAL_INTERVAL": "soon"}, cwd=tmp_path)
 
 
+@pytest.mark.system
 def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_heartbeat(db, settings, hup):
     """One hook: the reload applies to the engine, then every observer follows its own settings."""
     import threading
     import time
     import urllib.request
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     collector = Collector(db, settings.with_(metrics_port=port, heartbeat_seconds=15, http_timeout=30))
     daemon = Daemon(collector, "normal")
     daemon.load_settings = lambda: settings.with_(metrics_port=port, heartbeat_seconds=40, http_timeout=30)

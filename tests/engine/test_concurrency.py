@@ -18,7 +18,7 @@ from collector.sdk.http import TURN_BYTES
 from collector.settings import settings_for_tests
 
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 
 class Gauge:
@@ -124,6 +124,7 @@ def fetching(name: str, url: str, after: threading.Barrier):
     return Fetching
 
 
+@pytest.mark.system
 def test_a_run_gives_its_request_slot_to_the_next_network_once_its_answer_is_in(db):
     exchanges = Exchanges()
     settings = settings_for_tests(allow_private_hosts=True)
@@ -137,6 +138,7 @@ def test_a_run_gives_its_request_slot_to_the_next_network_once_its_answer_is_in(
     assert 1 <= exchanges.peak["all"] <= 2
 
 
+@pytest.mark.system
 def test_a_service_cap_bounds_its_requests_out_at_once(db):
     exchanges = Exchanges()
     settings = settings_for_tests(allow_private_hosts=True, service_concurrencies={"capped": 2})
@@ -181,6 +183,7 @@ def answer_of(size: int):
     return lambda conn, request, server: conn.sendall(response(body=body))
 
 
+@pytest.mark.system
 def test_runs_turn_large_answers_into_items_one_at_a_time(db):
     mapping = Gauge()
     with RawServer(answer_of(TURN_BYTES)) as server:
@@ -193,6 +196,7 @@ def test_runs_turn_large_answers_into_items_one_at_a_time(db):
     assert mapping.peak == 1
 
 
+@pytest.mark.system
 def test_small_answers_are_turned_into_items_without_waiting_for_the_turn(db):
     mapping = Gauge()
     with RawServer(answer_of(1000)) as server:
@@ -204,6 +208,7 @@ def test_small_answers_are_turned_into_items_without_waiting_for_the_turn(db):
     assert report.by_status == {"ok": 4} and mapping.peak == 4
 
 
+@pytest.mark.system
 def test_concurrent_pass_saves_every_network_and_item(db, settings, http_mock):
     stub = GitHubStub(http_mock, stars=make_stars(120, seed=13))
     for k in range(1, 12):
@@ -377,6 +382,7 @@ def test_a_token_spent_in_one_collector_is_skipped_by_another_without_a_request(
     assert db.networks.find_one({"service": "gist"})["scheduledTo"] == reset
 
 
+@pytest.mark.system
 def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave_their_networks_as_they_were(db):
     from collector.engine import Collector
 

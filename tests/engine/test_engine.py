@@ -304,6 +304,7 @@ def test_a_crashing_connector_never_logs_the_token(db, settings, caplog):
     assert all(TOKEN not in r.getMessage() and TOKEN not in (r.exc_text or "") for r in caplog.records)
 
 
+@pytest.mark.system
 def test_real_http_debug_logs_carry_no_token(db, settings, caplog):
     """Over a real socket (the fake API), with every library logging at DEBUG."""
     from collector.devtools.fakeapi import FakeGitHub, FakeServer

@@ -15,7 +15,7 @@ from collector.engine import Collector
 from collector.engine.store import due_query
 from collector.settings import settings_for_tests
 
-from helpers import API, T0, TOKEN, GitHubStub
+from helpers import API, T0, TOKEN, GitHubStub, examples
 
 INT64 = 2**63
 scalars = st.one_of(
@@ -74,7 +74,7 @@ documents = st.dictionaries(st.sampled_from(FIELDS), values, max_size=8)
 
 
 @settings(
-    max_examples=80,
+    max_examples=examples(80),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

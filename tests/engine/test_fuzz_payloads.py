@@ -23,7 +23,7 @@ from collector import run_once
 from collector.engine.registry import Registry
 from collector.settings import settings_for_tests
 
-from helpers import FIXTURES, KEYS, T0, add_network, fixture, network
+from helpers import FIXTURES, KEYS, T0, add_network, examples, fixture, network
 
 # service, the URL its pages come from, its recorded pages, the network's own fields
 SERVICES: list[tuple[str, str, list[str], dict[str, str]]] = [
@@ -172,7 +172,7 @@ def test_every_recorded_payload_is_in_the_table():
 
 
 @settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

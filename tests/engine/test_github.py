@@ -357,6 +357,7 @@ def test_redirect_to_another_host_does_not_carry_the_token(db, settings, http_mo
     assert seen == [None]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("gzip_ok", [True, False])
 def test_the_fakes_prerendered_pages_are_the_pages_it_renders_when_asked(gzip_ok):
     """`collector bench` has the fake render its pages before serving (its CPU then is not spent on the cores the
@@ -390,6 +391,7 @@ def test_the_fakes_prerendered_pages_are_the_pages_it_renders_when_asked(gzip_ok
     assert {encoding for encoding, _ in pages(FakeGitHub(prerender_per_page=100))} == {"gzip" if gzip_ok else None}
 
 
+@pytest.mark.system
 def test_a_fake_whose_process_dies_before_serving_is_an_error_not_a_wait_for_ever():
     from collector.devtools.fakeapi import FakeGitHub, FakeProcess
 

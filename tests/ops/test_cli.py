@@ -195,6 +195,7 @@ def test_a_numbered_mode_runs_that_mode_under_its_own_instance_id(shared_client,
         cli.main(["--mode", "normal-"])
 
 
+@pytest.mark.system
 def test_healthcheck_without_a_metrics_port_says_so_and_exits_1(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")

@@ -23,7 +23,7 @@ from collector.ops.status import gather, render
 from collector.ops.statuscheck import CRITICAL, check
 from collector.sdk.timeutil import utcnow
 
-from helpers import TOKEN
+from helpers import TOKEN, examples
 
 FRAGMENTS = [
     *"ab@.-_ \\\"'{}[]",
@@ -58,7 +58,7 @@ VALUES = st.recursive(
     max_leaves=8,
 )
 TERMINAL_HOSTILE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def fresh_db():
@@ -126,7 +126,7 @@ def monkeypatch_session():
 
 
 @given(user=HOSTILE_TEXT, message=HOSTILE_TEXT)
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 def test_a_text_log_record_is_one_line_whatever_it_quotes(user, message):
     from collector.textout import EscapingFormatter
 
@@ -243,6 +243,7 @@ def test_networks_show_masks_secrets_by_name_at_any_depth_and_by_shape(monkeypat
     assert shown["oauth"] == {"token": "***", "tokenSecret": "***"} and shown["auth"]["list"] == [{"password": "***"}]
 
 
+@pytest.mark.system
 def test_the_claims_command_log_over_a_real_socket_never_shows_a_nested_token(caplog):
     from pymongo import MongoClient
 
@@ -369,7 +370,7 @@ def test_running_out_of_descriptors_charges_no_network(db, settings, http_mock):
 def test_through_real_processes_a_hostile_user_forges_no_log_line_and_no_terminal_escape(tmp_path):
     from collector.devtools.mongowire import WireServer
 
-    from proc import run, start, write_env
+    from helpers.proc import run, start, write_env
 
     forged = "x@y.test\n2026-12-01 00:00:00,000 INFO collector.run: run service=github user=boss status=ok"
     with WireServer() as wire:

@@ -16,7 +16,7 @@ from collector.sdk.safeurl import safe_base_url
 from collector.settings import settings_for_tests
 
 from helpers import T0, add_network, network
-from services import StackOverflow
+from helpers.services import StackOverflow
 
 SE_URL = "https://api.stackexchange.com/2.3/me/favorites"
 

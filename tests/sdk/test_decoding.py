@@ -17,6 +17,8 @@ from collector.sdk import decoding
 from collector.sdk.decoding import decode_body
 from collector.sdk.errors import BadResponse
 
+from helpers import examples
+
 
 def deflate_raw(data: bytes, level: int) -> bytes:
     packer = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
@@ -86,7 +88,7 @@ def test_the_inflater_in_use_is_zlib_ng():
     assert decoding.INFLATER.__name__ == "zlib_ng.zlib_ng"  # a dependency: installed with the collector
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies())
 def test_zlib_ng_decodes_every_body_as_the_standard_library_does(body):
     chunks, header, cap = body
@@ -143,7 +145,7 @@ def cut_bodies(draw: st.DrawFn) -> tuple[list[bytes], str]:
 
 
 @INFLATERS
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cut_bodies())
 def test_a_compressed_body_cut_short_is_never_taken_for_a_whole_one(inflater, body):
     """The part of a page that arrived must not pass for the page: it could parse (a JSON list cut after an entry,
@@ -166,7 +168,7 @@ def test_a_page_cut_short_is_named_as_such(inflater):
 
 
 @INFLATERS
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.binary(min_size=1, max_size=3000),
     st.binary(min_size=2, max_size=64).filter(lambda junk: not junk.lstrip(b"\0").startswith(b"\x1f")),

@@ -15,7 +15,7 @@ from collector.sdk.errors import BadResponse
 from collector.settings import settings_for_tests
 from connectors.github import GitHubConnector
 
-from helpers import T0
+from helpers import T0, examples
 
 scalars = st.one_of(
     st.none(),
@@ -69,7 +69,7 @@ def response_of(body: bytes) -> requests.Response:
     return response
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(entries, max_size=6))
 def test_a_page_decoded_to_the_entry_shape_maps_exactly_as_the_whole_json(page):
     body = json.dumps(page).encode()

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from collector.sdk import headers
 
+from helpers import examples
+
 NAMES = st.text(alphabet="aZ-_:;! \t~\x7f\x80é0", min_size=0, max_size=6)
 VALUES = st.text(alphabet='ab :\t\r\n\x0b\x0c\x1c\x85\xff\x00=,"', min_size=0, max_size=8)
 ENDINGS = st.sampled_from(["\r\n", "\n", "\r", "\r\r\n"])
@@ -50,7 +52,7 @@ def parsed(parse, block: bytes):
     )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(blocks())
 def test_any_header_block_is_parsed_as_http_client_parses_it(block):
     assert parsed(headers.parse_headers, block) == parsed(headers._STDLIB, block)

@@ -28,7 +28,7 @@ from collector.sdk.safeurl import is_public
 from collector.settings import settings_for_tests
 
 from helpers import T0, TOKEN, add_network, network
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 STAR = {
     "starred_at": "2026-05-01T10:00:00Z",
@@ -47,6 +47,7 @@ def http_to(server: RawServer, **changes) -> Http:
     return Http(settings_for_tests(github_api_url=server.url, **changes))
 
 
+@pytest.mark.system
 def test_a_server_trickling_its_headers_is_cut_at_the_whole_request_deadline():
     whole = response(body=b"[]")
     with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
@@ -56,6 +57,7 @@ def test_a_server_trickling_its_headers_is_cut_at_the_whole_request_deadline():
     assert server.sent < len(whole)  # each byte came within the per-read timeout, yet the request was cut
 
 
+@pytest.mark.system
 def test_a_server_that_answers_nothing_is_cut_at_the_deadline():
     """A GET's reads have no socket timeout of their own (each would cost a poll before every read): the deadline
     watch alone ends a request whose server stays silent after taking it."""
@@ -79,6 +81,7 @@ def test_the_adapter_remembers_no_more_pools_than_the_pool_manager_keeps():
         assert len(adapter.pools) <= 10
 
 
+@pytest.mark.system
 def test_a_server_trickling_its_body_is_cut_at_the_deadline():
     body = json.dumps([STAR] * 3).encode()
 
@@ -93,6 +96,7 @@ def test_a_server_trickling_its_body_is_cut_at_the_deadline():
     assert server.sent < len(response(body=body))
 
 
+@pytest.mark.system
 def test_a_trickling_network_gets_a_transient_error_and_the_others_run(db):
     body = json.dumps([STAR]).encode()
 
@@ -145,6 +149,7 @@ def encoded_bomb(encoding: str, mib: int) -> bytes:
     return gzip.compress(gzip.compress(zeros, 9), 9)  # gzip, gzip
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("encoding", "header"),
     [("gzip", "gzip"), ("deflate", "deflate"), ("deflate-raw", "deflate"), ("gzip, gzip", "gzip, gzip")],
@@ -172,6 +177,7 @@ def test_a_bomb_is_refused_at_the_cap_with_memory_bounded_whatever_the_encoding(
     assert result["peak_mb"] - result["base_mb"] < result["cap_mb"] + 2, result  # measured: 4.2-4.3 MiB
 
 
+@pytest.mark.system
 def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropped():
     def script(conn, head, srv):
         srv.send(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n[")
@@ -183,6 +189,7 @@ def test_a_declared_huge_body_is_refused_before_reading_and_the_connection_dropp
         assert server.client_gone.wait(5)
 
 
+@pytest.mark.system
 def test_an_undeclared_body_over_the_cap_is_refused():
     def script(conn, head, srv):
         srv.send(conn, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b" " * (3 * 1024 * 1024))
@@ -192,6 +199,7 @@ def test_an_undeclared_body_over_the_cap_is_refused():
             http_to(server, http_max_bytes=1024 * 1024).get(f"{server.url}/x")
 
 
+@pytest.mark.system
 def test_a_compressed_page_cut_short_by_a_closed_connection_is_a_bad_response_and_nothing_is_stored(db):
     """A body without a length ends where the connection closes: a page cut there reads as a shorter page at the
     HTTP level. Its gzip stream has not ended, so it is refused rather than mapped (and the walk not ended)."""
@@ -212,6 +220,7 @@ def test_a_compressed_page_cut_short_by_a_closed_connection_is_a_bad_response_an
     assert db.items.count_documents({}) == 0
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("body", ["cut short", "not gzip", "decodes past the cap", "over the cap as sent"])
 @pytest.mark.parametrize(
     "status, headers, kind",
@@ -242,6 +251,7 @@ def test_an_error_answer_whose_body_cannot_be_decoded_keeps_the_meaning_of_its_s
         assert state["mode"] == "rateLimit" and state["scheduledTo"] == T0 + timedelta(hours=1)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "status, headers, comes_back",
     [
@@ -276,6 +286,7 @@ def test_rate_limit_times_from_a_server_are_honoured_within_bounds(db, status, h
     assert state["scheduledTo"] == comes_back
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("jitter", [0.0, 0.6])
 def test_a_refusal_whose_reset_is_already_past_waits_the_minimum_not_now(db, jitter):
     import random
@@ -295,6 +306,7 @@ def test_a_refusal_whose_reset_is_already_past_waits_the_minimum_not_now(db, jit
     assert waited == pytest.approx(60 * (1 + jitter / 2), abs=0.01)
 
 
+@pytest.mark.system
 def test_a_connection_to_loopback_from_an_untrusted_host_is_refused_at_connect():
     with RawServer(lambda conn, head, srv: srv.send(conn, response(body=b"[]"))) as server:
         http = Http(settings_for_tests(github_api_url="https://api.github.test"))
@@ -305,6 +317,7 @@ def test_a_connection_to_loopback_from_an_untrusted_host_is_refused_at_connect()
         assert allowed.get(f"{server.url}/x").status_code == 200
 
 
+@pytest.mark.system
 def test_a_redirect_hop_to_loopback_is_refused_at_the_address_connected_to():
     def script(conn, head, srv):
         if head.startswith(b"GET /start"):
@@ -331,6 +344,7 @@ def test_a_redirect_from_https_to_http_is_refused():
     assert session.get_redirect_target(resp) == "https://cdn.mastodon.example/x"
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("location", [b"http://[::1", b"/\xff\xfe", b"https://x.example:99999999/"])
 def test_a_redirect_to_a_location_that_cannot_be_read_is_a_bad_response(location):
     def script(conn, request, server):
@@ -341,6 +355,7 @@ def test_a_redirect_to_a_location_that_cannot_be_read_is_a_bad_response(location
             http_to(server).get(f"{server.url}/x")
 
 
+@pytest.mark.system
 def test_an_interim_answer_is_an_error_and_the_answer_after_it_never_reaches_the_next_request():
     """A server that sends 103 Early Hints before its answer (http.client takes only 100 for interim): the
     request fails, and its connection is dropped, so the late answer meant for it is never read as the next
@@ -384,6 +399,7 @@ def test_a_users_instance_redirecting_to_plain_http_is_an_error_on_that_network(
     assert error["kind"] == "badResponse" and "https to http" in error["message"]
 
 
+@pytest.mark.system
 def test_interrupting_cuts_running_requests_and_refuses_new_ones():
     whole = response(body=b"[]")
     with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
@@ -396,6 +412,7 @@ def test_interrupting_cuts_running_requests_and_refuses_new_ones():
     assert len(server.requests) == 1
 
 
+@pytest.mark.system
 def test_sigterm_stops_a_pass_stuck_on_a_slow_host_and_leaves_the_network_as_it_was(db):
     whole = response(body=b"[]")
     with RawServer(lambda conn, head, srv: srv.trickle(conn, whole, every=0.3)) as server:
@@ -478,6 +495,7 @@ print(json.dumps({{"kinds": kinds, "base_mb": base, "peak_mb": peak(), "cap_mb":
 """
 
 
+@pytest.mark.system
 def test_concurrency_hostile_hosts_at_once_stay_well_inside_the_units_memory_max():
     bombs = {"gzip, gzip": encoded_bomb("gzip, gzip", 200), "deflate": encoded_bomb("deflate", 200)}
 
@@ -571,6 +589,7 @@ def test_a_name_with_many_unanswering_addresses_gets_one_deadline_not_one_per_ad
     assert len(granted) < len(addresses)
 
 
+@pytest.mark.system
 def test_a_cookie_one_server_sets_never_travels_with_a_later_request_nor_a_redirect():
     """One session serves every network: a Set-Cookie answered to one user's request must not be sent with the
     next request (another user's), nor with a redirect's next hop, and the parameters and headers still arrive
@@ -592,6 +611,7 @@ def test_a_cookie_one_server_sets_never_travels_with_a_later_request_nor_a_redir
     assert '\r\nif-none-match: w/"1"\r\n' in lines[2]
 
 
+@pytest.mark.system
 def test_a_header_value_from_a_document_cannot_add_a_header():
     with RawServer(lambda conn, head, srv: srv.send(conn, response(body=b"[]"))) as server:
         http = Http(settings_for_tests(github_api_url=server.url))
@@ -601,6 +621,7 @@ def test_a_header_value_from_a_document_cannot_add_a_header():
     assert [request.split(b" ")[1] for request in server.requests] == [b"/y"]  # the refused one was never sent
 
 
+@pytest.mark.system
 def test_conditional_polls_one_after_another_reuse_the_kept_alive_connection():
     """A 304 must leave its connection ready for the next request, even while the caller still holds the 304 (one
     not read to its end made the next request on that kept-alive connection fail with ResponseNotReady)."""
@@ -623,6 +644,7 @@ def test_conditional_polls_one_after_another_reuse_the_kept_alive_connection():
     assert fake.not_modified == 4 and fake.requests == 5
 
 
+@pytest.mark.system
 def test_a_request_sent_on_a_kept_alive_connection_is_cut_at_the_deadline_when_the_server_stops_reading():
     """On a kept-alive connection a request is sent without a socket timeout (setting one costs two system calls
     per request): the deadline watch alone ends a send the server no longer reads."""
@@ -641,6 +663,7 @@ def test_a_request_sent_on_a_kept_alive_connection_is_cut_at_the_deadline_when_t
     assert len(server.requests) == 1  # the second request went out on the same connection
 
 
+@pytest.mark.system
 def test_requests_on_a_kept_alive_connection_leave_its_socket_timeout_as_it_is(monkeypatch):
     """Each socket timeout set is a system call (an ioctl) that hands the interpreter lock to another thread: on a
     kept-alive connection a GET's send and reads both go without one, so after the first request nothing is set."""
@@ -670,6 +693,7 @@ def test_requests_on_a_kept_alive_connection_leave_its_socket_timeout_as_it_is(m
     assert set_to == []
 
 
+@pytest.mark.system
 def test_a_page_that_arrived_whole_is_taken_in_by_one_read(monkeypatch):
     """Every read is a system call that lets go of the interpreter lock (under load, up to a switch interval to get
     it back): a gzipped page that arrived whole (~32 KB for 100 stars) is taken in by the read that finds its

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from collector.ops.networks import masked
 from collector.sdk.redaction import KEYWORDS, SECRETS, secret_name
 
+from helpers import examples
+
 GH = "ghp_" + "A1b2C3d4" * 5  # a GitHub token by its shape
 # the definition of a secret field name, as one regular expression (fine for short names: it backtracks on long ones)
 DEFINITION = re.compile(rf"(?:[A-Za-z_$][\w$.-]*?)?(?:{KEYWORDS})[\w$-]*|key", re.IGNORECASE)
@@ -22,7 +24,7 @@ parts = st.sampled_from(
 )
 
 
-@settings(max_examples=400, derandomize=True)
+@settings(max_examples=examples(400), derandomize=True)
 @given(st.lists(parts, max_size=6).map("".join))
 def test_a_secret_name_is_what_its_definition_says(name):
     assert secret_name(name) == (DEFINITION.fullmatch(name) is not None)
@@ -55,7 +57,7 @@ def test_a_jwt_is_masked_from_the_start_of_its_run_only():
 SECRET_IN_TEXT = "kitSecretValue-" + "Zq9" * 6
 
 
-@settings(max_examples=300, derandomize=True)
+@settings(max_examples=examples(300), derandomize=True)
 @given(st.integers(0, 700), st.integers(1, 600), st.sampled_from([SECRET_IN_TEXT, GH, f"token={SECRET_IN_TEXT}"]))
 def test_clip_masks_then_cuts_so_no_piece_of_a_secret_survives(before, limit, secret):
     from collector.sdk.redaction import clip

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 
 import pytest
 
@@ -18,7 +17,7 @@ from collector.sdk.errors import Transient
 from collector.sdk.redaction import SECRETS
 from collector.settings import settings_for_tests
 
-from helpers import T0, TOKEN, FixedRefresh, add_network
+from helpers import T0, TOKEN, FixedRefresh, add_network, free_port
 
 
 def all_text(records) -> str:
@@ -36,20 +35,13 @@ def test_pymongo_command_logs_at_debug_never_show_a_token(db, settings, caplog):
     assert TOKEN not in text and "rt-not-yet-claimed-5678" not in text
 
 
-def closed_port() -> int:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
-
-
+@pytest.mark.system
 def test_urllib3_retry_warnings_never_show_the_stack_exchange_key(db, caplog):
     key = "se-app-key-ABCDEF123"
     settings = settings_for_tests(allow_private_hosts=True)
     settings = settings.with_(raw={**settings.raw, "STACKEXCHANGE_KEY": key})
     collector = Collector(db, settings)
-    url = f"http://127.0.0.1:{closed_port()}/2.3/me/favorites"
+    url = f"http://127.0.0.1:{free_port()}/2.3/me/favorites"
     with caplog.at_level(logging.DEBUG), pytest.raises(Transient):
         collector.http.get(url, params={"site": "stackoverflow", "key": key})
     text = all_text(caplog.records)

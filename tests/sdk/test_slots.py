@@ -16,7 +16,7 @@ from collector.sdk.http import TURN_BYTES, TURN_RAW_BYTES, Http
 from collector.sdk.slots import Slots, serving, take_turn
 from collector.settings import settings_for_tests
 
-from rawserver import RawServer, response
+from helpers.rawserver import RawServer, response
 
 
 def take_in_thread(slots: Slots, service: str, until=lambda: None) -> tuple[threading.Thread, list]:
@@ -78,6 +78,7 @@ def test_the_stop_ends_a_wait_for_a_slot():
     free.release()
 
 
+@pytest.mark.system
 def test_a_request_waiting_for_a_slot_when_the_collector_stops_is_not_sent():
     with RawServer(lambda conn, request, server: conn.sendall(response(body=b"[]"))) as server:
         http = Http(settings_for_tests(allow_private_hosts=True))
@@ -169,6 +170,7 @@ def test_one_run_at_a_time_has_the_turn_until_its_run_ends():
     assert got == [True]
 
 
+@pytest.mark.system
 def test_a_run_gives_the_turn_back_when_it_asks_again():
     large = b"[" + b"1," * TURN_BYTES + b"1]"
     other_has_turn = threading.Event()
@@ -209,6 +211,7 @@ def test_a_run_gives_the_turn_back_when_it_asks_again():
     assert order == ["first answer", "other has the turn", "second answer"]
 
 
+@pytest.mark.system
 def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
     second_sent = threading.Event()
     seen_while_decoding: list[bool] = []
@@ -244,6 +247,7 @@ def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
     assert seen_while_decoding == [True]
 
 
+@pytest.mark.system
 def test_large_bodies_are_decoded_one_at_a_time_and_small_ones_at_once(monkeypatch):
     decoding, peak = [0], {}
     lock = threading.Lock()

@@ -10,7 +10,8 @@ from pymongo import MongoClient
 from collector.devtools.fakeapi import FakeGitHub, FakeServer, make_stars
 from collector.devtools.mongowire import WireServer
 
-from proc import free_port, get, run, scrape, start, stop, wait_until, write_env
+from helpers import free_port
+from helpers.proc import get, run, scrape, start, stop, wait_until, write_env
 
 
 def test_pause_stops_every_collectors_claims_drains_and_resume_restarts_them(tmp_path):
@@ -124,7 +125,7 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
     import signal
     import subprocess
 
-    from proc import collector_cmd
+    from helpers.proc import collector_cmd
 
     fake = FakeGitHub(latency=6.0)  # a slow host: the runs stay in flight while we look
     with WireServer() as wire, FakeServer(fake) as api:
@@ -221,7 +222,7 @@ def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
     import signal
     import subprocess
 
-    from proc import collector_cmd
+    from helpers.proc import collector_cmd
 
     assert shutil.which("script"), "util-linux's script is part of these machines"
     with WireServer() as wire:

@@ -15,7 +15,8 @@ from pymongo import MongoClient
 from collector.devtools.fakeapi import FakeGitHub, FakeServer, make_star, make_stars
 from collector.devtools.mongowire import WireServer
 
-from proc import NotifySocket, free_port, get, run, scrape, start, stop, wait_until, write_env
+from helpers import free_port
+from helpers.proc import NotifySocket, get, run, scrape, start, stop, wait_until, write_env
 
 USERS = ("ann", "bob", "cy")
 

@@ -13,7 +13,8 @@ import signal
 from collector.devtools.mongowire import WireServer
 from collector.settings import config_dir
 
-from proc import free_port, get, start, stop, wait_until, write_env
+from helpers import free_port
+from helpers.proc import get, start, stop, wait_until, write_env
 
 
 def lines(log, text: str) -> list[str]:
@@ -54,7 +55,7 @@ def test_systemctl_reload_applies_an_edit_of_the_env_file(tmp_path):
 
 
 def test_a_settings_file_that_cannot_be_read_stops_the_start_with_one_line(tmp_path):
-    from proc import run
+    from helpers.proc import run
 
     missing = tmp_path / "nowhere.env"
     result = run(["--check-config"], missing)
@@ -113,7 +114,7 @@ def test_every_file_a_reload_reads_is_refused_with_one_line_naming_it(tmp_path):
 
 
 def test_a_named_pipe_for_a_dotenv_stops_the_start_with_one_line(tmp_path):
-    from proc import run
+    from helpers.proc import run
 
     os.mkfifo(tmp_path / ".env")  # the command's working directory is the settings file's
     (tmp_path / "ok.env").write_text("NORMAL_INTERVAL=61\n")

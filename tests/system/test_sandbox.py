@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 
 from collector.devtools.mongowire import WireServer
 
-from proc import collector_cmd, free_port, scrape, wait_until, write_env
+from helpers import free_port
+from helpers.proc import collector_cmd, scrape, wait_until, write_env
 
 PROCESS_SERIES = (
     "process_resident_memory_bytes",

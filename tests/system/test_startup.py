@@ -18,7 +18,7 @@ from collector.engine.quota import QuotaMemory
 from collector.sdk.timeutil import utcnow
 
 from helpers import TOKEN, GitHubStub
-from proc import start, write_env
+from helpers.proc import start, write_env
 
 
 def black_hole() -> tuple[socket.socket, int]:

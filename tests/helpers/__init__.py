@@ -1,13 +1,19 @@
-"""Shared test helpers (fixtures are in conftest.py)."""
+"""Shared test helpers, imported as `helpers` (tests/ is on pytest's pythonpath); fixtures are in conftest.py.
+
+The modules beside this one: `helpers.services` (the conformance specs per service), `helpers.rawserver` (a raw
+socket server that writes scripted bytes), `helpers.proc` (the collector as a real process). Test modules import
+from here and never from one another, so the suite runs the same under `--import-mode=importlib`."""
 
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import responses
+from hypothesis import settings
 
 from collector.devtools.fakeapi import FakeGitHub, make_stars
 
@@ -15,7 +21,7 @@ API = "https://api.github.test"
 STARRED = f"{API}/user/starred"
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TOKEN = "ghp_SECRETtoken1234567890"
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # the app keys the services of the recorded payloads need (Stack Exchange, Flickr, Tumblr)
 KEYS = {
     "STACKEXCHANGE_KEY": "se-key-12345678",
@@ -24,6 +30,12 @@ KEYS = {
     "TUMBLR_CONSUMER_KEY": "tumblr-key-1234",
     "TUMBLR_CONSUMER_SECRET": "ts-12345678",
 }
+
+
+def examples(n: int) -> int:
+    """A property test's `n` examples, scaled by the hypothesis profile loaded (tests/conftest.py): `n` at the
+    usual 100 examples a test, a tenth in the inner loop's "fast" profile (at least 5)."""
+    return max(5, n * settings.default.max_examples // 100)
 
 
 def fixture(name: str):
@@ -98,9 +110,14 @@ def swap(make):
     return lambda path: (path.unlink(), make(path))
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS's pick; closed again before returning)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def bind_socket(path) -> None:
     """A Unix socket at `path`: a file that is not a regular one."""
-    import socket
-
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(path))

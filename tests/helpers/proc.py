@@ -18,13 +18,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def get(port: int, path: str, timeout: float = 10) -> tuple[int, str]:
