@@ -58,7 +58,7 @@ def until_arg(text: str):
     """A time to come: ISO 8601 (UTC unless it names a zone) or a duration from now (90m, 2h, 1d)."""
     from datetime import UTC, datetime, timedelta
 
-    from .sdk.timeutil import parse_iso
+    from .sdk.timeutil import as_utc, parse_iso
 
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     if text[:-1].isdigit() and text[-1:] in units:
@@ -70,7 +70,7 @@ def until_arg(text: str):
         at = parse_iso(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid time {text!r}: give ISO 8601 or a duration such as 90m") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return as_utc(at)
 
 
 def build_parser() -> argparse.ArgumentParser:
