@@ -14,13 +14,14 @@ from . import __version__
 from .devtools.options import Options
 from .exitcodes import EXIT_USAGE
 from .ops.networks import STATES
+from .sdk.modes import MODES
 from .settings import MAX_CONCURRENCY, SettingsError, load_settings
 
 
 def mode_arg(text: str) -> tuple[str, str]:
     """`initial`, `normal`, or one of them with a `-N` suffix (several collectors of one mode on one host)."""
     mode, _, suffix = text.partition("-")
-    if mode not in ("initial", "normal") or (_ and not suffix.isalnum()):
+    if mode not in MODES or (_ and not suffix.isalnum()):
         raise argparse.ArgumentTypeError(f"invalid mode {text!r}: give initial or normal, optionally with -N")
     return mode, suffix
 
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resuming = commands.add_parser("resume", help="lift the pause of a scope (the same --mode/--service as given)")
     for sub in (pausing, resuming):
-        sub.add_argument("--mode", choices=("initial", "normal"), help="only this mode (default: every mode)")
+        sub.add_argument("--mode", choices=MODES, help="only this mode (default: every mode)")
         sub.add_argument("--service", help="only this service (default: every service)")
     pausing.add_argument("--reason", default="", help="why, shown by status and in every collector's log")
     pausing.add_argument(

@@ -16,11 +16,10 @@ from typing import Any
 from ..engine.store import due_query
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
+from ..sdk.modes import MODES
 from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
 from ..textout import printable
-
-MODES = ("initial", "normal")
 
 
 def mode_of(network_mode: Any) -> str:
