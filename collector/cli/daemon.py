@@ -11,13 +11,14 @@ import socket
 import sys
 
 from ..exitcodes import EXIT_USAGE
+from ..sdk.modes import MODES
 from ..settings import MAX_CONCURRENCY, Settings
 
 
 def mode_arg(text: str) -> tuple[str, str]:
     """`initial`, `normal`, or one of them with a `-N` suffix (several collectors of one mode on one host)."""
     mode, _, suffix = text.partition("-")
-    if mode not in ("initial", "normal") or (_ and not suffix.isalnum()):
+    if mode not in MODES or (_ and not suffix.isalnum()):
         raise argparse.ArgumentTypeError(f"invalid mode {text!r}: give initial or normal, optionally with -N")
     return mode, suffix
 

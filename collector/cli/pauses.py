@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ..exitcodes import EXIT_NO, EXIT_OK, EXIT_USAGE
+from ..sdk.modes import MODES
 from ..settings import Settings
 from .common import Commands, complain, on_database
 
@@ -16,7 +17,7 @@ def until_arg(text: str) -> datetime:
     """A time to come: ISO 8601 (UTC unless it names a zone) or a duration from now (90m, 2h, 1d)."""
     from datetime import UTC, timedelta
 
-    from ..sdk.timeutil import parse_iso
+    from ..sdk.timeutil import as_utc, parse_iso
 
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     if text[:-1].isdigit() and text[-1:] in units:
@@ -28,7 +29,7 @@ def until_arg(text: str) -> datetime:
         at = parse_iso(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid time {text!r}: give ISO 8601 or a duration such as 90m") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return as_utc(at)
 
 
 def register(commands: Commands) -> None:
@@ -39,7 +40,7 @@ def register(commands: Commands) -> None:
     )
     resuming = commands.add_parser("resume", help="lift the pause of a scope (the same --mode/--service as given)")
     for sub in (pausing, resuming):
-        sub.add_argument("--mode", choices=("initial", "normal"), help="only this mode (default: every mode)")
+        sub.add_argument("--mode", choices=MODES, help="only this mode (default: every mode)")
         sub.add_argument("--service", help="only this service (default: every service)")
     pausing.add_argument("--reason", default="", help="why, shown by status and in every collector's log")
     pausing.add_argument(

@@ -18,7 +18,7 @@ from typing import Any
 
 from bson import Decimal128, Int64, Timestamp
 
-from ..sdk.timeutil import parse_iso
+from ..sdk.timeutil import as_utc, parse_iso
 
 
 class _Marker:
@@ -46,7 +46,7 @@ def login_date(value: Any, depth: int = 0) -> datetime | _Marker:
     if value is None or value == "" or value == {}:
         return MISSING
     if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return as_utc(value)
     if isinstance(value, Timestamp):
         return value.as_datetime()
     if isinstance(value, bool):
@@ -84,7 +84,7 @@ def _text(text: str) -> datetime | _Marker:
         return _epoch(float(text))
     try:
         parsed = parse_iso(text)
-        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        return as_utc(parsed)
     except ValueError:
         pass
     match = JS_DATE.match(text)
@@ -102,4 +102,4 @@ def _text(text: str) -> datetime | _Marker:
         parsed = parsedate_to_datetime(text)  # RFC 1123 / toUTCString()
     except (TypeError, ValueError, IndexError):
         return UNREADABLE
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return as_utc(parsed)

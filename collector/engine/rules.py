@@ -8,25 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from ..sdk.connector import Result
 from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
+from ..sdk.modes import MODES, Mode  # the modes' one home; MODES and Mode are used from here too
 from ..sdk.redaction import clip
 from ..sdk.validate import storable_text
 from ..settings import Settings
-
-
-class Mode(StrEnum):
-    """A network's mode (the `mode` field). The initial collector serves initial and rateLimit networks."""
-
-    INITIAL = "initial"
-    NORMAL = "normal"
-    RATE_LIMIT = "rateLimit"
-
-
-MODES = (Mode.INITIAL, Mode.NORMAL)  # the modes a run works in, and a collector serves
 
 
 @dataclass(frozen=True)

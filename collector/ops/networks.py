@@ -19,6 +19,7 @@ from bson.errors import InvalidId
 
 from ..engine.store import Store, due_query
 from ..sdk.redaction import clip, redact, secret_name
+from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
 
@@ -63,7 +64,7 @@ def state_of(network: Mapping[str, Any], now: datetime) -> str:
     if network.get("mode") == "rateLimit":
         return "rateLimit"
     at = network.get("scheduledTo")
-    if not isinstance(at, datetime) or _aware(at, now) <= now:
+    if not isinstance(at, datetime) or as_utc(at) <= now:
         return "due"
     return "erroring" if _errors(network) else "waiting"
 
@@ -185,7 +186,7 @@ def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     for name, value in network.items():
         out[name] = masked(value, name)
         if isinstance(value, datetime):
-            ages[str(name)] = relative(_aware(value, now), now)
+            ages[str(name)] = relative(as_utc(value), now)
     out["state"] = state_of(network, now)
     out["relative"] = ages
     return out
@@ -324,7 +325,7 @@ def _chosen(db: Any, ids: Iterable[str], service: str | None, kind: str | None) 
 
 def _leased(network: Mapping[str, Any], now: datetime) -> bool:
     lease = network.get("leaseUntil")
-    return isinstance(lease, datetime) and _aware(lease, now) > now
+    return isinstance(lease, datetime) and as_utc(lease) > now
 
 
 def _errors(network: Mapping[str, Any]) -> int:
@@ -333,8 +334,4 @@ def _errors(network: Mapping[str, Any]) -> int:
 
 
 def _when(value: Any, now: datetime) -> datetime | None:
-    return _aware(value, now) if isinstance(value, datetime) else None
-
-
-def _aware(at: datetime, now: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
+    return as_utc(value) if isinstance(value, datetime) else None

@@ -10,16 +10,16 @@ Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..engine.store import due_query
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
+from ..sdk.modes import MODES
 from ..sdk.redaction import clip
+from ..sdk.timeutil import as_utc
 from ..textout import printable
-
-MODES = ("initial", "normal")
 
 
 def mode_of(network_mode: Any) -> str:
@@ -35,7 +35,7 @@ def percentile(values: list[float], share: float) -> float | None:
 
 def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
     """Everything `status` reports, read from MongoDB at `now`."""
-    modes = {m: empty_mode() for m in MODES}
+    modes: dict[str, dict[str, Any]] = {str(m): empty_mode() for m in MODES}
     services = count_networks(db, modes)
     count_errors(db, modes)
     count_leases(db, modes, now)
@@ -258,10 +258,6 @@ def serves(instance: dict[str, Any], service: str) -> bool:
     scope = instance.get("services") or {}
     only, exclude = scope.get("only"), scope.get("exclude") or []
     return (only is None or service in only) and service not in exclude
-
-
-def as_utc(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def number(value: Any) -> float:

@@ -8,6 +8,7 @@ graph reads `connectors -> collector.sdk <- engine` (tests/test_architecture.py 
 from ..settings import Settings
 from .auth import AllOf, Authentication, Bearer, BearerAuth, OAuth1OrBearer, OAuth1Signed, QueryParamAuth, WithAppKey
 from .connector import Connector, Job, Result, dig, error_json
+from .decoding import bounded_decompress
 from .errors import (
     BadResponse,
     Interrupted,
@@ -23,7 +24,7 @@ from .errors import (
     UnknownService,
 )
 from .htmltext import first_line, html_to_text
-from .http import Http, bounded_decompress, where
+from .http import Http, where
 from .items import Item, entry_id
 from .job import ConnectorAPI
 from .paging import (

@@ -36,6 +36,7 @@ from .errors import (
 from .http import Http, where
 from .items import Item
 from .job import Job
+from .modes import Mode
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS, clip
 from .refresh import IdentityLookup, TokenRefresh
@@ -133,7 +134,7 @@ class Connector(ABC):
             identity = self.identity.resolve(self, job)
             job = job.with_network({self.identity.field: identity})
         try:
-            result = self.initial(job) if job.mode == "initial" else self.normal(job)
+            result = self.initial(job) if job.mode == Mode.INITIAL else self.normal(job)
         except NetworkError as error:
             lookup = self.identity
             if lookup is None or error.status not in lookup.recheck_on or identity != known:
@@ -143,7 +144,7 @@ class Connector(ABC):
                 raise
             log.info("%s: %s changed from %r to %r; running again", self.name, lookup.field, identity, fresh)
             identity, job = fresh, job.with_network({lookup.field: fresh})
-            result = self.initial(job) if job.mode == "initial" else self.normal(job)
+            result = self.initial(job) if job.mode == Mode.INITIAL else self.normal(job)
             result.state[lookup.field] = fresh
         if self.identity is not None:
             result.state.setdefault(self.identity.field, identity)

@@ -211,3 +211,15 @@ def decode_body(chunks: Iterable[bytes], content_encoding: str, cap: int) -> byt
     if cut is not None:  # a connection closed early on a body without a length, or a server's own fault
         raise BadResponse(f"body cut short: its {cut} stream does not end")
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def bounded_decompress(data: bytes, limit: int, wbits: int) -> bytes:
+    """zlib/gzip data decompressed to at most `limit` bytes; BadResponse past it (a decompression bomb), or when
+    the stream does not end (cut short: the part that came is not the page)."""
+    decompressor = zlib.decompressobj(wbits)
+    out = decompressor.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise BadResponse(f"decompressed body exceeds the {limit}-byte cap")
+    if not decompressor.eof:
+        raise BadResponse("body cut short: its compressed stream does not end")
+    return out

@@ -46,7 +46,7 @@ class Job:
     """One run of one network: its document (read only), the mode to run in, and the time."""
 
     network: Mapping[str, Any]
-    mode: str  # 'initial' or 'normal' (a rateLimit network runs in its prevMode)
+    mode: str  # 'initial' or 'normal' (modes.py; a rateLimit network runs in its prevMode)
     now: datetime
 
     @property

@@ -3,9 +3,9 @@ instance, a Bluesky PDS).
 
 Two layers. `safe_base_url` checks a user-supplied URL before any request: https only, no credentials or query,
 and (unless ALLOW_PRIVATE_HOSTS) a host that resolves to public addresses only. The second layer is in the
-connection itself (collector/http.py): every socket the collector opens to a host that is not one of its
-configured API hosts is checked at the address actually connected to, for every redirect hop too, so DNS
-rebinding and redirects to internal addresses are refused.
+connection itself (sdk/_connections.py, under the `Policy` below): every socket the collector opens to a host
+that is not one of its configured API hosts is checked at the address actually connected to, for every redirect
+hop too, so DNS rebinding and redirects to internal addresses are refused.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .errors import Malformed, Transient
@@ -49,6 +50,18 @@ def is_public(address: str) -> bool:
     if any(ip in net for net in _NOT_PUBLIC if net.version == ip.version):
         return False
     return ip.is_global and not ip.is_multicast
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Whose connections are checked by address: every host but the configured API hosts (`trusted_hosts`), unless
+    private addresses are allowed (ALLOW_PRIVATE_HOSTS)."""
+
+    allow_private: bool
+    trusted_hosts: frozenset[str]
+
+    def must_check(self, host: str | None) -> bool:
+        return not self.allow_private and (host or "").lower().strip("[]") not in self.trusted_hosts
 
 
 def resolve(host: str) -> list[str]:

@@ -532,7 +532,7 @@ def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answe
     never connects anywhere): no attempt to a non-public address, ever, whatever the name answers."""
     import socket as socket_module
 
-    from collector.sdk import http as http_module
+    from collector.sdk import _connections as connections
 
     lookups = iter(answers * 4)
     tried: list[str] = []
@@ -548,8 +548,8 @@ def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answe
         tried.append(address[0])
         raise ConnectionRefusedError("the guard never connects")
 
-    monkeypatch.setattr(http_module.socket, "getaddrinfo", resolver)
-    monkeypatch.setattr(http_module.urllib3_connection, "create_connection", guard)
+    monkeypatch.setattr(connections.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(connections.urllib3_connection, "create_connection", guard)
     http = Http(settings_for_tests(github_api_url="https://api.github.test"))
     for _ in range(2 if len(answers) > 1 else 1):
         with pytest.raises((BadResponse, Transient)) as caught:
@@ -567,7 +567,7 @@ def test_a_name_with_many_unanswering_addresses_gets_one_deadline_not_one_per_ad
     import socket as socket_module
     import time
 
-    from collector.sdk import http as http_module
+    from collector.sdk import _connections as connections
 
     addresses = [f"93.184.216.{k}" for k in range(1, 21)]
     granted: list[float] = []
@@ -580,8 +580,8 @@ def test_a_name_with_many_unanswering_addresses_gets_one_deadline_not_one_per_ad
         time.sleep(timeout)
         raise TimeoutError("timed out")
 
-    monkeypatch.setattr(http_module.socket, "getaddrinfo", resolver)
-    monkeypatch.setattr(http_module.urllib3_connection, "create_connection", blackhole)
+    monkeypatch.setattr(connections.socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(connections.urllib3_connection, "create_connection", blackhole)
     http = Http(settings_for_tests(github_api_url="https://api.github.test", http_timeout=0.5))
     with pytest.raises(Transient):
         http.get("https://instance.example/api/v1/favourites")
