@@ -62,7 +62,9 @@ def test_connectors_import_only_the_sdk():
 def test_the_sdk_imports_no_engine_module_and_no_connector():
     for path in sorted((ROOT / "collector" / "sdk").glob("*.py")):
         for name in ours(imports(path)):
-            assert name.startswith(("collector.sdk", "collector.settings")), f"sdk/{path.name} imports {name}"
+            assert name.startswith(("collector.sdk", "collector.settings", "collector.modes")), (
+                f"sdk/{path.name} imports {name}"
+            )
 
 
 def test_the_engine_reaches_connectors_only_through_the_registry_and_dev_tools_only_lazily():
@@ -140,9 +142,9 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
 
 
 # --- rooms ---------------------------------------------------------------------------------------------------------
-KERNEL = ("collector.settings", "collector.textout", "collector.jsonout", "collector.exitcodes")
+KERNEL = ("collector.settings", "collector.textout", "collector.jsonout", "collector.exitcodes", "collector.modes")
 ROOMS = {  # room -> the collector modules it may import (prefixes); collector/cli/ may import everything
-    "sdk": ("collector.sdk", "collector.settings"),
+    "sdk": ("collector.sdk", "collector.settings", "collector.modes"),
     "engine": ("collector.engine", "collector.sdk", *KERNEL),
     "daemon": ("collector.daemon", "collector.engine", "collector.sdk", *KERNEL, "collector.__version__"),
     "ops": ("collector.ops", "collector.engine.store", "collector.sdk", *KERNEL),

@@ -35,6 +35,7 @@ AT_IMPORT = (
     "collector.cli",
     "collector.settings",
     "collector.exitcodes",
+    "collector.modes",
     "collector.jsonout",
     "collector.textout",
     "collector.devtools.options",

@@ -11,7 +11,7 @@ import socket
 import sys
 
 from ..exitcodes import EXIT_USAGE
-from ..sdk.modes import MODES
+from ..modes import MODES
 from ..settings import MAX_CONCURRENCY, Settings
 
 

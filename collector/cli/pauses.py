@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ..exitcodes import EXIT_NO, EXIT_OK, EXIT_USAGE
-from ..sdk.modes import MODES
+from ..modes import MODES
 from ..settings import Settings
 from .common import Commands, complain, on_database
 

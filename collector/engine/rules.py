@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..modes import MODES, Mode  # the modes' one home; MODES and Mode are used from here too
 from ..sdk.connector import Result
 from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transient, Unauthorized, redact
-from ..sdk.modes import MODES, Mode  # the modes' one home; MODES and Mode are used from here too
 from ..sdk.redaction import clip
 from ..sdk.validate import storable_text
 from ..settings import Settings

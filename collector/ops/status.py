@@ -16,7 +16,7 @@ from typing import Any
 from ..engine.store import due_query
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
-from ..sdk.modes import MODES
+from ..modes import MODES
 from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
 from ..textout import printable

@@ -20,6 +20,7 @@ import msgspec
 import orjson
 import requests
 
+from ..modes import Mode
 from ..settings import Settings
 from .auth import Authentication, Bearer
 from .errors import (
@@ -36,7 +37,6 @@ from .errors import (
 from .http import Http, where
 from .items import Item
 from .job import Job
-from .modes import Mode
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS, clip
 from .refresh import IdentityLookup, TokenRefresh

@@ -1,4 +1,4 @@
-"""A network's modes (its `mode` field), named once for the engine, the operator tools and connectors.
+"""A network's modes (its `mode` field), named once for the engine, the operator tools, the command line and connectors.
 
 A run works in `initial` (walking the history) or `normal` (polling for what is new); a network the API rate-limits
 waits in `rateLimit` and resumes its previous mode (`prevMode`). The initial collector serves initial and rateLimit
