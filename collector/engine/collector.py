@@ -237,7 +237,7 @@ class Collector:
         the old one). The observers hear of it."""
         old, self.settings = self.settings, settings
         self.saver.settings = self.claims.settings = settings
-        self.http.timeout, self.http.max_bytes = settings.http_timeout, settings.http_max_bytes
+        self.http.configure(settings)
         SECRETS.add(settings.secrets())
         self.dispatcher.apply_settings(settings)
         self.observers.notify("on_settings", old, settings)

@@ -71,14 +71,20 @@ UNFOLLOWABLE = (
 
 class Http:
     def __init__(self, settings: Settings, session: requests.Session | None = None, pool_size: int = 32):
-        self.timeout = settings.http_timeout
-        self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
         self.session = session or make_session(settings.user_agent, pool_size)
-        self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
+        self.configure(settings)
         self.cutoff: float | None = None
         self.counts = threading.local()
         self.slots: Slots | None = None  # request slots (slots.py), given by the engine: None, no limit here
         install_header_parser()  # http.client's header parsing without the email parser for plain lines
+
+    def configure(self, settings: Settings) -> None:
+        """The settings HTTP follows (at start, and at each reload, for the requests that begin after it): the
+        whole-request timeout, the body limit, the User-Agent, and which hosts may be on private addresses."""
+        self.timeout = settings.http_timeout
+        self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
+        self.session.headers["User-Agent"] = settings.user_agent
+        self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)

@@ -16,14 +16,9 @@ from .parsers import DEFAULT_ENV, Kind
 # on_settings):
 YES = "yes"  # applied from the loop's next round
 KEPT = "kept"  # kept as it was until a restart; the reload's warning names it
-RESTART = "restart"  # taken into the settings, but what uses it was built at start: in effect from a restart
-PARTLY = "partly"  # part of its effect follows the reload, part waits for a restart (the details say which)
 RELOADS = {
     YES: "applied from the loop's next round",
     KEPT: "kept as it was until a restart; the reload's warning names it",
-    RESTART: "the reload takes the new value (its line names it as applied), but what uses it was built at start: "
-    "in effect from a restart",
-    PARTLY: "part of its effect follows the reload, part waits for a restart (see its details)",
 }
 
 
@@ -225,8 +220,6 @@ SETTINGS: tuple[Setting, ...] = (
         kinds.TEXT,
         "likeastore-collector/0.1 (+https://github.com/likeastore)",
         "The User-Agent header of every request.",
-        reload=RESTART,
-        details="The HTTP session sets it once, at start.",
     ),
     Setting(
         "GITHUB_API_URL",
@@ -234,9 +227,7 @@ SETTINGS: tuple[Setting, ...] = (
         kinds.HTTP_URL,
         "https://api.github.com",
         "GitHub's API base URL (GitHub Enterprise Server: https://HOST/api/v3).",
-        reload=PARTLY,
-        details="Its host is trusted even on a private address (see ALLOW_PRIVATE_HOSTS). After a reload the "
-        "connector calls the new URL, while the trusted host stays the one read at start.",
+        details="Its host is trusted even on a private address (see ALLOW_PRIVATE_HOSTS).",
     ),
     *(_credential(name) for name in CREDENTIALS),
     Setting(
@@ -245,9 +236,7 @@ SETTINGS: tuple[Setting, ...] = (
         kinds.BOOLEAN,
         "false",
         "Let user-supplied API hosts (a Mastodon instance, a Bluesky PDS) be loopback, private or link-local.",
-        reload=PARTLY,
-        details="Such hosts must be https either way. After a reload the connectors' check of a host name follows "
-        "the new value, while the check of each connection's address keeps the value read at start.",
+        details="Such hosts must be https either way.",
     ),
     Setting(
         "LOG_LEVEL",
