@@ -27,14 +27,18 @@ log = logging.getLogger("collector.run")
 def decide(attempt: Attempt, returned: Returned, settings: Settings) -> RunResult:
     """The run's final state. A Result that cannot be kept (a state the database would refuse) or a rule that
     fails on it becomes that network's error, as an error the connector raised does."""
-    error = returned.error
-    if error is None and returned.result is not None:
+    error, result = returned.error, returned.result
+    if error is None and result is not None:
         try:
-            return _succeeded(attempt, returned, returned.result, settings)
+            return _succeeded(attempt, returned, result, settings)
         except Exception as exc:
             error = exc
     if error is None:
         error = RuntimeError("the worker returned neither a result nor an error")
+    if result is not None and result.tokens and not getattr(error, "refreshed", None):
+        # a refresh succeeded before the run failed (items or a state that cannot be kept): the old refresh
+        # token may be spent already, so the new tokens are saved with the error
+        error.refreshed = dict(result.tokens)  # type: ignore[attr-defined]
     return _with_costs(_failed(attempt, error, settings), returned)
 
 

@@ -27,10 +27,14 @@ class Leases:
     ):
         self.store, self.owner, self.lease, self.clock, self.held = store, owner, lease, clock, held
         self.throttle = throttle
-        self.renew_every = max(lease().total_seconds() / 3, 0.05)
         self.last_renew = time.monotonic()
         self.until = clock() + lease()  # when the oldest lease held lapses
         self.unreleased: list[tuple[Any, Any]] = []  # (id, epoch) of networks to give back
+
+    @property
+    def renew_every(self) -> float:
+        """Seconds between renewals: a third of LEASE_SECONDS as the settings now say (a reload may change it)."""
+        return max(self.lease().total_seconds() / 3, 0.05)
 
     def restart(self) -> None:
         """A claim made while nothing else was held: the leases held now lapse one LEASE_SECONDS from now."""

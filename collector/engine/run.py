@@ -202,7 +202,7 @@ def execute(run: Run) -> Returned:
         error = exc
     codes = connector.http.codes_seen()
     return Returned(
-        result=result if error is None else None,
+        result=result,  # kept on an error too: tokens a refresh obtained must be saved either way
         error=error,
         items=tuple(items),
         refused=tuple(refused),

@@ -20,7 +20,7 @@ from collector.daemon.reload import changed, merge
 from collector.engine import Collector
 from collector.settings import SettingsError, config_dir, load_settings
 
-from helpers import bind_socket, free_port, swap
+from helpers import T0, bind_socket, free_port, swap
 
 
 def test_merge_applies_what_may_change_and_keeps_the_connection_and_metrics_socket(settings):
@@ -319,3 +319,14 @@ def wait_for(condition, seconds: float = 20) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not in time"
         time.sleep(0.02)
+
+
+def test_a_reloaded_lease_length_sets_how_often_leases_are_renewed(db, settings):
+    collector = Collector(db, settings.with_(lease_seconds=300))
+    try:
+        leases = collector.claims.leases(lambda: T0, lambda: [])
+        assert leases.renew_every == 100
+        collector.apply_settings(collector.settings.with_(lease_seconds=60))  # a reload
+        assert leases.renew_every == 20  # the leases held now are renewed often enough not to lapse
+    finally:
+        collector.close()

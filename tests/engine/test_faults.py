@@ -186,6 +186,35 @@ def test_tokens_from_a_refresh_survive_a_state_save_that_never_succeeds(db, sett
     assert state.get("cursor") is None  # the state itself was not saved: the run is re-collected
 
 
+class RotatingUnkeepable(Rotating):
+    """The refresh succeeds, then the run's answer cannot be kept (no storable item, or a state too odd to store)."""
+
+    name = "rotating-unkeepable"
+    spoil = "items"
+
+    def initial(self, job):
+        result = super().initial(job)
+        if self.spoil == "items":
+            result.items = [{"itemId": None}]  # nothing of the page can be stored: BadResponse
+        else:
+            result.state = {"cursor": {"$bad": 1}}  # a state the database would refuse: Malformed
+        return result
+
+
+@pytest.mark.parametrize("spoil", ["items", "state"])
+def test_tokens_from_a_refresh_are_saved_when_the_run_then_fails(db, settings, monkeypatch, spoil):
+    monkeypatch.setattr(RotatingUnkeepable, "spoil", spoil)
+    doc = add_network(
+        db, service="rotating-unkeepable", accessToken="old-access-token", refreshToken="old-refresh-token"
+    )
+    collector = Collector(db, settings, registry=Registry({"rotating-unkeepable": RotatingUnkeepable}))
+    report = collector.run_pass("initial", now=T0)
+    assert report.tasks == 1 and "ok" not in report.by_status
+    state = network(db, doc)
+    assert state["accessToken"] == "new-access-token" and state["refreshToken"] == "new-refresh-token"
+    assert state.get("cursor") is None and state["errors"] == 1
+
+
 def test_tokens_from_a_refresh_survive_a_hiccup_on_their_own_write(db, settings, monkeypatch):
     doc = rotating_network(db)
     collector = Collector(db, settings, registry=Registry({"rotating": Rotating}))
