@@ -59,6 +59,12 @@ class Adapter(HTTPAdapter):
         self.pools: dict[tuple, Any] = {}
         self.pools_kept = connections  # what the manager keeps
 
+    def forget_connections(self) -> None:
+        """Close the idle pooled connections and let go of the pools: the next request connects afresh (and is
+        checked afresh). Requests in flight finish on their connection, which is then closed, not reused."""
+        self.pools.clear()
+        self.poolmanager.clear()
+
     def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None, cert: Any = None) -> Any:
         if proxies or cert is not None or not isinstance(verify, bool) or not isinstance(request.url, str):
             return super().get_connection_with_tls_context(request, verify, proxies, cert)

@@ -35,7 +35,7 @@ import urllib3
 from ..settings import Settings
 from ._connections import AddressRefused
 from ._deadline import WATCH, Entry, begin, expired
-from ._session import RedirectRefused, make_session, send
+from ._session import Adapter, RedirectRefused, make_session, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
 from ._urls import where
 from .decoding import CHUNK, bounded_decompress, decode_body
@@ -84,7 +84,12 @@ class Http:
         self.timeout = settings.http_timeout
         self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
         self.session.headers["User-Agent"] = settings.user_agent
-        self.policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
+        policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
+        if getattr(self, "policy", policy) != policy:  # pooled connections were checked under the old policy
+            for adapter in self.session.adapters.values():
+                if isinstance(adapter, Adapter):
+                    adapter.forget_connections()
+        self.policy = policy
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)

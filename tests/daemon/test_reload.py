@@ -330,3 +330,17 @@ def test_a_reloaded_lease_length_sets_how_often_leases_are_renewed(db, settings)
         assert leases.renew_every == 20  # the leases held now are renewed often enough not to lapse
     finally:
         collector.close()
+
+
+def test_a_reload_that_changes_which_hosts_may_be_private_lets_go_of_pooled_connections(db, settings):
+    """Pooled connections were checked under the old policy: after the change they are not reused."""
+    collector = Collector(db, settings)
+    try:
+        adapter = collector.http.session.get_adapter("https://api.github.com")
+        adapter.pools[("https", "pds.example:443", True)] = adapter.poolmanager.connection_from_url("https://x.test")
+        collector.apply_settings(collector.settings.with_(log_level="DEBUG"))  # the policy unchanged: kept
+        assert len(adapter.pools) == 1 and len(adapter.poolmanager.pools) == 1
+        collector.apply_settings(collector.settings.with_(allow_private_hosts=True))
+        assert adapter.pools == {} and len(adapter.poolmanager.pools) == 0
+    finally:
+        collector.close()
