@@ -29,6 +29,7 @@ from .claims import Claims
 from .dbhealth import DatabaseHealth
 from .dispatch import Dispatcher, run_here
 from .events import Observer, Observers, Report, Saved
+from .housekeeping import housekeeping
 from .loglimit import Throttle
 from .quota import QuotaMemory, QuotaSharing
 from .registry import Registry
@@ -227,8 +228,6 @@ class Collector:
 
     def housekeep(self, now: datetime) -> dict[str, int]:
         """One round of housekeeping (engine/housekeeping.py)."""
-        from .housekeeping import housekeeping
-
         return housekeeping(self.store, self.quotas, self.sharing, self.settings, now)
 
     def apply_settings(self, settings: Settings) -> None:

@@ -30,7 +30,7 @@ def decide(attempt: Attempt, returned: Returned, settings: Settings) -> RunResul
     error, result = returned.error, returned.result
     if error is None and result is not None:
         try:
-            return _succeeded(attempt, returned, result, settings)
+            return _with_costs(_succeeded(attempt, returned, result, settings), returned)
         except Exception as exc:
             error = exc
     if error is None:
@@ -55,7 +55,7 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
     skipped = returned.skipped + len(refused)
     reason = returned.skip_reason or (refused[0][1] if refused else None)
     update = schedule.with_skips(update, network, skipped, reason, refused, attempt.now)
-    outcome = RunResult(
+    return RunResult(
         network,
         attempt.mode,
         update,
@@ -68,14 +68,14 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
         skip_reason=reason,
         refused=refused,
     )
-    return _with_costs(outcome, returned)
 
 
 def _with_costs(outcome: RunResult, returned: Returned) -> RunResult:
+    """What the run cost (requests, answers, time), on the outcome of a run that called its connector; a failed
+    run still counts the entries its connector could not map."""
     if not returned.called:
         return outcome
-    skipped = outcome.skipped if outcome.error is None else returned.skipped
-    reason = outcome.skip_reason if outcome.error is None else returned.skip_reason
+    failed = outcome.error is not None
     return replace(
         outcome,
         called=True,
@@ -83,8 +83,8 @@ def _with_costs(outcome: RunResult, returned: Returned) -> RunResult:
         codes=returned.codes,
         quota_scope=returned.quota_scope,
         duration=returned.duration,
-        skipped=skipped,
-        skip_reason=reason,
+        skipped=returned.skipped if failed else outcome.skipped,
+        skip_reason=returned.skip_reason if failed else outcome.skip_reason,
     )
 
 
