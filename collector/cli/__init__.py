@@ -14,9 +14,9 @@ import sys
 from .. import __version__
 from ..exitcodes import EXIT_USAGE
 from ..settings import SettingsError, load_settings
-from . import bench, connectors, daemon, demo, health, jobs, networks, pauses, status
+from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, status
 
-COMMANDS = (demo, connectors, status, health, pauses, jobs, networks, bench)  # in the order --help lists them
+COMMANDS = (demo, connectors, status, monitor, health, pauses, jobs, networks, bench)  # in the order --help lists them
 
 
 def build_parser() -> argparse.ArgumentParser:

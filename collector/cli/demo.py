@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..exitcodes import EXIT_USAGE
 from ..settings import Settings
-from .common import Commands
+from .common import Commands, complain
 
 
 def register(commands: Commands) -> None:
@@ -22,6 +23,18 @@ def register(commands: Commands) -> None:
         help="serve /metrics and /healthz on 127.0.0.1:PORT (0: any free port) and, after the summary, keep "
         "polling the demo users until Ctrl-C",
     )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep a small fleet running instead (an initial and a normal collector, the fake API, an in-memory "
+        "MongoDB stand-in, a new star every second) with the live monitor open, until Ctrl-C",
+    )
+    demo.add_argument(
+        "--port", type=int, default=None, metavar="PORT", help="with --serve: the monitor's port (default MONITOR_PORT)"
+    )
+    demo.add_argument(
+        "--users", type=int, default=6, metavar="N", help="with --serve: demo users, 6 or more for a busier fleet (6)"
+    )
     demo.set_defaults(handler=run)
 
 
@@ -30,4 +43,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from ..devtools import demo
 
     setup_logging("WARNING")
+    if args.serve:
+        from ..devtools import demofleet
+
+        if not 1 <= args.users <= 10_000:
+            complain("--users is from 1 to 10000")
+            return EXIT_USAGE
+        return demofleet.serve(args.port if args.port is not None else settings.monitor_port, args.users)
     return demo.run(metrics_port=args.metrics_port)

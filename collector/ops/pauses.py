@@ -23,7 +23,16 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def pause(db: Any, now: datetime, mode: str | None, service: str | None, reason: str, until: datetime | None) -> str:
+def pause(
+    db: Any,
+    now: datetime,
+    mode: str | None,
+    service: str | None,
+    reason: str,
+    until: datetime | None,
+    by: str | None = None,
+) -> str:
+    """Record the pause of this scope (who: `by`, or this process's user@host) and say what it does."""
     if until is not None and until <= now:
         raise ValueError("--until must be in the future")
     scope = scope_id(mode, service)
@@ -31,7 +40,7 @@ def pause(db: Any, now: datetime, mode: str | None, service: str | None, reason:
         "mode": mode or ANY,
         "service": service or ANY,
         "reason": reason if len(reason) <= 500 else clip(reason, 500),
-        "by": who(),
+        "by": by if by is not None else who(),
         "at": now,
     }
     fields["until"] = until

@@ -1,0 +1,257 @@
+"""`collector monitor`: the live web view of the fleet, a process of its own reading MongoDB.
+
+One refresh a second reads the database once (reading.py) on the one database thread, whatever the number of
+pages open; the figures are shaped (view.py, rates.py) and serialised once on the event loop, and the same bytes
+go to every open page as a server-sent event (httpd.py). A drill-down or an action is one more request on the same
+database thread, at most QUEUED waiting at once.
+
+The collectors write their counters every STATS_SECONDS (1 s by default, the heartbeat's stats beat) and the
+monitor reads them every second, so what the page shows is at most about two seconds old. While MongoDB cannot be
+reached the page says so and keeps the last figures; the next successful read brings it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from ..sdk.redaction import clip
+from ..sdk.timeutil import utcnow
+from ..textout import printable
+from . import actions, reading, view
+from .httpd import Answer, Request, Server, event
+from .rates import Rates
+
+log = logging.getLogger("collector.monitor")
+
+REFRESH = 1.0  # seconds between two reads of the fleet
+QUEUED = 8  # drill-downs and actions waiting for the database thread at most
+STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/static/monitor.js": ("monitor.js", "text/javascript; charset=utf-8"),
+    "/static/monitor.css": ("monitor.css", "text/css; charset=utf-8"),
+}
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=str)
+
+
+def static_files() -> dict[str, tuple[bytes, str]]:
+    folder = resources.files("collector.monitor") / "static"
+    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
+
+
+def local_host(header: str, allowed: frozenset[str]) -> bool:
+    """Whether a request's Host names this machine by address, as `localhost`, or as a name the operator allowed:
+    a page of another site whose name was made to resolve here (DNS rebinding) is refused."""
+    host = header.rsplit(":", 1)[0] if not header.endswith("]") else header
+    host = host.strip("[]").lower()
+    if host in allowed or host == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class Database:
+    """Whether the last read reached MongoDB, and since when it has not."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.error: str | None = None
+        self.since: datetime | None = None
+
+    def failed(self, reason: str, now: datetime) -> None:
+        if self.ok:
+            log.warning("monitor: cannot read MongoDB (%s); retrying every second", reason)
+        self.ok, self.since = False, self.since or now
+        self.error = printable(clip(f"cannot reach MongoDB ({reason})", 300))
+
+    def reached(self) -> None:
+        if not self.ok:
+            log.warning("monitor: MongoDB reachable again")
+        self.ok, self.error, self.since = True, None, None
+
+    def view(self) -> dict[str, Any]:
+        return {"ok": self.ok, "error": self.error, "since": self.since}
+
+
+def type_of(exc: Exception) -> str:
+    return type(exc).__name__
+
+
+class Monitor:
+    def __init__(
+        self,
+        db: Any,
+        *,
+        token: str = "",
+        heartbeat_seconds: float = 15.0,
+        version: str = "",
+        describe: Callable[[Exception], str] = type_of,
+        allowed_hosts: frozenset[str] = frozenset(),
+        clock: Callable[[], datetime] = utcnow,
+    ):
+        self.db, self.token, self.heartbeat_seconds, self.version = db, token, heartbeat_seconds, version
+        self.describe = describe  # a database error in one line, the URI's password masked
+        self.allowed_hosts, self.clock = allowed_hosts, clock
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="monitor-db")
+        self.queued = 0
+        self.server = Server(self.handle)
+        self.rates = Rates()
+        self.cadence = reading.Cadence(REFRESH)
+        self.database = Database()
+        self.files = static_files()
+        self.fleet: list[dict[str, Any]] = []
+        self.work: dict[str, Any] | None = None
+        self.snapshot: bytes = b"{}"
+        self.history: bytes | None = None
+        self.reads = 0  # refreshes that read the database (the cost a test and the docs measure)
+
+    # -- the refresh: one set of reads, one serialisation, every page --
+
+    async def refresh_forever(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            started = loop.time()
+            await self.refresh()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, REFRESH - (loop.time() - started)))
+
+    async def refresh(self) -> None:
+        now = self.clock()
+        loop = asyncio.get_running_loop()
+        try:
+            docs, work = await loop.run_in_executor(self.pool, self.read, now)
+        except Exception as exc:  # PyMongoError, or a document no code expected: the page says so
+            self.database.failed(self.describe(exc), now)
+            self.publish(now, None)
+            return
+        self.database.reached()
+        point = self.rates.update(docs, now.timestamp())
+        self.fleet = view.fleet(docs, now, self.heartbeat_seconds, point)
+        if work is not None:
+            self.work = view.work(work, now)
+        self.history = None
+        self.publish(now, point)
+
+    def read(self, now: datetime) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """On the database thread: the fleet every time, the work when its cadence says so."""
+        self.reads += 1
+        docs = reading.read_fleet(self.db)
+        if not self.cadence.due(time.monotonic()):
+            return docs, None
+        started = time.monotonic()
+        work = reading.read_work(self.db, now)
+        self.cadence.took(time.monotonic() - started, time.monotonic())
+        return docs, work
+
+    def publish(self, now: datetime, point: dict[str, Any] | None) -> None:
+        last = point or {"t": now.timestamp(), "total": {}, "by": {}, "kinds": {}, "cpu": {}}
+        snapshot = {
+            "at": now,
+            "database": self.database.view(),
+            "monitor": {"version": self.version, "actions": bool(self.token), "viewers": len(self.server.streams)},
+            "fleet": self.fleet,
+            "rates": {**last["total"], "errorsByKind": last["kinds"]},
+            "point": {k: last[k] for k in ("t", "total", "by")} if point is not None else None,
+            "work": self.work,
+        }
+        self.snapshot = dumps(snapshot)
+        self.server.broadcast(event("snapshot", self.snapshot))
+
+    def history_event(self) -> bytes:
+        if self.history is None:
+            self.history = event("history", dumps({"points": self.rates.history()}))
+        return self.history
+
+    # -- requests --
+
+    async def handle(self, request: Request) -> Answer:
+        if not local_host(request.headers.get("host", ""), self.allowed_hosts):
+            return Answer.json(421, {"ok": False, "message": "this monitor answers to its own address only"})
+        if request.method == "POST":
+            return await self.act(request)
+        if request.method != "GET":
+            return Answer.json(405, {"ok": False, "message": "GET or POST"})
+        if request.path in self.files:
+            body, kind = self.files[request.path]
+            return Answer(200, body, kind)
+        if request.path == "/events":
+            return Answer(
+                200,
+                b"",
+                "text/event-stream",
+                stream=b"retry: 2000\n\n" + self.history_event() + event("snapshot", self.snapshot),
+            )
+        if request.path == "/api/snapshot":
+            return Answer(200, self.snapshot)
+        if request.path == "/api/networks":
+            return await self.search(request.query.get("q", [""])[0])
+        return Answer.json(404, {"ok": False, "message": "no such page"})
+
+    async def on_db(self, work: Callable[[], Any]) -> Any:
+        if self.queued >= QUEUED:
+            raise actions.Busy()
+        self.queued += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, work)
+        finally:
+            self.queued -= 1
+
+    async def search(self, query: str) -> Answer:
+        def find() -> list[dict[str, Any]]:
+            now = self.clock()
+            return [view.network(n, now, reading.items_of(self.db, n)) for n in reading.search(self.db, query)]
+
+        try:
+            found = await self.on_db(find)
+        except actions.Busy:
+            return Answer.json(503, {"networks": [], "query": view.text(query, 200), "error": "busy, try again"})
+        except Exception as exc:
+            error = f"cannot search ({type(exc).__name__})"
+            return Answer.json(503, {"networks": [], "query": view.text(query, 200), "error": error})
+        return Answer(200, dumps({"networks": found, "query": view.text(query, 200), "error": None}))
+
+    async def act(self, request: Request) -> Answer:
+        refused = actions.refusal(request, self.token)
+        if refused is not None:
+            return refused
+        try:
+            action = actions.parse(request)
+        except actions.Invalid as bad:
+            return Answer.json(400, {"ok": False, "message": str(bad)})
+        try:
+            ok, message = await self.on_db(lambda: action.run(self.db, self.clock()))
+        except actions.Busy:
+            return Answer.json(503, {"ok": False, "message": "busy, try again"})
+        except Exception as exc:
+            ok, message = False, f"not done: {type(exc).__name__}"
+        log.warning("monitor: %s by %s: %s", action.name, action.by, message)
+        return Answer.json(200 if ok else 409, {"ok": ok, "message": message})
+
+    # -- running --
+
+    async def run(self, host: str, port: int, stop: asyncio.Event, ready: Callable[[int], object]) -> None:
+        bound = await self.server.start(host, port)
+        ready(bound)
+        refreshing = asyncio.create_task(self.refresh_forever(stop))
+        try:
+            await stop.wait()
+        finally:
+            await refreshing
+            await self.server.close()
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,121 @@
+"""What the monitor reads from MongoDB: the one set of reads a refresh makes, whatever the number of pages open,
+and the drill-down a viewer asks for. Every read is bounded (a limit, a projection); nothing here is shaped for
+the page (view.py does that).
+
+- the fleet: the `collectors` documents (heartbeat and the per-second stats beat), every refresh;
+- the work: what `collector status` counts (ops/status.py: networks, due and lag per mode and service, leases,
+  items, pauses), the networks most behind and the latest errors. On a large `networks` collection these scan,
+  so the refresh reads them at most as often as keeps the monitor's share of the database small
+  (`Cadence`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from ..engine.store import due_query
+from ..engine.store.control import read as read_pause
+from ..ops import status
+from ..ops.networks import AdminError, find
+from ..sdk.validate import SECRET_FIELDS
+
+MAX_COLLECTORS = 1000  # a fleet is tens; the newest heartbeats first, so a flood of junk cannot hide them
+BEHIND = 10  # networks most behind, per mode
+RECENT_ERRORS = 20
+FOUND = 20  # networks a search lists at most
+FLEET_FIELDS = {"lastMinute": 0, "jobs": 0}  # the page shows neither; a document may hold thousands of jobs
+NETWORK_FIELDS = {
+    "user": 1,
+    "service": 1,
+    "mode": 1,
+    "scheduledTo": 1,
+    "errors": 1,
+    "lastError": 1,
+    "disabled": 1,
+    "leaseUntil": 1,
+    **dict.fromkeys(SECRET_FIELDS, 1),  # read only to mask them where a message repeats them (view.py)
+}
+
+
+def read_fleet(db: Any) -> list[dict[str, Any]]:
+    return list(db.collectors.find({}, FLEET_FIELDS).sort("heartbeatAt", -1).limit(MAX_COLLECTORS))
+
+
+def read_work(db: Any, now: datetime) -> dict[str, Any]:
+    modes: dict[str, dict[str, Any]] = {m: status.empty_mode() for m in ("initial", "normal")}
+    services = status.count_networks(db, modes)
+    status.count_leases(db, modes, now)
+    due = {mode: due_by_service(db, mode, now) for mode in modes}
+    pauses = [p for p in (read_pause(d) for d in db.control.find().limit(1000)) if p is not None]
+    return {
+        "at": now,
+        "modes": modes,
+        "services": services,
+        "due": due,
+        "items": status.count_items(db, now),
+        "pauses": pauses,
+        "behind": [
+            n
+            for mode in modes
+            for n in db.networks.find(due_query(mode, now), NETWORK_FIELDS).sort("scheduledTo", 1).limit(BEHIND)
+        ],
+        "errors": list(
+            db.networks.find({"lastError": {"$type": "object"}}, NETWORK_FIELDS)
+            .sort("lastError.at", -1)
+            .limit(RECENT_ERRORS)
+        ),
+    }
+
+
+def due_by_service(db: Any, mode: str, now: datetime) -> list[dict[str, Any]]:
+    """The networks of `mode` due now, per service: how many, and the oldest `scheduledTo` (the lag). Through the
+    `{mode, scheduledTo}` index on MongoDB."""
+    pipeline = [
+        {"$match": due_query(mode, now)},
+        {"$group": {"_id": "$service", "due": {"$sum": 1}, "oldest": {"$min": "$scheduledTo"}}},
+        {"$limit": 1000},
+    ]
+    return list(db.networks.aggregate(pipeline))
+
+
+def search(db: Any, query: str) -> list[dict[str, Any]]:
+    """Networks by id, by user (an email, exactly), or by the start of a user's email: at most FOUND."""
+    query = query.strip()[:200]
+    if not query:
+        return []
+    try:
+        found = find(db, query)
+    except AdminError:
+        found = []
+    if not found:
+        prefix = {"user": {"$regex": "^" + re.escape(query)}}
+        found = list(db.networks.find(prefix).sort([("user", 1), ("service", 1)]).limit(FOUND))
+    return found[:FOUND]
+
+
+def items_of(db: Any, network: dict[str, Any]) -> int | None:
+    """How many items this network's user has from its service (the items' `user` and `type`)."""
+    user, service = network.get("user"), network.get("service")
+    if not isinstance(user, str) or not isinstance(service, str):
+        return None
+    return db.items.count_documents({"user": user, "type": service}, limit=100_000)
+
+
+class Cadence:
+    """When to read the work again: every refresh while its reads are quick; on a database where they take long,
+    no more often than keeps them to a tenth of the time (at most every MAX_WORK_EVERY seconds)."""
+
+    SHARE = 10.0
+    MAX_WORK_EVERY = 60.0
+
+    def __init__(self, every: float):
+        self.every = every
+        self.next_at = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def took(self, seconds: float, now: float) -> None:
+        self.next_at = now + min(max(self.every, self.SHARE * seconds), self.MAX_WORK_EVERY) - self.every / 2

@@ -1,0 +1,67 @@
+"""Running the monitor: its database client, its event loop, its signals; what `collector monitor` and
+`collector demo --serve` call."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from ..settings import Settings
+from .app import Monitor
+
+log = logging.getLogger("collector.monitor")
+
+TIMEOUTS_MS = {"serverSelectionTimeoutMS": 2000, "connectTimeoutMS": 2000, "socketTimeoutMS": 10_000}
+
+
+def client(uri: str) -> Any:
+    """The monitor's own client: a read waits at most about two seconds for an unreachable server, so the page
+    hears of an outage quickly (a URI's own timeouts win)."""
+    from pymongo import MongoClient
+
+    lowered = uri.lower()
+    options: dict[str, Any] = {k: v for k, v in TIMEOUTS_MS.items() if k.lower() not in lowered}
+    return MongoClient(uri, tz_aware=True, **options)
+
+
+def monitor_for(db: Any, settings: Settings) -> Monitor:
+    from .. import __version__
+    from ..engine.store import short_error
+
+    return Monitor(
+        db,
+        token=settings.monitor_token,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        version=__version__,
+        describe=lambda exc: short_error(exc, settings),
+    )
+
+
+def run(monitor: Monitor, host: str, port: int, ready: Callable[[int], object] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; 0 on a clean stop."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            await monitor.run(host, port, stop, ready or announce(host))
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+    asyncio.run(main())
+    return 0
+
+
+def announce(host: str) -> Callable[[int], None]:
+    def say(port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"collector monitor: http://{shown}:{port}/ (Ctrl-C to stop)", flush=True)
+        log.warning("monitor: serving on %s port %d", host, port)
+
+    return say
