@@ -35,9 +35,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         complain(f"--port {port} is not a port (0 to 65535)")
         return EXIT_USAGE
     setup_logging(settings.log_level, settings.log_format)
-    db = serve.client(settings.mongodb_uri).get_default_database(DATABASE)
+    counted = serve.Counted()
+    db = serve.client(settings.mongodb_uri, counted).get_default_database(DATABASE)
     try:
-        return serve.run(serve.monitor_for(db, settings), host, port)
+        return serve.run(serve.monitor_for(db, settings, counted), host, port)
     except OSError as exc:
         complain(printable(f"cannot listen on {host} port {port}: {exc.strerror or exc}"))
         return EXIT_USAGE

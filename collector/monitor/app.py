@@ -103,11 +103,13 @@ class Monitor:
         version: str = "",
         describe: Callable[[Exception], str] = type_of,
         allowed_hosts: frozenset[str] = frozenset(),
+        commands: Callable[[], int] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ):
         self.db, self.token, self.heartbeat_seconds, self.version = db, token, heartbeat_seconds, version
         self.describe = describe  # a database error in one line, the URI's password masked
         self.allowed_hosts, self.clock = allowed_hosts, clock
+        self.commands = commands  # the database commands sent since the start, when counted
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="monitor-db")
         self.queued = 0
         self.server = Server(self.handle)
@@ -164,7 +166,13 @@ class Monitor:
         snapshot = {
             "at": now,
             "database": self.database.view(),
-            "monitor": {"version": self.version, "actions": bool(self.token), "viewers": len(self.server.streams)},
+            "monitor": {
+                "version": self.version,
+                "actions": bool(self.token),
+                "viewers": len(self.server.streams),
+                "refreshes": self.reads,
+                "commands": self.commands() if self.commands else None,
+            },
             "fleet": self.fleet,
             "rates": {**last["total"], "errorsByKind": last["kinds"]},
             "point": {k: last[k] for k in ("t", "total", "by")} if point is not None else None,

@@ -9,6 +9,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from pymongo import monitoring
+
 from ..settings import Settings
 from .app import Monitor
 
@@ -17,22 +19,39 @@ log = logging.getLogger("collector.monitor")
 TIMEOUTS_MS = {"serverSelectionTimeoutMS": 2000, "connectTimeoutMS": 2000, "socketTimeoutMS": 10_000}
 
 
-def client(uri: str) -> Any:
+class Counted(monitoring.CommandListener):
+    """Counts the commands the monitor sends MongoDB: its cost, shown on the page and measured (docs/monitor.md)."""
+
+    def __init__(self) -> None:
+        self.commands = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.commands += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def client(uri: str, counted: Counted | None = None) -> Any:
     """The monitor's own client: a read waits at most about two seconds for an unreachable server, so the page
     hears of an outage quickly (a URI's own timeouts win)."""
     from pymongo import MongoClient
 
     lowered = uri.lower()
     options: dict[str, Any] = {k: v for k, v in TIMEOUTS_MS.items() if k.lower() not in lowered}
-    return MongoClient(uri, tz_aware=True, **options)
+    return MongoClient(uri, tz_aware=True, event_listeners=[counted] if counted else [], **options)
 
 
-def monitor_for(db: Any, settings: Settings) -> Monitor:
+def monitor_for(db: Any, settings: Settings, counted: Counted | None = None) -> Monitor:
     from .. import __version__
     from ..engine.store import short_error
 
     return Monitor(
         db,
+        commands=(lambda: counted.commands) if counted else None,
         token=settings.monitor_token,
         heartbeat_seconds=settings.heartbeat_seconds,
         version=__version__,

@@ -7,7 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "collector@.service"
+MONITOR = UNIT.with_name("collector-monitor.service")
 REQUIRED = [
     "CapabilityBoundingSet=",
     "SystemCallFilter=@system-service",
@@ -23,17 +26,21 @@ REQUIRED = [
 ]
 
 
-def test_the_unit_carries_the_hardening_directives():
-    lines = UNIT.read_text().splitlines()
+@pytest.mark.parametrize("path", [UNIT, MONITOR], ids=["collector", "monitor"])
+def test_the_unit_carries_the_hardening_directives(path):
+    lines = path.read_text().splitlines()
     for directive in REQUIRED:
         assert any(line.startswith(directive) for line in lines), directive
 
 
-def test_systemd_rates_the_unit_ok_or_better(tmp_path):
+@pytest.mark.parametrize(
+    ("path", "name"), [(UNIT, "collector@normal.service"), (MONITOR, MONITOR.name)], ids=["collector", "monitor"]
+)
+def test_systemd_rates_the_unit_ok_or_better(tmp_path, path, name):
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is part of this project's machines (Debian's systemd package)"
-    unit = tmp_path / "collector@normal.service"
-    unit.write_text(UNIT.read_text())
+    unit = tmp_path / name
+    unit.write_text(path.read_text())
     security = subprocess.run([analyze, "security", "--offline=true", str(unit)], capture_output=True, text=True)
     exposure = re.search(r"Overall exposure level for .*: ([\d.]+) (\w+)", security.stdout)
     assert exposure, security.stdout + security.stderr
@@ -57,3 +64,16 @@ def test_the_unit_documents_this_project_and_reads_the_operators_settings_file()
     assert re.search(r"^ProcSubset=pid$", text, re.M) and re.search(
         r"^ExecReload=/bin/kill -HUP \$MAINPID$", text, re.M
     )
+
+
+def test_the_monitors_unit_runs_the_monitor_on_the_collectors_settings_and_documents_it():
+    import tomllib
+
+    text = MONITOR.read_text()
+    assert re.search(r"^ExecStart=\S+/collector --env-file /etc/collector/collector\.env monitor$", text, re.M)
+    assert "EnvironmentFile=" not in text and "ReadWritePaths" not in text
+    documentation = re.search(r"^Documentation=file:///opt/collector/(\S+)$", text, re.M)
+    assert documentation
+    data_files = tomllib.loads((UNIT.parent.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    folder, name = documentation.group(1).rsplit("/", 1)
+    assert name in [Path(f).name for f in data_files[folder]]

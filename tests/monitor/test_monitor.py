@@ -86,7 +86,13 @@ def test_a_refresh_shows_the_fleet_its_rates_and_the_work(db):
         },
     )
     second = snapshot(monitor)
-    assert first["database"]["ok"] and first["monitor"] == {"version": "9.9", "actions": False, "viewers": 0}
+    assert first["database"]["ok"] and first["monitor"] == {
+        "version": "9.9",
+        "actions": False,
+        "viewers": 0,
+        "refreshes": 1,
+        "commands": None,
+    }
     (row,) = second["fleet"]
     assert row["id"] == "c1" and row["alive"] and row["services"] == "github" and row["uptimeS"] == 3601.0
     assert row["rates"]["runs"] == 5.0 and row["rates"]["newItems"] == 20.0 and row["cpuPercent"] == 25.0

@@ -8,7 +8,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 import urllib.request
 from collections import Counter
 from datetime import UTC, datetime

@@ -1,0 +1,214 @@
+"""The monitor's page in a real headless Chromium, against real processes: an initial and a normal collector and
+`collector monitor`, on the MongoDB stand-in and the fake GitHub API. The page goes live without a reload, its
+charts fill, hostile text stays text, actions need the token and then pause the fleet, and an outage of the
+database is said and recovered from. The last test leaves a screenshot (SCREENSHOT_TO copies it, for the docs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+from pymongo import MongoClient
+
+from collector.devtools.demofleet import keep_starring, seed, users
+from collector.devtools.fakeapi import FakeGitHub, FakeServer
+from collector.devtools.mongowire import WireServer
+
+from helpers import free_port
+from helpers.browser import chromium, require, severe
+from helpers.proc import start, stop, wait_until, write_env
+
+pytestmark = pytest.mark.system
+TOKEN = "browser-test-token-0123456789"
+SCRIPTED = '<img src=x onerror="window.pwned=1">'
+HOSTILE_USER = SCRIPTED + "@evil.test"
+HOSTILE_SERVICE = "<script>window.pwned=2</script>"
+HOSTILE_MESSAGE = '</td><svg onload="window.pwned=3"><b>bold</b>'
+
+
+class Fleet:
+    def __init__(self, tmp, wire, api, fake, db):
+        self.tmp, self.wire, self.api, self.fake, self.db = tmp, wire, api, fake, db
+        self.port = free_port()
+        common = {
+            "MONGODB_URI": wire.uri,
+            "GITHUB_API_URL": api,
+            "HEARTBEAT_SECONDS": 1,
+            "LOOP_IDLE_PAUSE": 1,
+            "NORMAL_INTERVAL": 1,
+            "INITIAL_INTERVAL": 0,
+            "MONITOR_TOKEN": TOKEN,
+            "LOG_LEVEL": "INFO",
+        }
+        env = write_env(tmp / "fleet.env", **common)
+        self.processes = [
+            start(["--mode", "initial", "--instance-id", "box-initial"], env, tmp / "initial.log"),
+            start(["--mode", "normal", "--instance-id", "box-normal"], env, tmp / "normal.log"),
+            start(["monitor", "--port", str(self.port)], env, tmp / "monitor.log"),
+        ]
+        self.url = f"http://127.0.0.1:{self.port}/"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    require()
+    tmp = tmp_path_factory.mktemp("fleet")
+    fake = FakeGitHub(latency=0.05)
+    stop_starring = threading.Event()
+    with WireServer() as wire, FakeServer(fake) as api:
+        db = MongoClient(wire.uri, tz_aware=True).get_default_database()
+        people = users(8)
+        seed(db, fake, people)
+        db.networks.insert_one(
+            {
+                "user": HOSTILE_USER,
+                "service": "github",
+                "accessToken": "hostile-secret-token-1",
+                "mode": "normal",
+                "errors": 2,
+                "scheduledTo": datetime(2026, 1, 1, tzinfo=UTC),
+                "disabled": True,
+                "lastError": {"kind": "<i>kind</i>", "message": HOSTILE_MESSAGE, "at": datetime.now(UTC)},
+            }
+        )
+        db.networks.insert_one({"user": "mallory@evil.test", "service": HOSTILE_SERVICE, "accessToken": "x" * 20})
+        threading.Thread(target=keep_starring, args=(fake, [p[0] for p in people], stop_starring), daemon=True).start()
+        running = Fleet(tmp, wire, api, fake, db)
+        try:
+            yield running
+        finally:
+            stop_starring.set()
+            codes = [stop(p) for p in running.processes]
+            assert codes == [0, 0, 0], [
+                (tmp / f).read_text()[-2000:] for f in ("initial.log", "normal.log", "monitor.log")
+            ]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as driver:
+        yield driver
+
+
+def text(driver, selector: str) -> str:
+    return (
+        driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent : null", selector
+        )
+        or ""
+    )
+
+
+def count(driver, selector: str) -> int:
+    return driver.execute_script("return document.querySelectorAll(arguments[0]).length", selector)
+
+
+def points(driver, series: str) -> int:
+    return int(
+        driver.execute_script(
+            "const l = document.querySelector(`svg.chart[data-series='${arguments[0]}'] polyline[data-instance='*']`);"
+            "return l ? Number(l.getAttribute('data-points') || 0) : 0",
+            series,
+        )
+    )
+
+
+def open_page(driver, fleet) -> None:
+    driver.get(fleet.url)
+    driver.execute_script("window.notReloaded = true")
+    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=30)
+
+
+def test_the_fleet_and_its_rates_appear_and_change_without_a_reload(fleet, browser):
+    open_page(browser, fleet)
+    rows = '#fleet tbody tr[data-instance="{}"]'
+    wait_until(
+        lambda: count(browser, rows.format("box-initial")) and count(browser, rows.format("box-normal")), timeout=60
+    )
+    uptime = text(browser, rows.format("box-normal") + " .uptime")
+    wait_until(lambda: float(text(browser, '#rates [data-rate="runs"]') or 0) > 0, timeout=60)
+    wait_until(lambda: text(browser, rows.format("box-normal") + " .uptime") != uptime, timeout=30)
+    first = points(browser, "runs")
+    wait_until(lambda: points(browser, "runs") >= first + 3, timeout=30)
+    assert count(browser, "svg.chart[data-series='runs'] polyline[data-instance='box-normal']") == 1
+    assert points(browser, "requests") > 0
+    assert "normal" in text(browser, rows.format("box-normal") + " .mode")
+    assert count(browser, '#work-modes tbody tr[data-mode="normal"]') == 1
+    assert browser.execute_script("return window.notReloaded") is True
+    assert browser.execute_script("return window.__violations") == []
+    assert severe(browser) == []
+
+
+def test_hostile_text_is_shown_literally_and_runs_nothing(fleet, browser):
+    open_page(browser, fleet)
+    wait_until(lambda: HOSTILE_MESSAGE in text(browser, "#errors"), timeout=60)
+    assert HOSTILE_USER in text(browser, "#errors") and "<i>kind</i>" in text(browser, "#errors")
+    wait_until(lambda: HOSTILE_SERVICE in text(browser, "#work-services"), timeout=60)
+    browser.find_element("css selector", "#search-q").send_keys(HOSTILE_USER)
+    browser.find_element("css selector", "#search button, #search [type=submit]").click()
+    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=30)
+    browser.find_element("css selector", "#networks tbody tr[data-network]").click()
+    wait_until(lambda: HOSTILE_MESSAGE in text(browser, "#network-detail"), timeout=30)
+    detail = text(browser, "#network-detail")
+    assert "hostile-secret-token-1" not in detail and "***" in detail
+    assert browser.execute_script("return window.pwned") is None
+    assert count(browser, "#errors img, #errors svg, #errors script, #errors b, #network-detail img") == 0
+    assert browser.execute_script("return window.__violations") == []
+    assert severe(browser) == []
+
+
+def click(driver, selector: str) -> None:
+    driver.find_element("css selector", selector).click()
+
+
+def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(fleet, browser):
+    open_page(browser, fleet)
+    click(browser, '[data-action="pause"]')
+    wait_until(lambda: "refused" in text(browser, "#action-result"), timeout=30)
+    assert fleet.db.control.count_documents({}) == 0
+    browser.find_element("css selector", "#token").send_keys(TOKEN)
+    browser.find_element("css selector", "#act-reason").send_keys("browser test")
+    click(browser, '[data-action="pause"]')
+    wait_until(
+        lambda: text(browser, "#action-result").startswith("paused mode every mode, service every service"),
+        timeout=30,
+    )
+    pause = fleet.db.control.find_one({"_id": "pause:*:*"})
+    assert pause["reason"] == "browser test" and pause["by"] == "monitor (127.0.0.1)"
+    # within a few heartbeats no collector claims, and what ran was saved
+    wait_until(lambda: fleet.db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0, timeout=60)
+    before = fleet.fake.requests
+    time.sleep(3)
+    assert fleet.fake.requests == before
+    wait_until(lambda: "browser test" in text(browser, "#pauses"), timeout=30)
+    click(browser, '[data-action="resume"]')
+    wait_until(lambda: text(browser, "#action-result").startswith("resumed"), timeout=30)
+    wait_until(lambda: fleet.fake.requests > before + 4, timeout=60)
+    assert fleet.db.control.count_documents({}) == 0
+    refused = [m for m in severe(browser) if "403" not in m]
+    assert refused == [] and browser.execute_script("return window.__violations") == []
+
+
+def test_the_page_says_when_the_monitor_loses_the_database_and_recovers(fleet, browser):
+    open_page(browser, fleet)
+    wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=30)
+    fleet.wire.stop()
+    try:
+        wait_until(lambda: "unreachable" in text(browser, "#db-status"), timeout=60)
+        assert browser.execute_script("return document.querySelector('#db-status').classList.contains('bad')")
+        assert count(browser, "#fleet tbody tr[data-instance]") >= 2  # the last figures stay
+    finally:
+        fleet.wire.start()
+    wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=60)
+    first = points(browser, "runs")
+    wait_until(lambda: points(browser, "runs") > first, timeout=60)
+    wait_until(lambda: float(text(browser, '#rates [data-rate="runs"]') or 0) > 0, timeout=90)
+    assert browser.execute_script("return window.notReloaded") is True
+    shot = fleet.tmp / "monitor.png"
+    browser.save_screenshot(str(shot))
+    if os.environ.get("SCREENSHOT_TO"):
+        shutil.copyfile(shot, os.environ["SCREENSHOT_TO"])
