@@ -1,5 +1,5 @@
-"""The collector's own recurring work — heartbeats, housekeeping, the periodic gauges, the inactive sweep — as
-APScheduler 3.x jobs in one BackgroundScheduler beside the dispatch loop.
+"""The collector's own recurring work — heartbeats, the stats beat, housekeeping, the periodic gauges, the inactive
+sweep — as APScheduler 3.x jobs in one BackgroundScheduler beside the dispatch loop.
 
 The scheduler's thread decides only *when*. Its executor (`LoopExecutor`) hands each due job to the dispatch
 loop, which runs it on its own thread at its next round (`Jobs.on_tick`), the way APScheduler's asyncio executor
@@ -36,6 +36,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..engine.events import Observer
 from ..engine.loglimit import Throttle, held_note, reason_of
+from ..engine.store import unavailable
 from ..sdk.timeutil import utcnow
 from ..settings import Settings
 
@@ -123,10 +124,23 @@ class Jobs(Observer):
         self.stopped = False
         self.plans: dict[str, str] = {}  # job id -> its schedule in words, for the start line
         self.last: dict[tuple[str, str], datetime] = {}  # (job, "ok" | "error") -> when it last ended so
+        self.quiet: set[str] = set()  # jobs whose skips and database outages are logged at DEBUG (`every`)
 
     # --- adding and changing jobs --------------------------------------------------------------------------
-    def every(self, job_id: str, seconds: float, func: Callable[[datetime], object], first: datetime | None = None):
-        """Run `func(now)` every `seconds`, first at `first` (default: one interval from now)."""
+    def every(
+        self,
+        job_id: str,
+        seconds: float,
+        func: Callable[[datetime], object],
+        first: datetime | None = None,
+        quiet: bool = False,
+    ):
+        """Run `func(now)` every `seconds`, first at `first` (default: one interval from now). A `quiet` job (one
+        that runs often, best effort: the stats beat) logs its skips, misses and failures while the database cannot
+        be reached at DEBUG only: the heartbeat job and the database's own line tell of those already. They are
+        counted all the same."""
+        if quiet:
+            self.quiet.add(job_id)
         options: dict[str, Any] = {} if first is None else {"next_run_time": first}
         self.plans[job_id] = f"every {seconds:g}s"
         trigger = IntervalTrigger(seconds=seconds, timezone=UTC)
@@ -200,13 +214,16 @@ class Jobs(Observer):
         log.info("jobs stopped%s", f" ({dropped} waiting runs dropped)" if dropped else "")
 
     def on_settings(self, old: Settings, new: Settings) -> None:
-        """A reload: the heartbeat interval, the sweep's time and the misfire grace follow the new settings."""
+        """A reload: the heartbeat and stats intervals, the sweep's time and the misfire grace follow the new
+        settings."""
         from .metrics import progress_bound
 
         if self.stopped:
             return
         if new.heartbeat_seconds != old.heartbeat_seconds:
             self.reschedule_every("heartbeat", new.heartbeat_seconds)
+        if new.stats_seconds != old.stats_seconds:
+            self.reschedule_every("stats", new.stats_seconds)
         if new.inactive_sweep_cron != old.inactive_sweep_cron:
             self.reschedule_cron("inactive-sweep", new.inactive_sweep_cron)
         if progress_bound(new) != progress_bound(old):
@@ -233,7 +250,10 @@ class Jobs(Observer):
                 self.skipping.discard(job)
         if outcome in ("ok", "error"):
             self.last[job, outcome] = self.clock()
-        if outcome == "error":
+        outage = outcome == "error" and error is not None and unavailable(error)  # the database cannot be reached
+        if job in self.quiet and (outcome in ("skipped", "missed") or outage):
+            log.debug("job %s: %s%s", job, outcome, f" ({reason_of(error)})" if error else "")
+        elif outcome == "error":
             self.log_failure(job, error)
         elif outcome == "ok":
             self.throttle.forget(job)

@@ -1,5 +1,5 @@
 """The long-running process for one mode: the continuous dispatch loop (engine.Collector.serve), the recurring
-jobs beside it (jobs.py: heartbeat, housekeeping, gauges, the inactive sweep), signals, --once.
+jobs beside it (jobs.py: heartbeat, stats, housekeeping, gauges, the inactive sweep), signals, --once.
 
 First SIGTERM/SIGINT: the jobs stop, networks in flight finish (their requests are cut after HTTP_TIMEOUT at
 most) and are saved, claimed networks not started are given back, then the loop exits 0.
@@ -127,6 +127,7 @@ class Daemon:
         heartbeat, metrics = self.heartbeat, self.metrics
         if heartbeat is not None:
             jobs.every("heartbeat", settings.heartbeat_seconds, lambda now: heartbeat.beat())
+            jobs.every("stats", settings.stats_seconds, heartbeat.beat_stats, quiet=True)  # what the monitor reads
         jobs.every("housekeeping", HOUSEKEEPING_SECONDS, collector.housekeep)
         if metrics is not None:
             jobs.sinks.append(metrics.on_job)
@@ -231,6 +232,7 @@ class Daemon:
         self.heartbeat = Heartbeat(
             self.collector.store, self.collector.instance_id, self.mode, settings.heartbeat_seconds, __version__
         )
+        self.heartbeat.stats_every = settings.stats_seconds
         self.heartbeat.served = self.collector.served
         self.heartbeat.runs_now = lambda: self.collector.running
         self.heartbeat.max_running = lambda: seats(self.collector.concurrency)  # a reload may change it

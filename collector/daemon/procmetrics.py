@@ -5,7 +5,8 @@ setting) that file is hidden, and the library then exports no `process_*` series
 never fire. This collector reads `/proc/self/stat` (per process, visible under `subset=pid`), takes the boot time
 from CLOCK_BOOTTIME instead of `/proc/stat`, counts `/proc/self/fd` and asks `resource` for the descriptor limit
 and, when `/proc/self` itself is unreadable, for CPU time and peak memory. Names, types and units are the ones
-prometheus_client's own collector uses.
+prometheus_client's own collector uses. `usage()` reads the same two figures (resident memory, CPU time) for the
+heartbeat's stats beat.
 """
 
 from __future__ import annotations
@@ -28,6 +29,29 @@ def boot_time() -> float:
     return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+def read_stat(proc: str = "/proc/self") -> list[bytes] | None:
+    """The fields of /proc/self/stat after the command name (field 3 onwards), or None."""
+    try:
+        with open(os.path.join(proc, "stat"), "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def usage_of(parts: list[bytes] | None) -> tuple[int, float]:
+    """(resident bytes, CPU seconds, user and system) from the stat fields; without them (no /proc/self) what the
+    kernel tells the process about itself, the peak resident size being the best there is."""
+    if parts is not None and len(parts) > 21:
+        return int(parts[21]) * PAGE, (int(parts[11]) + int(parts[12])) / TICKS
+    rusage = resource.getrusage(resource.RUSAGE_SELF)
+    return int(rusage.ru_maxrss) * 1024, rusage.ru_utime + rusage.ru_stime
+
+
+def usage(proc: str = "/proc/self") -> tuple[int, float]:
+    """This process's (resident bytes, CPU seconds), read the way the unit's sandbox allows."""
+    return usage_of(read_stat(proc))
+
+
 class SandboxProcessCollector(Collector):
     def __init__(self, proc: str = "/proc/self", registry: CollectorRegistry | None = None):
         self.proc = proc
@@ -35,26 +59,15 @@ class SandboxProcessCollector(Collector):
             registry.register(self)
 
     def stat(self) -> list[bytes] | None:
-        """The fields of /proc/self/stat after the command name (field 3 onwards), or None."""
-        try:
-            with open(os.path.join(self.proc, "stat"), "rb") as f:
-                return f.read().rsplit(b")", 1)[-1].split()
-        except OSError:
-            return None
+        return read_stat(self.proc)
 
     def values(self) -> dict[str, float]:
-        out: dict[str, float] = {}
         parts = self.stat()
+        rss, cpu = usage_of(parts)
+        out: dict[str, float] = {"cpu": cpu, "rss": float(rss), "start": STARTED}
         if parts is not None and len(parts) > 21:
-            out["cpu"] = (int(parts[11]) + int(parts[12])) / TICKS
             out["start"] = int(parts[19]) / TICKS + boot_time()
             out["vsize"] = float(parts[20])
-            out["rss"] = float(parts[21]) * PAGE
-        else:  # no /proc/self at all: what the kernel tells the process about itself
-            usage = resource.getrusage(resource.RUSAGE_SELF)
-            out["cpu"] = usage.ru_utime + usage.ru_stime
-            out["start"] = STARTED
-            out["rss"] = float(usage.ru_maxrss) * 1024  # the peak: the best there is without /proc
         try:
             out["fds"] = float(len(os.listdir(os.path.join(self.proc, "fd"))))
         except OSError:

@@ -10,8 +10,9 @@ from dataclasses import fields
 
 from ..settings import SCHEMA, Settings
 
-# what a running process cannot change: its database connection, its metrics socket, its environment files
-FIXED = ("env", "mongodb_uri", "metrics_port", "metrics_addr")
+# what a running process cannot change: its database connection, its metrics socket, its environment files, the
+# monitor's socket and token
+FIXED = ("env", "mongodb_uri", "metrics_port", "metrics_addr", "monitor_host", "monitor_port", "monitor_token")
 ENV_NAMES = {attr: env for env, attr, _ in SCHEMA} | {"env": "COLLECTOR_ENV"}
 NOT_COMPARED = ("raw", "file_keys", "sources")
 

@@ -205,7 +205,7 @@ class Dispatcher:
     def wait_time(self) -> float:
         """How long to wait for a run to finish: until the next renewal, save, claim or tick is due."""
         now = time.monotonic()
-        until = min(self.leases.renew_in(), self.settings.heartbeat_seconds)
+        until = min(self.leases.renew_in(), self.settings.heartbeat_seconds, self.settings.stats_seconds)  # jobs due
         save_in = self.outbox.wait_in(now)
         if save_in is not None:
             until = min(until, save_in)

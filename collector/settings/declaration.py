@@ -261,6 +261,15 @@ SETTINGS: tuple[Setting, ...] = (
         details="One silent for three times as long counts as dead in `collector status`.",
     ),
     Setting(
+        "STATS_SECONDS",
+        "stats_seconds",
+        kinds.POSITIVE_SECONDS,
+        "1",
+        "Each running collector writes its live stats (collectors collection) this often, for the monitor page.",
+        details="The monitor (collector monitor) reads them, so its numbers are at most about a second old; one "
+        "small upsert per collector each time.",
+    ),
+    Setting(
         "METRICS_PORT",
         "metrics_port",
         kinds.PORT,
@@ -275,6 +284,32 @@ SETTINGS: tuple[Setting, ...] = (
         "127.0.0.1",
         "The address /metrics listens on; a scraper on another host needs 0.0.0.0 and a firewall.",
         reload=KEPT,
+    ),
+    Setting(
+        "MONITOR_HOST",
+        "monitor_host",
+        kinds.HOST,
+        "127.0.0.1",
+        "The address the monitor page (collector monitor) listens on; another host needs 0.0.0.0 and a firewall.",
+        reload=KEPT,
+    ),
+    Setting(
+        "MONITOR_PORT",
+        "monitor_port",
+        kinds.PORT,
+        "8089",
+        "The port the monitor page (collector monitor) listens on.",
+        reload=KEPT,
+    ),
+    Setting(
+        "MONITOR_TOKEN",
+        "monitor_token",
+        kinds.ANY_TEXT,
+        "",
+        "Actions from the monitor page need it in the X-Monitor-Token header (empty: the page is read-only).",
+        secret=True,
+        reload=KEPT,
+        details="Output and logs show it masked.",
     ),
     Setting(
         "INACTIVE_DAYS",

@@ -47,8 +47,12 @@ class Settings:
     log_level: str
     log_format: str
     heartbeat_seconds: float
+    stats_seconds: float = 1.0  # the stats beat (daemon/heartbeat.py), what the monitor reads
     metrics_port: int = 0  # 0: no /metrics or /healthz
     metrics_addr: str = "127.0.0.1"
+    monitor_host: str = "127.0.0.1"
+    monitor_port: int = 8089
+    monitor_token: str = field(default="", repr=False)  # secret; empty: the monitor is read-only
     inactive_days: int = 60  # 0: no sweep
     inactive_sweep_cron: str = "0 4 * * *"
     services: tuple[str, ...] = ()  # claim only these services' networks (empty: every service)

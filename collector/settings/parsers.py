@@ -18,6 +18,7 @@ DEFAULT_ENV = "production"
 MAX_SECONDS = 366 * 86400  # every duration setting: beyond a year is a typo, and far beyond breaks date arithmetic
 MAX_CONCURRENCY = 4096  # a pooled connection and two threads each (two runs per request slot)
 MAX_DAYS = 36_500  # a century: past that the date arithmetic of the sweep overflows long before it matters
+HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
 
 
 def _number(text: str) -> float:
@@ -107,6 +108,19 @@ def _address(text: str) -> str:
     return text.strip()
 
 
+def _host(text: str) -> str:
+    """An IP address or a host name to bind to."""
+    import ipaddress
+
+    host = text.strip()
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not HOST_NAME.fullmatch(host) or len(host) > 253:
+            raise ValueError("must be an IP address or a host name") from None
+    return host
+
+
 def _days(text: str) -> int:
     value = int(text)
     if not 0 <= value <= MAX_DAYS:
@@ -194,6 +208,7 @@ LOG_LEVEL = Kind("DEBUG, INFO, WARNING, ERROR or CRITICAL", _log_level)
 LOG_FORMAT = Kind("text or json", _log_format)
 PORT = Kind("TCP port (empty or 0: off)", _port, 0, 65535)
 ADDRESS = Kind("IP address", _address)
+HOST = Kind("IP address or host name", _host)
 DAYS = Kind("days (0: off)", _days, 0, MAX_DAYS)
 CRONTAB = Kind("crontab (UTC)", _crontab)
 NAMES = Kind("service names, comma-separated", _names)

@@ -64,6 +64,12 @@ def test_per_service_initial_interval_from_environment(tmp_path):
         ("INITIAL_INTERVAL_GITHUB", "1e12"),
         ("CONCURRENCY", "5000"),
         ("SERVICE_CONCURRENCY_GITHUB", "100000"),
+        ("STATS_SECONDS", "0"),
+        ("MONITOR_PORT", "65536"),
+        ("MONITOR_HOST", "http://monitor.example"),
+        ("MONITOR_HOST", "two words"),
+        ("MONITOR_HOST", "-leading.example"),
+        ("MONITOR_HOST", "x" * 64 + ".example"),
     ],
 )
 def test_invalid_values_name_the_setting(tmp_path, name, value):
@@ -81,6 +87,25 @@ def test_metrics_are_off_by_default_and_on_loopback_when_a_port_is_given(tmp_pat
     assert load_settings(environ={}, cwd=tmp_path).metrics_port == 0
     on = load_settings(environ={"METRICS_PORT": "9464"}, cwd=tmp_path)
     assert (on.metrics_port, on.metrics_addr) == (9464, "127.0.0.1")
+
+
+def test_the_monitor_listens_on_loopback_read_only_by_default_and_the_stats_beat_every_second(tmp_path):
+    default = load_settings(environ={}, cwd=tmp_path)
+    assert (default.monitor_host, default.monitor_port, default.monitor_token) == ("127.0.0.1", 8089, "")
+    assert default.stats_seconds == 1.0
+    for host in ("0.0.0.0", "::1", "localhost", "monitor.example.org", " box-1 "):
+        assert load_settings(environ={"MONITOR_HOST": host}, cwd=tmp_path).monitor_host == host.strip()
+
+
+def test_the_monitor_token_is_masked_in_check_config_and_hidden_from_logs_and_reprs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MONITOR_TOKEN", "tok-4f9a2c71e0")
+    assert cli.main(["--check-config"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["MONITOR_TOKEN"] == "***" and "tok-4f9a2c71e0" not in out
+    settings = load_settings(cwd=tmp_path)
+    assert settings.monitor_token == "tok-4f9a2c71e0" and "tok-4f9a2c71e0" in settings.secrets()
+    assert "tok-4f9a2c71e0" not in repr(settings)
 
 
 def test_check_config_prints_effective_settings_with_secrets_masked(tmp_path, monkeypatch, capsys):
