@@ -27,6 +27,7 @@ COMMANDS_OF = {  # module -> the commands it registers (daemon.py: the top-level
     "pauses": {"pause", "resume"},
     "jobs": {"jobs"},
     "networks": {"networks"},
+    "monitor": {"monitor"},
     "bench": {"bench"},
 }
 # what a cli module may import when it is loaded (the rest inside its handlers): the kernel, the settings, the

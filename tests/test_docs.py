@@ -276,7 +276,7 @@ def test_the_readmes_links_resolve_in_the_checkout_and_where_the_package_install
     base = "share/doc/likeastore-collector"
     installed = {f"{folder}/{Path(f).name}"[len(base) + 1 :] for folder, files in data_files.items() for f in files}
     assert all(f"{folder}/{Path(f).name}".endswith(f) for folder, files in data_files.items() for f in files)
-    pages = {str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md")}
+    pages = {str(p.relative_to(ROOT)) for p in [*DOCS.rglob("*.md"), *DOCS.glob("img/*.png")]}
     assert pages | {"README.md", "CHANGELOG.md"} == installed, "install every page, in the checkout's layout"
     links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README.read_text())
     assert links and all((ROOT / link).is_file() for link in links), links

@@ -59,8 +59,13 @@ def environment(uri: str, api: str) -> dict[str, str]:
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
+        # a session of its own: a Ctrl-C reaches the demo alone, which then stops each process once, cleanly
         return subprocess.Popen(
-            [sys.executable, "-m", "collector", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "collector", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 

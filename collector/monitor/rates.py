@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..sdk.redaction import clip
+
 SERIES = ("runs", "newItems", "requests", "notModified", "errors", "rateLimited")
 NOT_ERRORS = ("ok", "rateLimit")
 HISTORY_SECONDS = 15 * 60.0  # what the charts hold
@@ -39,7 +41,7 @@ def counters(doc: dict[str, Any]) -> dict[str, float]:
     since = since if isinstance(since, dict) else {}
     runs = since.get("runs")
     runs = runs if isinstance(runs, dict) else {}
-    by_status = {str(k)[:40]: number(v) for k, v in list(runs.items())[:MAX_KINDS]}
+    by_status = {clip(k, 40): number(v) for k, v in list(runs.items())[:MAX_KINDS]}
     out = {
         "runs": sum(by_status.values()),
         "newItems": number(since.get("newItems")),
@@ -81,7 +83,7 @@ class Rates:
             key, at = doc.get("_id"), doc.get("statsAt")
             if not isinstance(at, datetime):
                 continue
-            name = str(key)[:80]
+            name = clip(key, 80)
             present.add(name)
             self._follow(name, doc, at, now)
         for gone in set(self.seen) - present:

@@ -16,7 +16,7 @@ from .app import Monitor
 
 log = logging.getLogger("collector.monitor")
 
-TIMEOUTS_MS = {"serverSelectionTimeoutMS": 2000, "connectTimeoutMS": 2000, "socketTimeoutMS": 10_000}
+TIMEOUTS_MS = {"serverSelectionTimeoutMS": 5000, "connectTimeoutMS": 5000, "socketTimeoutMS": 10_000}
 
 
 class Counted(monitoring.CommandListener):
@@ -36,8 +36,8 @@ class Counted(monitoring.CommandListener):
 
 
 def client(uri: str, counted: Counted | None = None) -> Any:
-    """The monitor's own client: a read waits at most about two seconds for an unreachable server, so the page
-    hears of an outage quickly (a URI's own timeouts win)."""
+    """The monitor's own client: a read waits at most about five seconds for an unreachable server, so the page
+    hears of an outage within seconds, not the driver's default 30 (a URI's own timeouts win)."""
     from pymongo import MongoClient
 
     lowered = uri.lower()

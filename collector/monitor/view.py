@@ -12,12 +12,12 @@ from typing import Any
 
 from bson import json_util
 
-from ..engine.run import secrets_of
 from ..engine.store.control import Pause
 from ..ops import status
 from ..ops.networks import format_id, masked, state_of
-from ..sdk.redaction import MASK, MIN_LENGTH, clip
+from ..sdk.redaction import MASK, MIN_LENGTH, clip, secret_values
 from ..sdk.timeutil import as_utc
+from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
 from .rates import SERIES
 
@@ -39,7 +39,8 @@ def text(value: Any, limit: int = status.MAX_TEXT, hidden: tuple[str, ...] = ())
 def own_secrets(doc: dict[str, Any]) -> tuple[str, ...]:
     """A network's own credentials (top level and nested under secret names), longest first: a server that
     echoed one into an error message, or a program that wrote one anywhere, shows it masked."""
-    return tuple(sorted({s for s in secrets_of(doc) if len(s) >= MIN_LENGTH}, key=len, reverse=True))
+    found = [doc.get(name) for name in SECRET_FIELDS] + secret_values(doc)
+    return tuple(sorted({s for s in found if isinstance(s, str) and len(s) >= MIN_LENGTH}, key=len, reverse=True))
 
 
 def when(value: Any) -> datetime | None:
@@ -69,7 +70,7 @@ def collector(doc: dict[str, Any], now: datetime, heartbeat_seconds: float, poin
     held = doc.get("process")
     process: dict[str, Any] = held if isinstance(held, dict) else {}
     scope = seen["services"]
-    name = str(doc.get("_id"))[:80]
+    name = clip(doc.get("_id"), 80)  # as rates.py names it
     rates = point["by"].get(name) or dict.fromkeys(SERIES, 0.0)
     return {
         "id": seen["instance"],

@@ -266,7 +266,7 @@ SETTINGS: tuple[Setting, ...] = (
         kinds.POSITIVE_SECONDS,
         "1",
         "Each running collector writes its live stats (collectors collection) this often, for the monitor page.",
-        details="The monitor (collector monitor) reads them, so its numbers are at most about a second old; one "
+        details="`collector monitor` reads them every second, so its numbers are at most about two seconds old; one "
         "small upsert per collector each time.",
     ),
     Setting(
@@ -290,15 +290,16 @@ SETTINGS: tuple[Setting, ...] = (
         "monitor_host",
         kinds.HOST,
         "127.0.0.1",
-        "The address the monitor page (collector monitor) listens on; another host needs 0.0.0.0 and a firewall.",
+        "The address `collector monitor` listens on (127.0.0.1: this machine only).",
+        details="To open the page to others, put a proxy with TLS in front of it (docs/monitor.md).",
         reload=KEPT,
     ),
     Setting(
         "MONITOR_PORT",
         "monitor_port",
-        kinds.PORT,
+        kinds.LISTEN_PORT,
         "8089",
-        "The port the monitor page (collector monitor) listens on.",
+        "The port `collector monitor` listens on.",
         reload=KEPT,
     ),
     Setting(

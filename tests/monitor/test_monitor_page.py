@@ -6,6 +6,7 @@ database is said and recovered from. The last test leaves a screenshot (SCREENSH
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -117,6 +118,12 @@ def points(driver, series: str) -> int:
     )
 
 
+def rate(driver, name: str) -> float:
+    """An aggregated rate as the page shows it ("5.96/s")."""
+    shown = re.match(r"[\d.]+", text(driver, f'#rates [data-rate="{name}"]'))
+    return float(shown.group()) if shown else 0.0
+
+
 def open_page(driver, fleet) -> None:
     driver.get(fleet.url)
     driver.execute_script("window.notReloaded = true")
@@ -130,7 +137,7 @@ def test_the_fleet_and_its_rates_appear_and_change_without_a_reload(fleet, brows
         lambda: count(browser, rows.format("box-initial")) and count(browser, rows.format("box-normal")), timeout=60
     )
     uptime = text(browser, rows.format("box-normal") + " .uptime")
-    wait_until(lambda: float(text(browser, '#rates [data-rate="runs"]') or 0) > 0, timeout=60)
+    wait_until(lambda: rate(browser, "runs") > 0, timeout=60)
     wait_until(lambda: text(browser, rows.format("box-normal") + " .uptime") != uptime, timeout=30)
     first = points(browser, "runs")
     wait_until(lambda: points(browser, "runs") >= first + 3, timeout=30)
@@ -206,7 +213,7 @@ def test_the_page_says_when_the_monitor_loses_the_database_and_recovers(fleet, b
     wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=60)
     first = points(browser, "runs")
     wait_until(lambda: points(browser, "runs") > first, timeout=60)
-    wait_until(lambda: float(text(browser, '#rates [data-rate="runs"]') or 0) > 0, timeout=90)
+    wait_until(lambda: rate(browser, "runs") > 0, timeout=90)
     assert browser.execute_script("return window.notReloaded") is True
     shot = fleet.tmp / "monitor.png"
     browser.save_screenshot(str(shot))
