@@ -30,7 +30,7 @@ from ..sdk.timeutil import utcnow
 from ..textout import printable
 from . import actions, reading, view
 from .httpd import Answer, Request, Server, event
-from .rates import Rates
+from .rates import Rates, slim
 
 log = logging.getLogger("collector.monitor")
 
@@ -173,9 +173,10 @@ class Monitor:
                 "refreshes": self.reads,
                 "commands": self.commands() if self.commands else None,
             },
-            "fleet": self.fleet,
+            "fleet": self.fleet[: view.MAX_ROWS],
+            "fleetCount": len(self.fleet),
             "rates": {**last["total"], "errorsByKind": last["kinds"]},
-            "point": {k: last[k] for k in ("t", "total", "by")} if point is not None else None,
+            "point": slim(point) if point is not None else None,
             "work": self.work,
         }
         self.snapshot = dumps(snapshot)

@@ -26,6 +26,7 @@ HISTORY_SECONDS = 15 * 60.0  # what the charts hold
 MAX_POINTS = 3600  # and never more points than this, however often the monitor refreshes
 STALE_AFTER = 5.0  # seconds without a new write before a collector's rates stop counting
 MAX_KINDS = 20  # error kinds followed per collector (a kind is any text a document holds)
+MAX_LINES = 24  # collectors with a line of their own in the history (the rest count in the totals)
 
 
 def number(value: Any) -> float:
@@ -89,7 +90,7 @@ class Rates:
         for gone in set(self.seen) - present:
             del self.seen[gone]
         point = self._point(now)
-        self.points.append({k: point[k] for k in ("t", "total", "by")})
+        self.points.append(slim(point))
         while self.points and self.points[0]["t"] < now - HISTORY_SECONDS:
             self.points.popleft()
         return point
@@ -134,3 +135,10 @@ class Rates:
 
     def history(self) -> list[dict[str, Any]]:
         return list(self.points)
+
+
+def slim(point: dict[str, Any]) -> dict[str, Any]:
+    """A point as the charts keep it: the totals, and the lines of at most MAX_LINES collectors (by name), so the
+    history stays small however many collector documents the database holds."""
+    lines = dict(sorted(point["by"].items())[:MAX_LINES])
+    return {"t": point["t"], "total": point["total"], "by": lines}

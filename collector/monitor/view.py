@@ -24,6 +24,7 @@ from .rates import SERIES
 MESSAGE = 300  # characters of an error message
 FIELD = 2000  # characters of one field in the drill-down
 RUNNING = 20  # networks shown per collector (the document may list thousands)
+MAX_ROWS = 200  # collectors sent to the page (the alive ones first); `fleetCount` says how many there are
 MIN_STALE = 3.0  # seconds: never call a collector stale sooner
 
 

@@ -196,6 +196,13 @@ def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(
     wait_until(lambda: text(browser, "#action-result").startswith("resumed"), timeout=30)
     wait_until(lambda: fleet.fake.requests > before + 4, timeout=60)
     assert fleet.db.control.count_documents({}) == 0
+    # a network found by its user, enabled from its row: the same change as `collector networks enable`
+    browser.find_element("css selector", "#search-q").send_keys(HOSTILE_USER)
+    click(browser, "#search button, #search [type=submit]")
+    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=30)
+    click(browser, '#networks tbody tr[data-network] [data-action="enable"]')
+    wait_until(lambda: "cleared disabled" in text(browser, "#action-result"), timeout=30)
+    assert fleet.db.networks.find_one({"user": HOSTILE_USER}).get("disabled") is None
     refused = [m for m in severe(browser) if "403" not in m]
     assert refused == [] and browser.execute_script("return window.__violations") == []
 

@@ -94,3 +94,15 @@ def test_counters_of_any_document_are_finite_non_negative_numbers():
     assert counters({"sinceStart": "junk"})["runs"] == 0
     many = {"sinceStart": {"runs": {f"kind{n}": 1 for n in range(1000)}}}
     assert counters(many)["runs"] == 20  # at most MAX_KINDS kinds followed
+
+
+def test_the_history_keeps_lines_for_a_bounded_number_of_collectors_and_every_one_in_the_totals():
+    from collector.monitor.rates import MAX_LINES
+
+    rates = Rates()
+    many = 300
+    rates.update([doc(f"c{n:03}", 0, {"ok": 0}) for n in range(many)], now=0.0)
+    point = rates.update([doc(f"c{n:03}", 1, {"ok": 1}) for n in range(many)], now=1.0)
+    assert point["total"]["runs"] == many and len(point["by"]) == many
+    (kept,) = rates.history()[-1:]
+    assert len(kept["by"]) == MAX_LINES and kept["total"]["runs"] == many

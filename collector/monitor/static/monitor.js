@@ -469,10 +469,12 @@
       toggle(alive, "good", f.alive !== false);
     });
     const live = fleet.filter((f) => f && f.alive !== false).length;
-    setText($("#fleet-count"), fleet.length + " collectors, " + live + " alive");
+    const total = Number.isFinite(snap.fleetCount) ? Math.max(snap.fleetCount, fleet.length) : fleet.length;
+    const unsent = total - fleet.length; // the monitor sends the first 200 (the alive ones first)
+    setText($("#fleet-count"), total + " collectors, " + live + (unsent ? "+" : "") + " alive");
     const more = $("#fleet-more");
-    more.hidden = hidden === 0;
-    setText(more, hidden ? "+" + hidden + " more collectors not shown" : "");
+    more.hidden = hidden + unsent === 0;
+    setText(more, hidden + unsent ? "+" + (hidden + unsent) + " more collectors not shown" : "");
   }
 
   // ---------- work ----------
