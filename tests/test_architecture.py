@@ -187,7 +187,9 @@ def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
                 continue
             allowed = ROOMS[room]
             assert (
-                name == "collector" and room in ("daemon", "monitor") or any(name == a or name.startswith(a + ".") for a in allowed)
+                name == "collector"
+                and room in ("daemon", "monitor")
+                or any(name == a or name.startswith(a + ".") for a in allowed)
             ), f"{path.relative_to(ROOT)} ({room}) may not import {name}"
 
 

@@ -34,6 +34,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not 0 <= port <= 65535:
         complain(f"--port {port} is not a port (0 to 65535)")
         return EXIT_USAGE
+    if not host.strip():
+        complain("--host is empty: name the address to listen on (127.0.0.1: this machine only)")
+        return EXIT_USAGE
     setup_logging(settings.log_level, settings.log_format)
     counted = serve.Counted()
     db = serve.client(settings.mongodb_uri, counted).get_default_database(DATABASE)

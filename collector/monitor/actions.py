@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from ..ops import networks, pauses
 from ..textout import printable
 from .httpd import Answer, Request
 
+log = logging.getLogger("collector.monitor")
 HEADER = "x-monitor-token"
 MODES = (None, "initial", "normal")
 PATHS = ("/api/pause", "/api/resume", "/api/networks/enable", "/api/networks/reset")
@@ -41,12 +43,35 @@ def refusal(request: Request, token: str) -> Answer | None:
         return Answer.json(404, {"ok": False, "message": "no such action"})
     if not token:
         return Answer.json(403, {"ok": False, "message": "read-only: no MONITOR_TOKEN is configured"})
-    sent = request.headers.get(HEADER, "")
-    if not hmac.compare_digest(sent.encode("utf-8", "replace"), token.encode("utf-8")):
+    sent = request.headers.get(HEADER, "").encode("latin-1", "replace")  # the bytes as sent (read as latin-1)
+    if not hmac.compare_digest(sent, token.encode("utf-8")):
         return Answer.json(403, {"ok": False, "message": "refused: the X-Monitor-Token header is missing or wrong"})
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         return Answer.json(415, {"ok": False, "message": "send JSON (Content-Type: application/json)"})
     return None
+
+
+@dataclass
+class Refusals:
+    """Refused attempts, logged as one line at most every EVERY seconds (a script trying tokens cannot flood the
+    log, and the operator still hears of it)."""
+
+    EVERY = 60.0
+    count: int = 0
+    logged_at: float = float("-inf")
+
+    def note(self, request: Request, answer: Answer, now: float) -> None:
+        self.count += 1
+        if now - self.logged_at < self.EVERY:
+            return
+        reason = json.loads(answer.body).get("message", "")
+        log.warning(
+            "monitor: %d action(s) refused since the last report; the last from %s: %s",
+            self.count,
+            printable(request.peer),
+            reason,
+        )
+        self.count, self.logged_at = 0, now
 
 
 @dataclass
@@ -59,8 +84,8 @@ class Action:
 def parse(request: Request) -> Action:
     try:
         body = json.loads(request.body or b"{}")
-    except ValueError:
-        raise Invalid("the body is not JSON") from None
+    except (ValueError, RecursionError):
+        raise Invalid("the body is not JSON (or nested too deep)") from None
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
     by = f"monitor ({request.peer})"
@@ -79,11 +104,14 @@ def parse(request: Request) -> Action:
 
 
 def scope(body: dict[str, Any]) -> tuple[str | None, str | None]:
-    mode = body.get("mode") or None
-    if mode not in MODES:
+    """The mode and service an action names; absent, null or "" is every one, anything else must be a name."""
+    mode = body.get("mode")
+    if mode not in (*MODES, ""):
         raise Invalid("mode is initial, normal, or empty for every mode")
-    service = text_field(body, "service", 100) or None
-    return mode, service
+    service = body.get("service")
+    if service not in (None, "") and (not isinstance(service, str) or not service.strip() or len(service) > 100):
+        raise Invalid("service is a service's name (at most 100 characters), or empty for every service")
+    return mode or None, (service.strip() if service else None)
 
 
 def text_field(body: dict[str, Any], name: str, limit: int) -> str:

@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Any
 
 import orjson
+from pymongo.errors import ConnectionFailure
 
 from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
@@ -76,9 +77,9 @@ class Database:
 
     def failed(self, reason: str, now: datetime) -> None:
         if self.ok:
-            log.warning("monitor: cannot read MongoDB (%s); retrying every second", reason)
+            log.warning("monitor: %s; retrying every second", reason)
         self.ok, self.since = False, self.since or now
-        self.error = printable(clip(f"cannot reach MongoDB ({reason})", 300))
+        self.error = printable(clip(reason, 300))
 
     def reached(self) -> None:
         if not self.ok:
@@ -110,12 +111,15 @@ class Monitor:
         self.describe = describe  # a database error in one line, the URI's password masked
         self.allowed_hosts, self.clock = allowed_hosts, clock
         self.commands = commands  # the database commands sent since the start, when counted
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="monitor-db")
+        # the refresh has a database thread of its own: no search or action, however many, delays it
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="monitor-refresh")
+        self.requests = ThreadPoolExecutor(1, thread_name_prefix="monitor-requests")
         self.queued = 0
         self.server = Server(self.handle)
         self.rates = Rates()
         self.cadence = reading.Cadence(REFRESH)
         self.database = Database()
+        self.refusals = actions.Refusals()
         self.files = static_files()
         self.fleet: list[dict[str, Any]] = []
         self.work: dict[str, Any] | None = None
@@ -138,8 +142,13 @@ class Monitor:
         loop = asyncio.get_running_loop()
         try:
             docs, work = await loop.run_in_executor(self.pool, self.read, now)
-        except Exception as exc:  # PyMongoError, or a document no code expected: the page says so
-            self.database.failed(self.describe(exc), now)
+        except ConnectionFailure as exc:  # unreachable, or not answering in time
+            self.database.failed(f"cannot reach MongoDB ({self.describe(exc)})", now)
+            self.publish(now, None)
+            return
+        except Exception as exc:  # a command refused, a document no code expected: said as what it is
+            log.warning("monitor: reading MongoDB failed", exc_info=True)
+            self.database.failed(f"cannot read MongoDB ({type(exc).__name__}: {self.describe(exc)})", now)
             self.publish(now, None)
             return
         self.database.reached()
@@ -153,7 +162,7 @@ class Monitor:
     def read(self, now: datetime) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """On the database thread: the fleet every time, the work when its cadence says so."""
         self.reads += 1
-        docs = reading.read_fleet(self.db)
+        docs = reading.read_fleet(self.db, now)
         if not self.cadence.due(time.monotonic()):
             return docs, None
         started = time.monotonic()
@@ -217,7 +226,7 @@ class Monitor:
             raise actions.Busy()
         self.queued += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.pool, work)
+            return await asyncio.get_running_loop().run_in_executor(self.requests, work)
         finally:
             self.queued -= 1
 
@@ -237,12 +246,14 @@ class Monitor:
 
     async def act(self, request: Request) -> Answer:
         refused = actions.refusal(request, self.token)
+        if refused is None:
+            try:
+                action = actions.parse(request)
+            except actions.Invalid as bad:
+                refused = Answer.json(400, {"ok": False, "message": str(bad)})
         if refused is not None:
+            self.refusals.note(request, refused, time.monotonic())
             return refused
-        try:
-            action = actions.parse(request)
-        except actions.Invalid as bad:
-            return Answer.json(400, {"ok": False, "message": str(bad)})
         try:
             ok, message = await self.on_db(lambda: action.run(self.db, self.clock()))
         except actions.Busy:
@@ -264,3 +275,4 @@ class Monitor:
             await refreshing
             await self.server.close()
             self.pool.shutdown(wait=False, cancel_futures=True)
+            self.requests.shutdown(wait=False, cancel_futures=True)

@@ -54,6 +54,7 @@ REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
+    409: "Conflict",
     411: "Length Required",
     413: "Content Too Large",
     415: "Unsupported Media Type",
@@ -100,17 +101,23 @@ class Server:
     """Serve `handler` on host:port; `broadcast(data)` sends `data` to every open event stream."""
 
     handler: Handler
-    connections: int = 0
+    open: set[asyncio.StreamWriter] = field(default_factory=set)  # every connection held, streams included
     streams: set[asyncio.StreamWriter] = field(default_factory=set)
     server: asyncio.base_events.Server | None = None
+
+    @property
+    def connections(self) -> int:
+        return len(self.open)
 
     async def start(self, host: str, port: int) -> int:
         self.server = await asyncio.start_server(self.serve, host, port, limit=HEAD_LIMIT, backlog=128)
         return self.server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        for writer in list(self.streams):
-            writer.close()
+        if self.server is not None:
+            self.server.close()  # no new connection
+        for writer in list(self.open):
+            cut(writer)
         if self.server is not None:
             self.server.close()
             with contextlib.suppress(Exception):
@@ -120,34 +127,38 @@ class Server:
         for writer in list(self.streams):
             if writer.is_closing() or writer.transport.get_write_buffer_size() > STREAM_BACKLOG:
                 self.streams.discard(writer)
-                writer.close()
+                cut(writer)  # what it did not read is dropped with it: memory and descriptor come back now
                 continue
             writer.write(data)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:
-            await self._answer(writer, Answer.json(503, {"ok": False, "message": "too many connections"}))
-            return
-        self.connections += 1
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        if self.connections >= MAX_CONNECTIONS:
+            writer.write(answer_bytes(Answer.json(503, {"ok": False, "message": "too many connections"})))
+            cut(writer, gently=True)
+            return
+        self.open.add(writer)
         try:
             await self._exchange(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client went away, or the monitor is stopping
         except Exception:
             log.exception("monitor: a request failed")
         finally:
-            self.connections -= 1
+            self.open.discard(writer)
             self.streams.discard(writer)
-            writer.close()
+            cut(writer, gently=True)
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(read_request(reader, peer(writer)), REQUEST_TIMEOUT)
         except BadRequest as bad:
             await self._answer(writer, Answer.json(bad.status, {"ok": False, "message": str(bad)}))
+            return
+        except TimeoutError:
+            await self._answer(writer, Answer.json(408, {"ok": False, "message": "the request came too slowly"}))
             return
         answer = await self.handler(request)
         if answer.stream is None:
@@ -162,9 +173,22 @@ class Server:
             pass
 
     async def _answer(self, writer: asyncio.StreamWriter, answer: Answer) -> None:
-        writer.write(head(answer.status, answer.content_type, len(answer.body)) + answer.body)
+        writer.write(answer_bytes(answer))
         with contextlib.suppress(ConnectionError, TimeoutError):
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+
+
+def answer_bytes(answer: Answer) -> bytes:
+    return head(answer.status, answer.content_type, len(answer.body)) + answer.body
+
+
+def cut(writer: asyncio.StreamWriter, gently: bool = False) -> None:
+    """Close a connection. What its client has not read yet is dropped (an abort), unless `gently` and it is all
+    sent: a close alone would keep the buffer, and the descriptor, for as long as the client does not read."""
+    if gently and not writer.transport.get_write_buffer_size():
+        writer.close()
+    else:
+        writer.transport.abort()
 
 
 def peer(writer: asyncio.StreamWriter) -> str:
@@ -193,17 +217,21 @@ async def read_request(reader: asyncio.StreamReader, who: str) -> Request:
     if method == "POST":
         body = await read_body(reader, headers)
     parts = urlsplit(target)
-    return Request(method, parts.path, parse_qs(parts.query, max_num_fields=20), headers, body, who)
+    try:
+        query = parse_qs(parts.query, max_num_fields=20)
+    except ValueError:
+        raise BadRequest(400, "at most 20 query fields") from None
+    return Request(method, parts.path, query, headers, body, who)
 
 
 async def read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
     if "transfer-encoding" in headers:
         raise BadRequest(411, "send a Content-Length")
-    try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise BadRequest(400, "bad Content-Length") from None
-    if not 0 <= length <= BODY_LIMIT:
+    text = headers.get("content-length", "0")
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise BadRequest(400, "bad Content-Length")
+    length = int(text)
+    if length > BODY_LIMIT:
         raise BadRequest(413, f"a body of at most {BODY_LIMIT} bytes")
     return await reader.readexactly(length)
 

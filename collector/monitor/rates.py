@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..ops import status
 from ..sdk.redaction import clip
 
 SERIES = ("runs", "newItems", "requests", "notModified", "errors", "rateLimited")
@@ -26,7 +27,7 @@ HISTORY_SECONDS = 15 * 60.0  # what the charts hold
 MAX_POINTS = 3600  # and never more points than this, however often the monitor refreshes
 STALE_AFTER = 5.0  # seconds without a new write before a collector's rates stop counting
 MAX_KINDS = 20  # error kinds followed per collector (a kind is any text a document holds)
-MAX_LINES = 24  # collectors with a line of their own in the history (the rest count in the totals)
+MAX_LINES = 12  # collectors with a line of their own in the history, the live ones first (all count in the totals)
 
 
 def number(value: Any) -> float:
@@ -84,7 +85,7 @@ class Rates:
             key, at = doc.get("_id"), doc.get("statsAt")
             if not isinstance(at, datetime):
                 continue
-            name = clip(key, 80)
+            name = status.text(key)  # the collector's id as the page shows it (view.py): printable, cut
             present.add(name)
             self._follow(name, doc, at, now)
         for gone in set(self.seen) - present:
@@ -115,7 +116,8 @@ class Rates:
         by: dict[str, dict[str, float]] = {}
         cpu: dict[str, float] = {}
         kinds: dict[str, float] = {}
-        for name, seen in self.seen.items():
+        live_first = sorted(self.seen.items(), key=lambda item: (now - item[1].written > STALE_AFTER, item[0]))
+        for name, seen in live_first:
             fresh = now - seen.written <= STALE_AFTER
             rates = seen.rates if fresh else {}
             by[name] = {s: round(rates.get(s, 0.0), 3) for s in SERIES}
@@ -138,7 +140,7 @@ class Rates:
 
 
 def slim(point: dict[str, Any]) -> dict[str, Any]:
-    """A point as the charts keep it: the totals, and the lines of at most MAX_LINES collectors (by name), so the
-    history stays small however many collector documents the database holds."""
-    lines = dict(sorted(point["by"].items())[:MAX_LINES])
+    """A point as the charts keep it: the totals, and the lines of at most MAX_LINES collectors (the live ones
+    first, then by name), so the history stays small however many collector documents the database holds."""
+    lines = dict(list(point["by"].items())[:MAX_LINES])
     return {"t": point["t"], "total": point["total"], "by": lines}

@@ -12,14 +12,13 @@ the page (view.py does that).
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..engine.store import due_query
 from ..engine.store.control import read as read_pause
 from ..ops import status
 from ..ops.networks import AdminError, find
-from ..sdk.validate import SECRET_FIELDS
 
 MAX_COLLECTORS = 1000  # a fleet is tens; the newest heartbeats first, so a flood of junk cannot hide them
 BEHIND = 10  # networks most behind, per mode
@@ -35,12 +34,14 @@ NETWORK_FIELDS = {
     "lastError": 1,
     "disabled": 1,
     "leaseUntil": 1,
-    **dict.fromkeys(SECRET_FIELDS, 1),  # read only to mask them where a message repeats them (view.py)
 }
 
 
-def read_fleet(db: Any) -> list[dict[str, Any]]:
-    return list(db.collectors.find({}, FLEET_FIELDS).sort("heartbeatAt", -1).limit(MAX_COLLECTORS))
+def read_fleet(db: Any, now: datetime) -> list[dict[str, Any]]:
+    """The collectors' documents, the latest heartbeats first; none dated in the future (a wrong clock or junk
+    there cannot push the real fleet past the limit)."""
+    recent = {"heartbeatAt": {"$lte": now + timedelta(seconds=status.MAX_SKEW)}}
+    return list(db.collectors.find(recent, FLEET_FIELDS).sort("heartbeatAt", -1).limit(MAX_COLLECTORS))
 
 
 def read_work(db: Any, now: datetime) -> dict[str, Any]:
@@ -61,10 +62,9 @@ def read_work(db: Any, now: datetime) -> dict[str, Any]:
             for mode in modes
             for n in db.networks.find(due_query(mode, now), NETWORK_FIELDS).sort("scheduledTo", 1).limit(BEHIND)
         ],
+        # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(
-            db.networks.find({"lastError": {"$type": "object"}}, NETWORK_FIELDS)
-            .sort("lastError.at", -1)
-            .limit(RECENT_ERRORS)
+            db.networks.find({"lastError": {"$type": "object"}}).sort("lastError.at", -1).limit(RECENT_ERRORS)
         ),
     }
 

@@ -42,7 +42,14 @@ def client(uri: str, counted: Counted | None = None) -> Any:
 
     lowered = uri.lower()
     options: dict[str, Any] = {k: v for k, v in TIMEOUTS_MS.items() if k.lower() not in lowered}
-    return MongoClient(uri, tz_aware=True, event_listeners=[counted] if counted else [], **options)
+    return MongoClient(
+        uri,
+        tz_aware=True,
+        event_listeners=[counted] if counted else [],
+        datetime_conversion="DATETIME_AUTO",  # a date out of Python's range is read, not an error for the page
+        unicode_decode_error_handler="replace",  # so is a string another program wrote as invalid UTF-8
+        **options,
+    )
 
 
 def monitor_for(db: Any, settings: Settings, counted: Counted | None = None) -> Monitor:

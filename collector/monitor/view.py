@@ -71,7 +71,7 @@ def collector(doc: dict[str, Any], now: datetime, heartbeat_seconds: float, poin
     held = doc.get("process")
     process: dict[str, Any] = held if isinstance(held, dict) else {}
     scope = seen["services"]
-    name = clip(doc.get("_id"), 80)  # as rates.py names it
+    name = status.text(doc.get("_id"))  # as rates.py names it
     rates = point["by"].get(name) or dict.fromkeys(SERIES, 0.0)
     return {
         "id": seen["instance"],

@@ -50,7 +50,7 @@ def test_the_demo_fleet_goes_live_with_the_monitor_and_one_ctrl_c_stops_it_all(t
     try:
         live = wait_until(
             lambda: (
-                (s := snapshot(port))["database"]["ok"]
+                (s := snapshot(port)).get("database", {}).get("ok")  # {} before the first refresh
                 and sum(c["alive"] for c in s["fleet"]) == 2
                 and s["work"]["items"]["total"] > 0
                 and s

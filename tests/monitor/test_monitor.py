@@ -135,6 +135,7 @@ def test_hostile_documents_reach_the_page_as_bounded_printable_text_with_secrets
             "_id": HOSTILE * 50,
             "mode": HOSTILE,
             "host": HOSTILE,
+            "heartbeatAt": at,
             "version": {"$x": 1},
             "statsAt": at,
             "running": [{"network": HOSTILE, "user": HOSTILE * 100}] * 5000,
@@ -230,3 +231,59 @@ def test_the_database_thread_takes_a_bounded_queue_of_requests(db):
     assert status == 503 and db.control.count_documents({}) == 0
     with pytest.raises(actions.Busy):
         asyncio.run(monitor.on_db(lambda: None))
+
+
+def test_junk_collector_documents_dated_in_the_future_cannot_hide_the_fleet(db, monkeypatch):
+    from collector.monitor import reading
+
+    monkeypatch.setattr(reading, "MAX_COLLECTORS", 5)
+    at = now()
+    db.collectors.insert_many(
+        [{"_id": f"junk{n}", "heartbeatAt": datetime(9999, 1, 1, tzinfo=UTC), "statsAt": at} for n in range(20)]
+    )
+    db.collectors.insert_one({"_id": "real", "mode": "normal", "heartbeatAt": at, "statsAt": at})
+    assert [row["id"] for row in snapshot(make(db))["fleet"]] == ["real"]
+
+
+def test_a_credential_nested_anywhere_in_a_network_is_masked_in_the_errors_table(db):
+    db.networks.insert_one(
+        {
+            "user": "a@x",
+            "service": "github",
+            "oauth": {"token": "nested-credential-12345", "password": "pass-word-6789"},
+            "lastError": {"kind": "network", "message": "sent nested-credential-12345 and pass-word-6789", "at": now()},
+        }
+    )
+    (error,) = snapshot(make(db))["work"]["errors"]
+    assert error["message"] == "sent *** and ***"
+
+
+def test_actions_take_only_a_mode_and_a_service_by_name_and_refusals_are_logged_once_a_minute(db, caplog):
+    monitor = make(db, TOKEN)
+    for body in ({"mode": 0}, {"mode": "normal", "service": "   "}, {"service": 5}, {"mode": ["normal"]}):
+        status, _ = answer(monitor, request("/api/pause", body, TOKEN))
+        assert status == 400, body
+    assert db.control.count_documents({}) == 0
+    with caplog.at_level("WARNING", logger="collector.monitor"):
+        for _ in range(5):
+            answer(monitor, request("/api/pause", {"mode": "normal"}, "guess"))
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 1 and "from 127.0.0.1" in refused[0]
+
+
+def test_a_token_outside_ascii_is_compared_as_the_bytes_a_browser_sends(db):
+    token = "jeton-éèà-0123456789"
+    monitor = make(db, token)
+    sent = token.encode("utf-8").decode("latin-1")  # how the server reads the header's bytes
+    assert answer(monitor, request("/api/pause", {"mode": "normal"}, sent))[0] == 200
+
+
+def test_the_monitors_client_reads_any_date_and_any_string_another_program_wrote():
+    from bson.codec_options import DatetimeConversion
+
+    from collector.monitor import serve
+
+    client = serve.client("mongodb://127.0.0.1:1/likeastore")
+    assert client.codec_options.datetime_conversion == DatetimeConversion.DATETIME_AUTO
+    assert client.codec_options.unicode_decode_error_handler == "replace"
+    client.close()
