@@ -118,4 +118,5 @@ class Cadence:
         return now >= self.next_at
 
     def took(self, seconds: float, now: float) -> None:
-        self.next_at = now + min(max(self.every, self.SHARE * seconds), self.MAX_WORK_EVERY) - self.every / 2
+        wait = min(max(self.every, self.SHARE * seconds), self.MAX_WORK_EVERY)
+        self.next_at = now + wait - self.every / 2  # half a refresh early: a quick read is due at the next one

@@ -287,3 +287,16 @@ def test_the_monitors_client_reads_any_date_and_any_string_another_program_wrote
     assert client.codec_options.datetime_conversion == DatetimeConversion.DATETIME_AUTO
     assert client.codec_options.unicode_decode_error_handler == "replace"
     client.close()
+
+
+def test_the_work_is_read_every_refresh_while_quick_and_at_most_a_tenth_of_the_time_when_slow():
+    from collector.monitor.reading import Cadence
+
+    cadence = Cadence(1.0)
+    assert cadence.due(0.0)
+    cadence.took(0.05, now=0.05)  # quick: due again at the next refresh, a second later
+    assert cadence.due(1.05)
+    cadence.took(2.0, now=3.0)  # two seconds to read: not again for twenty
+    assert not cadence.due(3.0 + 19.0) and cadence.due(3.0 + 20.0)
+    cadence.took(30.0, now=100.0)  # never less often than once a minute
+    assert cadence.due(100.0 + Cadence.MAX_WORK_EVERY)
