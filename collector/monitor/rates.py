@@ -1,9 +1,10 @@
 """Rates per second from the collectors' cumulative counters, and the last minutes of them for the charts.
 
 Every collector writes its counters since its start (`sinceStart`, `process.cpuSeconds`) with the time it wrote
-them (`statsAt`, its own clock) about every second. A rate is the difference of two successive writes over the
-difference of their `statsAt`: cumulative counters make a missed read cost nothing (the next difference covers
-it), and one collector's clock is only ever compared with itself. A restart (another `startedAt`) or a counter
+them (`statsAt`, its own clock) about every second. A rate is the difference between its latest write and the one
+WINDOW seconds before, over the difference of their `statsAt`: cumulative counters make a missed read cost nothing
+(the next difference covers it), one collector's clock is only ever compared with itself, and a fleet whose work
+comes in bursts (every network scheduled at once) shows a steady figure rather than 40, 0, 0, 0, 0. A restart (another `startedAt`) or a counter
 that went down starts the collector afresh. A collector whose counters have not moved on for `STALE_AFTER`
 seconds of the monitor's clock counts for nothing in the totals (it is dead, or its loop is stuck).
 
@@ -27,6 +28,8 @@ HISTORY_SECONDS = 15 * 60.0  # what the charts hold
 MAX_POINTS = 3600  # and never more points than this, however often the monitor refreshes
 STALE_AFTER = 5.0  # seconds without a new write before a collector's rates stop counting
 MAX_KINDS = 20  # error kinds followed per collector (a kind is any text a document holds)
+WINDOW = 5.0  # seconds of a collector's own clock a rate is taken over: steady figures from bursty work
+MAX_SAMPLES = 64  # writes kept per collector within the window, however often it writes
 MAX_LINES = 12  # collectors with a line of their own in the history, the live ones first (all count in the totals)
 
 
@@ -60,13 +63,20 @@ def counters(doc: dict[str, Any]) -> dict[str, float]:
 
 @dataclass
 class Seen:
-    """What the monitor last read of one collector."""
+    """What the monitor read of one collector: its writes of the last WINDOW seconds (the latest last)."""
 
     started: Any
-    at: datetime
-    counters: dict[str, float]
+    samples: deque[tuple[datetime, dict[str, float]]]
     rates: dict[str, float] = field(default_factory=dict)
     written: float = 0.0  # the monitor's clock (seconds) when the collector last wrote them
+
+    @property
+    def at(self) -> datetime:
+        return self.samples[-1][0]
+
+    @classmethod
+    def first(cls, started: Any, at: datetime, counters: dict[str, float], now: float) -> Seen:
+        return cls(started, deque([(at, counters)], maxlen=MAX_SAMPLES), written=now)
 
 
 @dataclass
@@ -97,20 +107,26 @@ class Rates:
         return point
 
     def _follow(self, name: str, doc: dict[str, Any], at: datetime, now: float) -> None:
+        """The collector's new write: its rates over the last WINDOW seconds of its own clock (or since the
+        oldest write kept, when it has not written for that long)."""
         current = counters(doc)
         started = doc.get("startedAt")
-        before = self.seen.get(name)
-        if before is None or before.started != started or at < before.at:
-            self.seen[name] = Seen(started, at, current, written=now)
+        seen = self.seen.get(name)
+        if seen is None or seen.started != started or at < seen.at:
+            self.seen[name] = Seen.first(started, at, current, now)
             return
-        elapsed = (at - before.at).total_seconds()
-        if elapsed <= 0:
+        if at == seen.at:
             return  # not written again since the last read: the last rates stand (until STALE_AFTER)
-        if any(current.get(k, 0.0) < v for k, v in before.counters.items()):
-            self.seen[name] = Seen(started, at, current, written=now)  # counters went back: start afresh
+        if any(current.get(k, 0.0) < v for k, v in seen.samples[-1][1].items()):
+            self.seen[name] = Seen.first(started, at, current, now)  # counters went back: start afresh
             return
-        rates = {k: (current[k] - before.counters.get(k, 0.0)) / elapsed for k in current}
-        self.seen[name] = Seen(started, at, current, rates, written=now)
+        seen.samples.append((at, current))
+        while len(seen.samples) > 2 and (at - seen.samples[1][0]).total_seconds() >= WINDOW:
+            seen.samples.popleft()  # the oldest write kept is the last one at least WINDOW seconds back
+        since, then = seen.samples[0]
+        elapsed = (at - since).total_seconds()
+        seen.rates = {k: (current[k] - then.get(k, 0.0)) / elapsed for k in current}
+        seen.written = now
 
     def _point(self, now: float) -> dict[str, Any]:
         by: dict[str, dict[str, float]] = {}

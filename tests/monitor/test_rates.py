@@ -106,3 +106,16 @@ def test_the_history_keeps_lines_for_a_bounded_number_of_collectors_and_every_on
     assert point["total"]["runs"] == many and len(point["by"]) == many
     (kept,) = rates.history()[-1:]
     assert len(kept["by"]) == MAX_LINES and kept["total"]["runs"] == many
+
+
+def test_bursty_work_gives_a_steady_rate_over_the_window():
+    from collector.monitor.rates import WINDOW
+
+    rates = Rates()
+    runs, seen = 0, []
+    for second in range(30):
+        runs += 40 if second % 5 == 0 else 0  # a burst of 40 runs every five seconds: 8 runs a second
+        point = rates.update([doc("a", second, {"ok": runs})], now=float(second))
+        if second > WINDOW:
+            seen.append(point["total"]["runs"])
+    assert seen and all(r == 8.0 for r in seen)
