@@ -107,14 +107,25 @@ def serve(port: int, count: int, out: Any = sys.stdout) -> int:
             file=out,
             flush=True,
         )
+        names = ("initial.log", "normal.log", "monitor.log")
         while not stop.wait(0.5):
-            if any(child.poll() is not None for child in children):
-                print(f"demo: a process of the fleet ended; see the logs in {logs}", file=out, flush=True)
+            ended = [name for child, name in zip(children, names, strict=True) if child.poll() is not None]
+            if ended:
+                said = last_line(logs / ended[0])
+                print(f"demo: a process of the fleet ended ({ended[0]}: {said}); logs in {logs}", file=out, flush=True)
                 break
         stop.set()
         codes = end(children)
     print(f"demo: stopped (exit codes {codes})", file=out, flush=True)
     return 0 if all(code == 0 for code in codes) else 1
+
+
+def last_line(log: Path) -> str:
+    """The last line a process wrote (the one that says why it ended), made printable."""
+    from ..textout import printable
+
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return printable(lines[-1][-300:]) if lines else "no output"
 
 
 def end(children: list[subprocess.Popen]) -> list[int]:

@@ -4,9 +4,10 @@ Every collector writes its counters since its start (`sinceStart`, `process.cpuS
 them (`statsAt`, its own clock) about every second. A rate is the difference between its latest write and the one
 WINDOW seconds before, over the difference of their `statsAt`: cumulative counters make a missed read cost nothing
 (the next difference covers it), one collector's clock is only ever compared with itself, and a fleet whose work
-comes in bursts (every network scheduled at once) shows a steady figure rather than 40, 0, 0, 0, 0. A restart (another `startedAt`) or a counter
-that went down starts the collector afresh. A collector whose counters have not moved on for `STALE_AFTER`
-seconds of the monitor's clock counts for nothing in the totals (it is dead, or its loop is stuck).
+comes in bursts (every network scheduled at once) shows a steady figure rather than 40, 0, 0, 0, 0. A restart
+(another `startedAt`) or a counter that went down starts the collector afresh. A collector that has not written
+for `STALE_AFTER` seconds of the monitor's clock counts for nothing in the totals (it is dead, or its loop is
+stuck).
 
 Pure: the documents and the time come in, figures go out.
 """
