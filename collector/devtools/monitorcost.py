@@ -130,6 +130,7 @@ def measure(minutes: float, users: int) -> dict[str, Any]:
         memory = [usage(pid)[1]]
         half = minutes * 60 / 2
         phases = [phase(port, pid, 1, half, memory), phase(port, pid, 10, half, memory)]
+        every = int(300 / SAMPLE_EVERY)  # one figure per five minutes of samples
         return {
             "minutes": minutes,
             "users": users,
@@ -140,6 +141,7 @@ def measure(minutes: float, users: int) -> dict[str, Any]:
                 "max": mib(max(memory)),
                 "end": mib(memory[-1]),
                 "samples": len(memory),
+                "every_5_min": [mib(m) for m in memory[::every]],
             },
         }
     finally:
