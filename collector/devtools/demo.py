@@ -40,8 +40,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def seed(db, fake: FakeGitHub) -> None:
-    for i, (name, count, quota) in enumerate(DEMO_USERS):
+def seed(db, fake: FakeGitHub, people=DEMO_USERS) -> None:
+    """Each demo user: an account on the fake API, a `users` document and a GitHub network."""
+    for i, (name, count, quota) in enumerate(people):
         email = f"{name}@demo.likeastore"
         fake.add_user(f"demo-token-{name}", make_stars(count, seed=i, id_pool=2_000), quota=quota)
         db.users.insert_one({"email": email, "name": name.title(), "username": name, "password": "not-copied"})

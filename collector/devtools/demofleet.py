@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .fakeapi import FakeGitHub, FakeServer, make_star, make_stars
+from .demo import seed
+from .fakeapi import FakeGitHub, FakeServer, make_star
 from .mongowire import WireServer
 
 STAR_EVERY = 1.0  # seconds between two new stars
@@ -31,14 +32,6 @@ def users(count: int) -> list[tuple[str, int, int | None]]:
 
     extra = [(f"user{n}", EXTRA_STARS, None) for n in range(len(DEMO_USERS), count)]
     return list(DEMO_USERS)[:count] + extra
-
-
-def seed(db: Any, fake: FakeGitHub, people: list[tuple[str, int, int | None]]) -> None:
-    for i, (name, count, quota) in enumerate(people):
-        fake.add_user(f"demo-token-{name}", make_stars(count, seed=i, id_pool=2_000), quota=quota)
-        email = f"{name}@demo.likeastore"
-        db.users.insert_one({"email": email, "name": name.title(), "username": name})
-        db.networks.insert_one({"user": email, "service": "github", "accessToken": f"demo-token-{name}"})
 
 
 def environment(uri: str, api: str) -> dict[str, str]:
@@ -90,7 +83,7 @@ def serve(port: int, count: int, out: Any = sys.stdout) -> int:
     with WireServer(quick_inserts=True) as wire, FakeServer(fake) as api:
         from pymongo import MongoClient
 
-        seed(MongoClient(wire.uri, tz_aware=True).get_default_database(), fake, people)
+        seed(MongoClient(wire.uri, tz_aware=True).get_default_database(), fake, tuple(people))
         env = environment(wire.uri, api)
         children = [
             start(["--mode", "initial", "--instance-id", "demo-initial"], env, logs / "initial.log"),
