@@ -1,0 +1,165 @@
+"""All a sink may import: the `Sink` base class a destination implements, the outcomes it reports for each
+document, the failures it raises for a whole batch, and `Doc`, one stored item as a destination receives it.
+
+A sink is found by its kind through the `likeastore.sinks` entry-point group (registry.py), as connectors are
+through `likeastore.connectors`. It only talks to its destination: where it stands, retries, back-off, splitting,
+dead letters, pausing and stopping are the sink service's (delivery.py), the same for every sink.
+
+    class Search(Sink):
+        kind = "mysearch"
+        options = (Option("INDEX", "the index written", default="items"),)
+
+        def deliver(self, batch):
+            answer = self.http.post(...)                 # raise BatchRefused / TooLarge / AuthFailed as it says
+            return [DONE if ok else Reject("why") for ok in ...]  # one outcome per document, in order
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "DONE",
+    "AuthFailed",
+    "BatchRefused",
+    "Doc",
+    "Done",
+    "Option",
+    "Outcome",
+    "Reject",
+    "Retry",
+    "Sink",
+    "SinkConfig",
+    "SinkError",
+    "TooLarge",
+]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A setting a kind of sink takes beyond the common ones: SINK_<NAME>_<name>. Secret ones are masked in
+    every output and log (and their values redacted), whatever their name."""
+
+    name: str
+    help: str
+    default: str = ""
+    secret: bool = False
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """One configured sink, from SINK_<NAME>_* settings (config.py)."""
+
+    name: str  # lower case, [a-z0-9_]
+    kind: str
+    url: str
+    batch: int = 500  # documents per delivery at most
+    concurrency: int = 2  # deliveries in flight at once
+    timeout: float = 30.0  # seconds per delivery, the whole request
+    services: tuple[str, ...] = ()  # only items of these services (empty: every service)
+    backfill: bool = True  # a new sink gets every item already stored
+    pace: float = 500.0  # items per second at most, for a backfill or replay
+    options: Mapping[str, str] = field(default_factory=dict)  # the kind's own Options, by name; secrets included
+    secret_values: tuple[str, ...] = field(default=(), repr=False)  # what must never appear in any output
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One stored item as a destination receives it: `id` is the item's `_id` as text (24 hex digits for the
+    ObjectIds collectors write), `body` the item's fields made JSON-ready (dates ISO 8601 in UTC, ids as text,
+    bytes as hex; no `_id`, no collector bookkeeping field)."""
+
+    id: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: ClassVar[str] = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Done(Outcome):
+    """The destination holds the document (or a newer version of it: a 409 on a stale version)."""
+
+    kind: ClassVar[str] = "done"
+
+
+@dataclass(frozen=True)
+class Retry(Outcome):
+    """The destination could not take the document now (a 429, a 5xx for this one document): tried again later,
+    with back-off, however long it takes."""
+
+    kind: ClassVar[str] = "retry"
+
+
+@dataclass(frozen=True)
+class Reject(Outcome):
+    """The destination refuses the document for itself (a mapping error, a 400 or 404 for it): tried a bounded
+    number of times (SINK_MAX_TRIES), then dead-lettered with this reason. Never blocks the others."""
+
+    kind: ClassVar[str] = "reject"
+
+
+DONE = Done()
+
+
+class SinkError(Exception):
+    """A failure of a whole batch. Messages name the host and path only, never a credential."""
+
+
+class BatchRefused(SinkError):
+    """The destination refused the whole batch for now (a 429 or 5xx, a connection refused or reset, a timeout):
+    every document is retried with back-off and jitter; `retry_after` (seconds) is the server's own wait."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TooLarge(SinkError):
+    """The batch is too large for the destination (a 413): it is split in two and each half sent again; a single
+    document too large is rejected."""
+
+
+class AuthFailed(SinkError):
+    """The destination refuses our credentials (a 401 or 403 for the whole request): the sink stops, loudly,
+    until the operator resumes it (`collector sinks resume NAME`); the others go on."""
+
+
+class Sink(ABC):
+    """A destination. One instance per configured sink, made once by the sink service; `deliver` may be called
+    from `config.concurrency` threads at once (never touch the database here: there is none to touch).
+
+    `http` is the sink's own HTTP client (sinks/http.py): every request bounded by the sink's timeout and in
+    bytes read, error messages without credentials; a webhook-style sink that posts to a URL a user could set
+    gets the address checks every user host gets."""
+
+    kind: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+    checks_addresses: ClassVar[bool] = False  # True: its URL is a user host (a webhook): https, public addresses only
+    max_batch_bytes: ClassVar[int] = 8 * 1024 * 1024  # a batch encoded larger is split before it is sent
+
+    def __init__(self, config: SinkConfig, http: Any):
+        self.config = config
+        self.http = http
+
+    def option(self, name: str) -> str:
+        return self.config.options.get(name, "")
+
+    def prepare(self) -> None:  # noqa: B027  # optional hook, empty by default
+        """Once before the first delivery and again after a resume: create the index, template or collection
+        if needed. Raise AuthFailed or BatchRefused as deliver does (prepare is tried again later)."""
+
+    @abstractmethod
+    def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
+        """Send `batch`; return one Outcome per document, in order. Raise BatchRefused, TooLarge or AuthFailed
+        for a failure of the whole batch. Any other exception counts as BatchRefused."""
+
+    def close(self) -> None:  # noqa: B027
+        """Free what the sink holds (the service is stopping)."""
