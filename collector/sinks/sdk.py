@@ -63,7 +63,7 @@ class SinkConfig:
     services: tuple[str, ...] = ()  # only items of these services (empty: every service)
     backfill: bool = True  # a new sink gets every item already stored
     pace: float = 500.0  # items per second at most, for a backfill or replay
-    options: Mapping[str, str] = field(default_factory=dict)  # the kind's own Options, by name; secrets included
+    options: Mapping[str, str] = field(default_factory=dict, repr=False)  # the kind's own Options; secrets too
     secret_values: tuple[str, ...] = field(default=(), repr=False)  # what must never appear in any output
 
 
