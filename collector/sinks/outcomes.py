@@ -44,7 +44,8 @@ def counts_of(verdicts: Sequence[Verdict], dead: int) -> Counter[str]:
         if verdict.kind and (not verdict.whole or id(verdict) not in seen):
             counts[f"failed.{verdict.kind}"] += 1
             seen.add(id(verdict))
-    counts["deadLettered"] += dead
+    if dead:
+        counts["deadLettered"] += dead
     return counts
 
 
