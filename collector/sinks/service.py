@@ -12,6 +12,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import import_module
@@ -112,8 +113,9 @@ class SinkService:
         """No new deliveries; wait up to `timeout` for those in flight, write their outcomes, let the lease go.
         Deliveries still in flight then are delivered again later (their entries stay in the queue)."""
         self.stopping = True
+        deadline = time.monotonic() + timeout
         for lane in self._all_lanes():
-            lane.wait(timeout)
+            lane.wait(deadline - time.monotonic())
         now = self.clock()
         try:
             self._collect()
@@ -170,14 +172,18 @@ class SinkService:
             self.indexed = True
         configs = [lane.config for lane in self.lanes.values()]
         docs = self.store.sink_docs()
-        if register_new(self.store, configs, docs, self.owner, now):
+        if added := register_new(self.store, configs, docs, self.owner, now):
             docs = self.store.sink_docs()
+            for name in added:
+                walk = "its backfill started" if "backfill" in docs.get(name, {}) else "new items only"
+                log.info("sink %s registered (%s): %s", name, self.lanes[name].config.kind, walk)
         moved = move(self.store, configs, now)
         walked = self.walks.round(configs, docs, now)
         started = sum(self._deliver(lane, docs.get(name, {}), now) for name, lane in self.lanes.items())
         self._write_outcomes(now)
         self.stats.maybe_write(self.lanes, now, self.owner)
-        busy = moved >= MOVE_BATCH or walked > 0 or started > 0
+        preparing = any(lane.preparing is not None for lane in self.lanes.values())
+        busy = moved >= MOVE_BATCH or walked > 0 or started > 0 or preparing
         return BUSY if busy else IDLE
 
     def _lease(self, now: datetime) -> bool:

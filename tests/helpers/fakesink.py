@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from concurrent.futures import wait
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -133,7 +134,7 @@ def settle(svc, timeout: float = 10.0) -> None:
     for lane in [*svc.lanes.values(), *svc.retiring]:
         lane.wait(timeout)
         if lane.preparing is not None:
-            lane.preparing.result(timeout)
+            wait([lane.preparing], timeout)
 
 
 def run(svc, clock: Clock, rounds: int = 30, tick: float = 1.0) -> None:
