@@ -14,7 +14,7 @@ from collector.engine import run_once
 from collector.settings import settings_for_tests
 from collector.sinks import store as sinks_store
 from collector.sinks.sdk import AuthFailed, BatchRefused
-from collector.sinks.service import SinkService
+from collector.sinks.service import DOWN, SinkService
 from collector.sinks.store import DEAD, QUEUE
 
 from helpers import API, T0, GitHubStub, add_network
@@ -202,12 +202,14 @@ def test_the_database_going_away_anywhere_in_a_round_loses_nothing(db):
     destination.reject = {ids[0]}
     flaky = FlakyDb(db)
     svc = service(flaky, sink_settings("a", SINK_A_BATCH="3", SINK_RETRY_MAX="2"), clock, {"a": destination})
-    for fail_at in range(1, 40):  # the database goes away at a different call of each round
-        flaky.calls, flaky.fail_at = 0, fail_at
-        svc.step()
+    failed = 0
+    for k in range(60):  # the database goes away at a different call of each round (a round makes 5 to 20)
+        flaky.calls, flaky.fail_at = 0, 1 + (k * 7) % 23
+        failed += svc.step() == DOWN
         settle(svc)
         flaky.fail_at = None
         clock.advance(3)
+    assert failed >= 15 and destination.received  # rounds broke off all along, and work got done between
     flaky.down = True
     assert svc.step() > 0 and not svc.database_up  # a round with the database away: a wait, no crash
     flaky.down = False
