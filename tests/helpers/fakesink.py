@@ -42,6 +42,7 @@ class Destination:
         self.prepare_errors: list[Exception] = []  # raised by the next prepares, in order
         self.prepared = 0
         self.message = "down for maintenance"
+        self.gate: threading.Event | None = None  # when set to an Event, a delivery waits for it first
 
     def prepare(self) -> None:
         with self.lock:
@@ -50,6 +51,8 @@ class Destination:
             self.prepared += 1
 
     def deliver(self, docs: list) -> list:
+        if self.gate is not None:
+            self.gate.wait(10)
         with self.lock:
             self.batches.append(len(docs))
             if self.auth:

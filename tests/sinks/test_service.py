@@ -7,6 +7,7 @@ database going away in the middle of a round losing nothing; secrets never in a 
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 
 from collector.devtools.fakeapi import make_stars
@@ -14,7 +15,7 @@ from collector.engine import run_once
 from collector.settings import settings_for_tests
 from collector.sinks import store as sinks_store
 from collector.sinks.sdk import AuthFailed, BatchRefused
-from collector.sinks.service import DOWN, SinkService
+from collector.sinks.service import DOWN, IDLE, SinkService
 from collector.sinks.store import DEAD, QUEUE
 
 from helpers import API, T0, GitHubStub, add_network
@@ -301,3 +302,33 @@ def test_stop_waits_for_deliveries_in_flight_writes_them_and_lets_the_lease_go(d
     assert not svc.holds_lease and svc.step() >= 0  # a stopped service starts nothing
     other = SinkService(db, sink_settings("a"), owner="two", registry=svc.kinds, clock=clock)
     assert other.store.hold_lease("two", "h", 1, clock(), 60)
+
+
+def test_a_round_with_every_slot_busy_asks_to_wait_and_a_finished_delivery_wakes_it(db):
+    ids = add_items(db, 6)
+    clock, destination = Clock(), Destination()
+    svc = service(db, sink_settings("a", SINK_A_BATCH="2", SINK_A_CONCURRENCY="2"), clock, {"a": destination})
+    run(svc, clock, rounds=1)  # prepared
+    destination.gate = threading.Event()
+    assert svc.step() == IDLE  # two batches in flight: nothing to do until one finishes
+    assert svc.step() == IDLE and not svc.wakeup.is_set()
+    destination.gate.set()
+    assert svc.wakeup.wait(5)  # a finished delivery wakes the loop
+    run(svc, clock, rounds=3)
+    assert set(destination.received) == set(ids)
+    svc.stop(5)
+
+
+def test_the_lease_is_renewed_every_sixth_of_it_not_every_round(db):
+    clock, destination = Clock(), Destination()
+    svc = service(db, sink_settings("a"), clock, {"a": destination}, lease_seconds=60)
+    svc.step()
+    beat = sinks_store.lease_doc(db)["beatAt"]
+    for _ in range(9):
+        clock.advance(1)
+        svc.step()
+    assert sinks_store.lease_doc(db)["beatAt"] == beat
+    clock.advance(1)
+    svc.step()
+    assert sinks_store.lease_doc(db)["beatAt"] == clock() and svc.holds_lease
+    svc.stop(5)
