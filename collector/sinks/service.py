@@ -133,7 +133,8 @@ class SinkService:
         SECRETS.remove(self._secrets)
 
     def snapshot(self) -> dict[str, SinkFigures]:
-        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag."""
+        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag.
+        Called on the thread that calls step() (between rounds), like everything here."""
         return {name: self.stats.figures(lane, self.outcomes.totals.get(name)) for name, lane in self.lanes.items()}
 
     # --- configuration ----------------------------------------------------------------------------------------------
