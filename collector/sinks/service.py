@@ -241,6 +241,7 @@ class SinkService:
             return 0
         auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
         if auth is not None:
+            self.outcomes.count(lane.name, "failed.auth")
             self._stop_sink(lane.name, auth, now)
             return 0
         lane.start_prepare(now)
