@@ -36,7 +36,7 @@ from .store import SinkStore
 
 log = logging.getLogger("collector.sinks")
 
-LEASE_SECONDS = 60.0  # the service lease, renewed every round; a stand-by takes over this long after a silence
+LEASE_SECONDS = 30.0  # the service lease, renewed every 5 s; a stand-by takes over this long after a silence
 BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
 HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
 
