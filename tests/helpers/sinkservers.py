@@ -237,7 +237,7 @@ class WebhookReceiver:
         return Handler
 
     def __enter__(self) -> WebhookReceiver:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -250,7 +250,8 @@ class WebhookReceiver:
 class Fault:
     """What the proxy does to one request instead of (or on top of) forwarding it: answer `status` itself (with
     `headers` and `body`), wait `delay` seconds before answering, send the answer one byte every `trickle`
-    seconds, or `reset` the connection without answering."""
+    seconds, or `reset` the connection without answering; `length=False` sends no Content-Length (the body ends
+    when the connection closes)."""
 
     status: int | None = None
     headers: dict = field(default_factory=dict)
@@ -258,6 +259,7 @@ class Fault:
     delay: float = 0.0
     trickle: float = 0.0
     reset: bool = False
+    length: bool = True
 
 
 class FaultProxy:
@@ -287,7 +289,7 @@ class FaultProxy:
         server.daemon_threads = True
         self.port = server.server_address[1]
         self.server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
 
     def down(self) -> None:
         if self.server is None:
@@ -350,15 +352,20 @@ class FaultProxy:
                     status, pairs, payload = fault.status, list(fault.headers.items()), fault.body
                 else:
                     status, pairs, payload = proxy.forward(self.command, self.path, headers, body)
-                self._answer(status, pairs, payload, fault.trickle)
+                self._answer(status, pairs, payload, fault)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_any
 
-            def _answer(self, status: int, pairs: list, payload: bytes, trickle: float) -> None:
+            def _answer(self, status: int, pairs: list, payload: bytes, fault: Fault) -> None:
+                trickle = fault.trickle
                 self.send_response(status)
                 for name, value in pairs:
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
+                if fault.length:
+                    self.send_header("Content-Length", str(len(payload)))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
                 if self.command == "HEAD":
                     return
