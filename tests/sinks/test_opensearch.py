@@ -195,6 +195,14 @@ def test_a_batch_over_the_byte_limit_is_too_large_before_anything_is_sent(proxy,
     assert proxy.requests == []
 
 
+def test_a_bulk_over_the_clusters_100_mib_limit_is_a_413_too_large(server, index):
+    sink = make(server.url, index, timeout=60.0)
+    sink.max_batch_bytes = 200 * 1024 * 1024  # past osmem's (and OpenSearch's) http.max_content_length
+    big = "x" * (51 * 1024 * 1024)
+    with pytest.raises(TooLarge, match="^413: batch too large"):
+        sink.deliver([Doc("1" * 24, {"text": big}), Doc("2" * 24, {"text": big})])
+
+
 # --- authentication ------------------------------------------------------------------------------------------------
 def test_basic_authentication_and_a_wrong_password_stops_the_sink_at_prepare(proxy, index):
     proxy.require = {"Authorization": "Basic " + base64.b64encode(f"writer:{PASSWORD}".encode()).decode()}
