@@ -146,12 +146,14 @@ def typesense_binary() -> str:
 
 
 @contextlib.contextmanager
-def typesense(data_dir: Path, api_key: str = TYPESENSE_KEY) -> Iterator[Typesense]:
-    """Typesense 0.24.1 with its data in `data_dir`, on free API and peering ports, once /health answers ok."""
+def typesense(data_dir: Path, api_key: str = TYPESENSE_KEY, *extra: str) -> Iterator[Typesense]:
+    """Typesense 0.24.1 with its data in `data_dir`, on free API and peering ports (and `extra` arguments such as
+    `--skip-writes=true`), once /health answers ok."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port, peering = free_port(), free_port()
     args = [typesense_binary(), f"--data-dir={data_dir}", f"--api-key={api_key}", "--api-address=127.0.0.1"]
     args += [f"--api-port={port}", "--peering-address=127.0.0.1", f"--peering-port={peering}", "--enable-cors=false"]
+    args += extra
     with open(data_dir / "server.log", "wb") as log:
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     server = Typesense(f"http://127.0.0.1:{port}", api_key, process)

@@ -166,13 +166,14 @@ def test_whole_request_failures(proxy, index, fault, error, retry_after):
         assert caught.value.retry_after == retry_after
 
 
-def test_a_whole_request_400_rejects_every_document_with_its_reason(proxy, index):
-    error = {"error": {"type": "illegal_argument_exception", "reason": "The bulk request must be terminated"}}
-    proxy.faults.append(Fault(status=400, body=json.dumps(error).encode()))
-    outcomes = make(proxy.url, index).deliver(item_docs(2))
-    assert [(o.kind, o.reason) for o in outcomes] == [
-        ("reject", "400: illegal_argument_exception: The bulk request must be terminated")
-    ] * 2
+@pytest.mark.parametrize("status", [400, 404, 405])
+def test_a_whole_request_4xx_refuses_the_batch_with_its_reason_and_rejects_no_document(proxy, index, status):
+    error = {"error": {"type": "illegal_argument_exception", "reason": f"no handler ({PASSWORD})"}}
+    proxy.faults.append(Fault(status=status, body=json.dumps(error).encode()))
+    sink = make(proxy.url, index, USERNAME="writer", PASSWORD=PASSWORD)
+    with pytest.raises(BatchRefused) as caught:
+        sink.deliver(item_docs(2))
+    assert str(caught.value) == f"{status}: illegal_argument_exception: no handler (***): POST 127.0.0.1/_bulk"
 
 
 def test_a_cluster_down_refuses_and_its_data_is_there_when_it_is_back(server, proxy, index):

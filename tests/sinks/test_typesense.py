@@ -173,6 +173,16 @@ def test_a_server_down_refuses_and_the_collection_is_there_when_it_is_back(serve
     assert [o.kind for o in sink.deliver(docs)] == ["done", "done"]
 
 
+def test_a_server_skipping_writes_refuses_the_batch_and_rejects_no_document(tmp_path):
+    with typesense(tmp_path / "skipping", "skip-key", "--skip-writes=true") as skipping:
+        sink = make(skipping.url, "items", "skip-key")
+        with pytest.raises(BatchRefused, match="^422: Skipping writes.: POST 127.0.0.1/collections$"):
+            sink.prepare()
+        import_path = "127.0.0.1/collections/items/documents/import"
+        with pytest.raises(BatchRefused, match=f"^422: Skipping writes.: POST {import_path}$"):
+            sink.deliver(item_docs(2))
+
+
 def test_a_collection_dropped_after_prepare_is_made_again(server, collection):
     sink = make(server.url, collection, server.api_key)
     sink.prepare()
