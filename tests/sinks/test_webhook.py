@@ -49,6 +49,7 @@ def test_a_batch_is_one_signed_message_the_reference_library_verifies(receiver):
         {"title": "one", "id": "a" * 24},
         {"title": "two", "tags": ["x"], "id": "b" * 24},
     ]
+    assert [next(iter(item)) for item in payload["data"]] == ["id", "id"]  # {"id": ..., ...the item's fields}
     assert batch["id"].startswith("msg_") and batch["timestamp"].isdigit()
 
 
