@@ -130,10 +130,8 @@ def typesense_binary() -> str:
 
     halves = (alpha.get_path(), omega.get_path())
     size = sum(half.stat().st_size for half in halves)
-    for joined in (
-        Path(wrapper.__file__).parent / "typesense-server",
-        Path(tempfile.gettempdir()) / "typesense-0.24.1",
-    ):
+    target = Path(tempfile.gettempdir()) / "typesense-0.24.1"
+    for joined in (Path(wrapper.__file__).parent / "typesense-server", target):
         if joined.is_file() and joined.stat().st_size == size and os.access(joined, os.X_OK):
             return str(joined)
     partial = target.with_suffix(f".{os.getpid()}.part")
