@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import stat
 import subprocess
 import tempfile
@@ -183,7 +184,7 @@ class WebhookReceiver:
     that fails is answered 401 and not recorded), records the verified ones, and answers from `replies` (FIFO,
     then 204)."""
 
-    def __init__(self, secret: str = WEBHOOK_SECRET):
+    def __init__(self, secret: str = WEBHOOK_SECRET, tls: tuple[Path, Path] | None = None):
         from standardwebhooks import Webhook
 
         self.webhook = Webhook(secret)
@@ -193,7 +194,14 @@ class WebhookReceiver:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/likes"
+        scheme = "http"
+        if tls is not None:  # (certificate, key): https, on the name the certificate is for
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        host = "localhost" if tls else "127.0.0.1"
+        self.url = f"{scheme}://{host}:{self.server.server_address[1]}/hooks/likes"
 
     def ids(self) -> set[str]:
         """Ids of every document received in a verified batch."""
@@ -244,6 +252,18 @@ class WebhookReceiver:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for localhost and 127.0.0.1 signed by itself, and its key (made by the openssl command)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
 
 
 # --- a fault proxy -------------------------------------------------------------------------------------------------

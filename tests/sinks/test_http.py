@@ -14,7 +14,7 @@ from collector.sinks.http import MAX_ANSWER_BYTES, Answer, answer_failure, make_
 from collector.sinks.sdk import AuthFailed, BatchRefused, SinkConfig, TooLarge
 
 from helpers import free_port
-from helpers.sinkservers import Fault, FaultProxy, WebhookReceiver, osmem
+from helpers.sinkservers import Fault, FaultProxy, WebhookReceiver, osmem, self_signed
 
 pytestmark = pytest.mark.system
 
@@ -163,6 +163,16 @@ def test_with_allow_private_hosts_a_webhook_on_loopback_over_http_is_reached():
         http = client(receiver.url, settings=PRIVATE, check=True)
         answer = http.request("POST", receiver.url, body=b"{}")
         assert answer.status == 401 and receiver.refused == 1  # reached: the receiver refused an unsigned body
+
+
+def test_https_certificates_are_verified_and_a_private_ca_is_trusted_through_ssl_cert_file(tmp_path, monkeypatch):
+    cert, key = self_signed(tmp_path)
+    with WebhookReceiver(tls=(cert, key)) as receiver:
+        http = client(receiver.url, settings=PRIVATE, check=True)
+        assert refused(http, receiver.url, body=b"{}") == "connection failed (SSLError): POST localhost/hooks/likes"
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        answer = client(receiver.url, settings=PRIVATE, check=True).request("POST", receiver.url, body=b"{}")
+        assert answer.status == 401 and receiver.refused == 1  # reached over verified TLS: unsigned, refused
 
 
 def test_the_other_sinks_reach_a_private_cluster_without_allow_private_hosts(backend):
