@@ -66,8 +66,12 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def check_config(settings: Settings) -> int:
-    """`--check-config`: the settings as the daemon would use them, secrets masked."""
-    print(json.dumps(settings.describe(), indent=2))
+    """`--check-config`: the settings as the daemon would use them, secrets masked (a sink kind's secret options
+    too, whatever their names)."""
+    from ..sinks.config import secret_names
+    from ..sinks.registry import SinkRegistry
+
+    print(json.dumps(settings.describe(secret_names=secret_names(settings, SinkRegistry())), indent=2))
     return 0
 
 

@@ -236,3 +236,35 @@ def test_a_file_name_with_control_characters_is_escaped_in_the_line(files, capsy
     assert cli.main(["--env-file", str(path), "--check-config"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "\x1b" not in err and "\\n\\x1b[31m" in err
+
+
+def test_check_config_masks_a_sink_kinds_secret_option_whatever_its_name(tmp_path, monkeypatch, capsys):
+    """A plugin's option declared secret (here ACCESS, a name no secret word is in) is masked like PASSWORD is."""
+    from collector.sinks import registry
+    from collector.sinks.sdk import Option, Sink
+
+    class Vault(Sink):
+        kind = "vault"
+        options = (Option("ACCESS", "the vault's access phrase", secret=True), Option("SHELF", "where"))
+
+        def deliver(self, batch):
+            return []
+
+    discovered = registry.SinkRegistry
+
+    def with_vault(*args, **kwargs):
+        made = discovered(*args, **kwargs)
+        made.register("vault", Vault)
+        return made
+
+    monkeypatch.setattr(registry, "SinkRegistry", with_vault)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        "SINKS=safe\nSINK_SAFE_KIND=vault\nSINK_SAFE_URL=https://vault.example\n"
+        "SINK_SAFE_ACCESS=open-sesame-42\nSINK_SAFE_SHELF=top\n"
+    )
+    assert cli.main(["--check-config"]) == 0
+    out = capsys.readouterr().out
+    shown = json.loads(out)
+    assert shown["SINK_SAFE_ACCESS"] == "***" and "open-sesame-42" not in out
+    assert shown["SINK_SAFE_SHELF"] == "top"
