@@ -51,7 +51,14 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         "items": items,
         "instances": instances,
         "pauses": pauses,
+        "sinks": gather_sinks(db, now),
     }
+
+
+def gather_sinks(db: Any, now: datetime) -> dict[str, Any]:
+    from .sinks import gather
+
+    return gather(db, now)
 
 
 def empty_mode() -> dict[str, Any]:
@@ -322,6 +329,10 @@ def render(status: dict[str, Any]) -> str:
         state = "EXPIRED pause" if p["expired"] else "paused"
         reason = f": {p['reason']}" if p["reason"] else ""
         lines.append(f"{state}: mode {p['mode']}, service {p['service']}{when} by {p['by']}{until}{reason}")
+    if "sinks" in status:
+        from .sinksview import summary
+
+        lines += ["", summary(status["sinks"])]
     return "\n".join(lines)
 
 
