@@ -98,7 +98,7 @@ def seed(db, now: datetime) -> None:
             },
         ]
     )
-    for k, minutes in enumerate((20, 5, 1)):
+    for minutes in (20, 5, 1):
         item = ObjectId()
         date = now - timedelta(minutes=minutes)
         db.sinkQueue.insert_one(
