@@ -104,10 +104,9 @@ def secret_options(registry: Any, configs: list[Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for config in configs:
         try:
-            kind = registry.get(config.kind)
-        except Exception:
+            out[config.kind] = [o.name for o in registry.options(config.kind) if o.secret]
+        except (LookupError, RuntimeError):  # a kind that cannot be loaded: its options are masked by name
             continue
-        out[config.kind] = [o.name for o in getattr(kind, "options", ()) if o.secret]
     return out
 
 
