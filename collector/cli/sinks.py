@@ -83,7 +83,7 @@ def known_or_say(db: Any, settings: Settings, name: str) -> bool:
 
 @on_database
 def list_sinks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
-    from ..daemon.sinkprocess import configured
+    from ..daemon.sinkprocess import configured, error_line
     from ..ops import sinks, sinksview
     from ..settings import SettingsError
     from ..sinks.registry import SinkRegistry
@@ -92,7 +92,7 @@ def list_sinks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     try:
         configs = configured(settings, registry)
     except SettingsError as exc:
-        complain(str(exc))
+        complain(error_line(exc))
         return EXIT_USAGE
     listing = sinks.listing(db, configs, secret_options(registry, configs))
     print(dumps(listing) if args.json else sinksview.render_list(listing))

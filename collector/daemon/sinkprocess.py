@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -32,6 +33,16 @@ from .systemd import Notifier
 log = logging.getLogger("collector.sink")
 STOP_MARGIN = 5.0  # seconds beyond the longest sink timeout that a stop waits for the deliveries in flight
 DEFAULT_TIMEOUT = 30.0  # the stop bound when no sink is configured
+USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@'\"]*@")  # user:password@ in a URL
+
+
+def error_line(exc: Exception) -> str:
+    """A settings error as one line to print: credentials in a URL it quotes, known secrets and secret-looking
+    values masked, escaped."""
+    from ..sdk.redaction import redact
+    from ..textout import printable
+
+    return printable(redact(USERINFO.sub(r"\1***@", str(exc))))
 
 
 def owner_id() -> str:
@@ -201,7 +212,7 @@ class SinkProcess:
             new = self.load_settings()
             configs = configured(new, self.registry)
         except SettingsError as exc:
-            log.warning("reload refused, settings unchanged: %s", exc)
+            log.warning("reload refused, settings unchanged: %s", error_line(exc))
             return []
         merged, kept = merge(old, new)
         if kept:
@@ -210,7 +221,7 @@ class SinkProcess:
         try:
             self.service.apply_settings(merged)
         except SettingsError as exc:
-            log.warning("reload refused, settings unchanged: %s", exc)
+            log.warning("reload refused, settings unchanged: %s", error_line(exc))
             return []
         applied = changed(old, merged)
         self.settings, self.configs = merged, configs
@@ -243,7 +254,7 @@ def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: i
     try:
         configs = configured(settings, registry)
     except SettingsError as exc:
-        print(f"collector: {exc}", file=sys.stderr)
+        print(f"collector: {error_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     SECRETS.add(secrets_of(settings, configs))
     try:
@@ -258,7 +269,7 @@ def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: i
         client.close()
         return EXIT_DATABASE
     except SettingsError as exc:
-        print(f"collector: {exc}", file=sys.stderr)
+        print(f"collector: {error_line(exc)}", file=sys.stderr)
         client.close()
         return EXIT_USAGE
     except StopDuringStartup as stop:

@@ -72,7 +72,7 @@ def test_a_stopped_a_paused_and_a_lagging_sink_each_warn(db, now):
     code, line = verdict(db, now, sinks=("hook", "search", "tsense"), sink_lag_warn=900.0)
     assert code == WARNING
     text, perf = line.split(" | ")
-    assert "sink hook stopped since" in text and "401 from hooks.example/in" in text  # a | would start the perf data
+    assert "sink hook stopped since" in text and "401 from hooks.example//in" in text  # a | would start the perf data
     assert "sink search paused since" in text and "by ann@box: reindexing" in text
     assert "sink tsense: lag 1200s over 900s (1 queued)" in text
     assert "gone" not in line and "sink search: lag" not in text

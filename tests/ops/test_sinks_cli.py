@@ -217,3 +217,51 @@ def test_any_sink_document_is_shown_clearly(world, monkeypatch, sink, lease, nam
         strict(out)
     code, out, err = run(monkeypatch, ["status", "--check"])
     assert len(out.strip().splitlines()) == 1 and out.count("|") == 1
+
+
+def probe_registry(monkeypatch):
+    """A kind of sink of the test's own (`probe`, with a secret option whose name says nothing), as a plugin adds."""
+    from collector.sinks import registry
+    from collector.sinks.sdk import DONE, Option, Sink
+
+    class Probe(Sink):
+        kind = "probe"
+        options = (Option("INDEX", "where", default="items"), Option("PASSPHRASE", "opaque", secret=True))
+
+        def deliver(self, batch):
+            return [DONE] * len(batch)
+
+    made = registry.SinkRegistry
+    monkeypatch.setattr(registry, "SinkRegistry", lambda: made({"probe": Probe}, discover=False))
+
+
+def test_list_shows_kind_host_and_sizes_and_masks_every_secret(world, monkeypatch):
+    probe_registry(monkeypatch)
+    monkeypatch.setenv("SINKS", "search,hook")
+    for name, url in (
+        ("SEARCH", f"https://search.example:9200/x?token={SECRET}"),
+        ("HOOK", "http://h.test/in"),
+    ):
+        monkeypatch.setenv(f"SINK_{name}_KIND", "probe")
+        monkeypatch.setenv(f"SINK_{name}_URL", url)
+    monkeypatch.setenv("SINK_SEARCH_PASSPHRASE", SECRET)
+    monkeypatch.setenv("SINK_SEARCH_BATCH", "100")
+    monkeypatch.setenv("SINK_HOOK_SERVICES", "github,reddit")
+    world.sinks.insert_one({"_id": "old", "kind": "typesense"})
+    code, out, err = run(monkeypatch, ["sinks", "list"])
+    assert code == 0, err
+    assert SECRET not in out and "ann" not in out and "/x" not in out
+    search = next(line for line in out.splitlines() if line.startswith("search "))
+    assert "https://search.example:9200" in search and " 100 " in search and "PASSPHRASE=***" in search
+    assert "INDEX=items" in search
+    assert re.search(r"^hook .*github,reddit", out, re.M) and re.search(r"^old .*no longer configured", out, re.M)
+    code, out, err = run(monkeypatch, ["sinks", "list", "--json"])
+    listing = strict(out)
+    assert SECRET not in out and listing["unconfigured"][0]["name"] == "old"
+    assert listing["configured"][0]["options"] == {"INDEX": "items", "PASSPHRASE": "***"}
+    monkeypatch.setenv("SINK_HOOK_BATCH", "lots")
+    code, out, err = run(monkeypatch, ["sinks", "list"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "SINK_HOOK_BATCH" in err
+    monkeypatch.setenv("SINK_HOOK_URL", f"https://ann:{SECRET}@h.test/in")  # refused, and not repeated
+    code, out, err = run(monkeypatch, ["sinks", "list"])
+    assert code == 2 and "SINK_HOOK_URL" in err and SECRET not in err and "ann" not in err
