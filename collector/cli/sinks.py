@@ -131,8 +131,9 @@ def pause(args: argparse.Namespace, settings: Settings, db: Any) -> int:
 
     if not known_or_say(db, settings, args.name):
         return EXIT_NO
-    print(sinks.pause(db, args.name, args.reason, utcnow()))
-    return EXIT_OK
+    done, line = sinks.pause(db, args.name, args.reason, utcnow())
+    print(line)
+    return EXIT_OK if done else EXIT_NO
 
 
 @on_database
@@ -161,5 +162,6 @@ def replay(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     if args.name not in settings.sinks:
         complain(printable(f"sink {args.name!r} is no longer configured (SINKS): nothing would deliver a replay"))
         return EXIT_NO
-    print(sinks.replay(db, args.name, args.since, now))
-    return EXIT_OK
+    done, line = sinks.replay(db, args.name, args.since, now)
+    print(line)
+    return EXIT_OK if done else EXIT_NO

@@ -221,13 +221,17 @@ def known(db: Any, configured: Iterable[str]) -> set[str]:
     return {n for n in names if isinstance(n, str)} | set(configured)
 
 
-def pause(db: Any, name: str, reason_text: str, now: datetime, by: str | None = None) -> str:
+NOT_REGISTERED = "no sink service has registered it yet (start `collector sink`)"
+
+
+def pause(db: Any, name: str, reason_text: str, now: datetime, by: str | None = None) -> tuple[bool, str]:
+    """Pause a sink (who: `by`, or this process's user@host); (False, why) when no sink service registered it."""
     from ..sinks import store
 
-    store.pause(db, name, by if by is not None else who(), clip(reason_text, 500), now)
-    return printable(
-        f"paused sink {name}" + (f": {reason_text}" if reason_text else "") + "; deliveries in flight finish"
-    )
+    if not store.pause(db, name, by if by is not None else who(), clip(reason_text, 500), now):
+        return False, printable(f"cannot pause sink {name}: {NOT_REGISTERED}")
+    said = f": {reason_text}" if reason_text else ""
+    return True, printable(f"paused sink {name}{said}; deliveries in flight finish, its items keep queueing")
 
 
 def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
@@ -236,17 +240,18 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
 
     doc = mapping(db.sinks.find_one({"_id": name}))
     was = [word for word in ("paused", "stopped") if doc.get(word)]
-    if not was:
+    if not was or not store.resume(db, name, now):
         return False, printable(f"sink {name} is neither paused nor stopped")
-    store.resume(db, name, now)
     return True, printable(f"resumed sink {name} (was {' and '.join(was)})")
 
 
-def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> str:
+def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> tuple[bool, str]:
+    """Start a replay walk of the items dated `since` or later (replacing a walk under way)."""
     from ..sinks import store
 
-    store.replay(db, name, since, by if by is not None else who(), now)
-    return printable(
+    if not store.replay(db, name, since, by if by is not None else who(), now):
+        return False, printable(f"cannot replay sink {name}: {NOT_REGISTERED}")
+    return True, printable(
         f"replay of sink {name} started: every item dated from {since:%Y-%m-%d %H:%M:%S} UTC is queued again, "
-        "at the sink's pace (SINK_<NAME>_PACE); `collector sinks status` shows its progress"
+        "at the sink's pace; `collector sinks status` shows how far it got"
     )

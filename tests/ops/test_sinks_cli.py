@@ -265,3 +265,10 @@ def test_list_shows_kind_host_and_sizes_and_masks_every_secret(world, monkeypatc
     monkeypatch.setenv("SINK_HOOK_URL", f"https://ann:{SECRET}@h.test/in")  # refused, and not repeated
     code, out, err = run(monkeypatch, ["sinks", "list"])
     assert code == 2 and "SINK_HOOK_URL" in err and SECRET not in err and "ann" not in err
+
+
+def test_a_sink_no_service_registered_yet_cannot_be_paused_or_replayed_yet(world, monkeypatch):
+    for argv in (["pause", "search"], ["replay", "search", "--since", "2026-01-01"]):
+        code, out, err = run(monkeypatch, ["sinks", *argv])
+        assert code == 1 and "no sink service has registered it yet" in out, argv
+    assert world.sinks.count_documents({}) == 0
