@@ -18,7 +18,7 @@ from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
 from ..textout import printable
 from .pauses import who
-from .status import count, text
+from .statusfields import count, text
 
 SERVICE_ID = "~service"  # the service lease's document in `sinks` (never a sink name: those are [a-z0-9_]+)
 MAX_SINKS = 200  # sink documents read; a configuration has a handful, a flood of junk must not exhaust memory

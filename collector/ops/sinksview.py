@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .sinks import FAILURE_KINDS
-from .status import _s as duration
+from .statusfields import _s as duration
 
 
 def at(value: datetime | None) -> str:
