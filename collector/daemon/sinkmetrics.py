@@ -10,7 +10,8 @@ They tell the truth when things fail:
   last said, and `collector_sink_stats_timestamp_seconds` says when that was (an outage makes them age, visibly,
   with `collector_sink_database_up` 0);
 - `collector_sink_stopped` is 1 for a sink stopped by its destination (refused credentials) until an operator
-  resumes it, whichever process holds the lease; `collector_sink_lease_held` is 1 only in the process that works.
+  resumes it; `collector_sink_lease_held` is 1 only in the process that works. A process standing by measures
+  nothing: its gauges of each sink are NaN (unknown), which `max by (sink)` over every process leaves out.
 """
 
 from __future__ import annotations
@@ -148,37 +149,49 @@ class SinkMetrics:
             self.paused.labels(name).set(0)
         self.sinks = names
 
-    def update(self, snapshot: Mapping[str, Any], outbox_pending: Any, holds_lease: bool) -> None:
-        """After a round the database answered: the service's figures per sink (service.snapshot())."""
-        now = self.clock()
-        self.alive = now
+    def update(
+        self, snapshot: Mapping[str, Any], outbox_pending: Any, holds_lease: bool, measured: float | None = None
+    ) -> None:
+        """After a round the database answered: the service's figures per sink (service.snapshot()); `measured`,
+        when the backlog and lag in them were counted (Unix time; default now). A process standing by counts
+        nothing: its backlog, lag, outbox, stopped and paused are unknown here (NaN, which `max by (sink)` over
+        every process leaves out), the lease holder's are the truth."""
+        self.alive = self.clock()
         self.up = True
         self.database_up.set(1)
         self.lease.set(1 if holds_lease else 0)
         for name, figures in snapshot.items():
-            if name not in self.sinks:
-                continue  # a sink no longer configured: no series for it
-            self.count(self.delivered.labels(name), (name, "delivered"), figure(figures, "delivered", "done"))
-            self.count(
-                self.dead_lettered.labels(name),
-                (name, "dead_lettered"),
-                figure(figures, "dead_lettered", "deadLettered"),
-            )
-            failed = figure(figures, "failed")
-            for kind, n in failed.items() if isinstance(failed, Mapping) else ():
-                label = KIND_ALIASES.get(str(kind))
-                if label is not None:
-                    self.count(self.failed.labels(name, label), (name, "failed:" + label), n)
-            backlog, lag = figure(figures, "backlog"), figure(figures, "lag_seconds", "lagSeconds", "lag")
-            if backlog is not None:
-                self.backlog.labels(name).set(max(number(backlog), 0.0))
-            if lag is not None:
-                self.lag.labels(name).set(max(number(lag), 0.0))
-            self.stopped.labels(name).set(1 if figure(figures, "stopped") else 0)
-            self.paused.labels(name).set(1 if figure(figures, "paused") else 0)
-        if outbox_pending is not None:
-            self.outbox.set(max(number(outbox_pending), 0.0))
-        self.measured.set(now)
+            if name in self.sinks:  # a sink no longer configured: no series for it
+                self.count_figures(name, figures)
+                self.gauges(name, figures if holds_lease else None)
+        self.outbox.set(max(number(outbox_pending), 0.0) if holds_lease and outbox_pending is not None else NAN)
+        if holds_lease:
+            self.measured.set(self.alive if measured is None else measured)
+
+    def count_figures(self, name: str, figures: Any) -> None:
+        self.count(self.delivered.labels(name), (name, "delivered"), figure(figures, "delivered", "done"))
+        self.count(
+            self.dead_lettered.labels(name), (name, "dead_lettered"), figure(figures, "dead_lettered", "deadLettered")
+        )
+        failed = figure(figures, "failed")
+        for kind, n in failed.items() if isinstance(failed, Mapping) else ():
+            label = KIND_ALIASES.get(str(kind))
+            if label is not None:
+                self.count(self.failed.labels(name, label), (name, "failed:" + label), n)
+
+    def gauges(self, name: str, figures: Any) -> None:
+        """A sink's gauges from the lease holder's figures; None: unknown in this process (NaN)."""
+        if figures is None:
+            for gauge in (self.backlog, self.lag, self.stopped, self.paused):
+                gauge.labels(name).set(NAN)
+            return
+        backlog, lag = figure(figures, "backlog"), figure(figures, "lag_seconds", "lagSeconds", "lag")
+        if backlog is not None:
+            self.backlog.labels(name).set(max(number(backlog), 0.0))
+        if lag is not None:
+            self.lag.labels(name).set(max(number(lag), 0.0))
+        self.stopped.labels(name).set(1 if figure(figures, "stopped") else 0)
+        self.paused.labels(name).set(1 if figure(figures, "paused") else 0)
 
     def count(self, counter: Counter, key: tuple[str, str], total: Any) -> None:
         """A counter follows a cumulative figure: it goes up by what the figure grew since last seen, never down

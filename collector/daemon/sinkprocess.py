@@ -20,6 +20,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from pymongo.errors import PyMongoError
@@ -91,7 +92,8 @@ class SinkProcess:
         self.metrics: Any = None  # SinkMetrics, with --metrics-port
         self.load_settings: Callable[[], Settings] | None = None
         self.configure_logging: Callable[[str, str], None] | None = None
-        self.database_down = False
+        self.database_down = False  # the last round found MongoDB away
+        self.said_down = False  # ... and this process logged it (the service logs the outages it rides out)
 
     # --- signals ---------------------------------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -146,8 +148,13 @@ class SinkProcess:
         """One round of the service: the seconds to wait before the next, and whether it went through."""
         try:
             wait = float(self.service.step())
+            if not getattr(self.service, "database_up", True):  # the service kept going through an outage
+                self.on_database_down()
+                return wait, False
             if self.metrics is not None:
-                self.metrics.update(self.service.snapshot(), self.service.outbox_pending, self.service.holds_lease)
+                self.metrics.update(
+                    self.service.snapshot(), self.service.outbox_pending, self.service.holds_lease, self.measured()
+                )
         except PyMongoError as exc:
             self.on_database_error(exc)
             return self.settings.loop_idle_pause, False
@@ -156,10 +163,21 @@ class SinkProcess:
             if self.metrics is not None:
                 self.metrics.round_failed(database=False)
             return self.settings.loop_idle_pause, False
-        if self.database_down:
-            self.database_down = False
+        if self.said_down:
             log.info("MongoDB answers again: sink rounds go on")
+        self.database_down = self.said_down = False
         return wait, True
+
+    def measured(self) -> float | None:
+        """When the service last counted the backlog and lag (Unix time), if it says."""
+        at = getattr(getattr(self.service, "stats", None), "at", None)
+        return at.timestamp() if isinstance(at, datetime) else None
+
+    def on_database_down(self) -> None:
+        """The service said MongoDB did not answer its round (it logs that itself): figures kept, readiness 503."""
+        if self.metrics is not None:
+            self.metrics.round_failed(database=True)
+        self.database_down = True
 
     def on_database_error(self, exc: PyMongoError) -> None:
         """MongoDB did not answer a round: one warning when the outage begins (the figures are kept)."""
@@ -167,8 +185,9 @@ class SinkProcess:
 
         if self.metrics is not None:
             self.metrics.round_failed(database=True)
-        if not self.database_down:
-            self.database_down = True
+        self.database_down = True
+        if not self.said_down:
+            self.said_down = True
             log.warning(
                 "cannot reach MongoDB: %s; trying again every %gs (items wait, nothing is lost)",
                 short_error(exc, self.settings),

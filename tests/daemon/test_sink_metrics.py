@@ -105,6 +105,18 @@ def test_a_reload_adds_and_removes_sinks_series():
     assert s[("collector_sink_lease_held", ())] == 0
 
 
+def test_a_process_standing_by_says_it_knows_no_backlog_lag_or_state_only_its_own_counts():
+    metrics = SinkMetrics(["search"], "1.0", "x", bound=60)
+    metrics.update({"search": figures(delivered=4, backlog=9, lag_seconds=50.0, stopped=True)}, 5, True)
+    metrics.update({"search": figures(delivered=6, backlog=0, lag_seconds=0.0)}, 0, False)  # the lease went
+    s = samples(metrics)
+    assert s[("collector_sink_lease_held", ())] == 0
+    assert s[("collector_sink_delivered_total", (("sink", "search"),))] == 6
+    for name in ("collector_sink_backlog", "collector_sink_lag_seconds", "collector_sink_stopped"):
+        assert math.isnan(s[(name, (("sink", "search"),))]), name
+    assert math.isnan(s[("collector_sink_outbox_pending", ())])
+
+
 def test_promtool_accepts_the_exposition():
     metrics = SinkMetrics(["search", "hook"], "1.0", "box-sink-1", bound=60)
     metrics.update({"search": figures(delivered=3, failed={"refused": 1}, backlog=4, lag_seconds=2.5)}, 1, True)
