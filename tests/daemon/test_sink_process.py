@@ -23,7 +23,7 @@ from collector.devtools.mongowire import WireServer
 from collector.sdk.timeutil import utcnow
 
 from helpers import free_port
-from helpers.proc import collector_cmd, get, run, scrape, start, stop, wait_until, write_env
+from helpers.proc import collector_cmd, get, scrape, start, stop, wait_until, write_env
 
 pytestmark = pytest.mark.system
 
@@ -140,7 +140,22 @@ def sink_process(tmp_path: Path, env_file: Path, *args: str) -> subprocess.Popen
     plugin = tmp_path / "plugin"
     if not plugin.exists():
         install_plugin(plugin)
-    return start(["sink", *args], env_file, tmp_path / "sink.log", PYTHONPATH=str(plugin))
+    return start(["sink", *args], env_file, tmp_path / "sink.log", PYTHONPATH=python_path(plugin))
+
+
+def python_path(plugin: Path) -> str:
+    return os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def run_sink(tmp_path: Path, env_file: Path, *args: str) -> subprocess.CompletedProcess:
+    """`collector --env-file ENV sink ARGS...` to its end, the plugin installed."""
+    plugin = tmp_path / "plugin"
+    if not plugin.exists():
+        install_plugin(plugin)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COLLECTOR_")}
+    environ |= {"COLLECTOR_ENV": "test", "PYTHONPATH": python_path(plugin)}
+    command = collector_cmd("--env-file", str(env_file), "sink", *args)
+    return subprocess.run(command, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=60)
 
 
 def promtool_accepts(text: str) -> None:
@@ -242,8 +257,7 @@ def test_sighup_applies_a_new_sink_and_keeps_the_old_settings_over_a_bad_one(tmp
 
 def test_a_bad_sink_setting_is_one_line_and_exit_2(tmp_path, wire, probe):
     env_file = write_env(tmp_path / "collector.env", MONGODB_URI=wire.uri, SINKS="probe", SINK_PROBE_KIND="probe")
-    install_plugin(tmp_path / "plugin")
-    result = run(["sink", "--once"], env_file)
+    result = run_sink(tmp_path, env_file, "--once")
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "SINK_PROBE_URL" in lines[0] and "Traceback" not in result.stderr
@@ -255,22 +269,15 @@ def test_mongodb_unreachable_at_the_start_is_exit_3(tmp_path, probe):
         MONGODB_URI="mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=300",
         SINKS="",
     )
-    result = run(["sink"], env_file)
+    result = run_sink(tmp_path, env_file)
     assert result.returncode == 3 and "cannot reach MongoDB" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_once_runs_one_round_and_exits(tmp_path, wire, probe):
     wanted = set(items(wire, 3))
-    install_plugin(tmp_path / "plugin")
     env_file = env(tmp_path, wire, probe)
     for _ in range(5):  # a round moves the marked items, a later one delivers them
-        result = subprocess.run(
-            collector_cmd("--env-file", str(env_file), "sink", "--once"),
-            capture_output=True,
-            text=True,
-            env={**os.environ, "COLLECTOR_ENV": "test", "PYTHONPATH": str(tmp_path / "plugin")},
-            timeout=60,
-        )
+        result = run_sink(tmp_path, env_file, "--once")
         assert result.returncode == 0, result.stderr
         if probe.delivered() >= wanted:
             break
