@@ -17,7 +17,9 @@ from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
 from ..modes import MODES
 from ..sdk.timeutil import as_utc
-from .statusfields import _s, count, number, text
+from .statusfields import MAX_TEXT, _s, count, number, text
+
+__all__ = ["MAX_TEXT", "count", "gather", "number", "render", "render_instances", "text"]
 
 
 def mode_of(network_mode: Any) -> str:
