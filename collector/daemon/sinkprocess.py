@@ -34,6 +34,7 @@ from .systemd import Notifier
 log = logging.getLogger("collector.sink")
 STOP_MARGIN = 5.0  # seconds beyond the longest sink timeout that a stop waits for the deliveries in flight
 DEFAULT_TIMEOUT = 30.0  # the stop bound when no sink is configured
+ONCE_ROUNDS = 10_000  # rounds of a --once pass at most
 USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@'\"]*@")  # user:password@ in a URL
 
 
@@ -73,6 +74,15 @@ def secrets_of(settings: Settings, configs: list[Any]) -> list[str]:
         if password:
             values += [password, unquote(password)]
     return values
+
+
+def in_flight(service: Any) -> bool:
+    """Whether a sink of the service is being prepared or has deliveries in flight."""
+    lanes = getattr(service, "lanes", {})
+    return any(
+        getattr(lane, "preparing", None) is not None or getattr(lane, "flights", None)
+        for lane in (lanes.values() if isinstance(lanes, dict) else ())
+    )
 
 
 def stop_bound(configs: list[Any]) -> float:
@@ -127,22 +137,37 @@ class SinkProcess:
         names = ", ".join(c.name for c in self.configs) or "none (SINKS is empty: nothing to deliver)"
         log.info("sink service started: sinks %s", names)
         self.notifier.send("READY=1", "STATUS=sink service: started")
-        failed = False
         try:
+            if once:
+                return EXIT_OK if self.one_pass() else EXIT_NO
             while not self.stopping.is_set():
                 if self.reload_wanted:
                     self.reload()
-                wait, ok = self.round()
-                failed = failed or not ok
-                if once:
-                    break
+                wait, _ = self.round()
                 self.notifier.send("WATCHDOG=1", self.status())
                 if self.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds)):
                     self.wakeup.clear()
         finally:
             self.shut_down()
-        log.info("sink service stopped")
-        return EXIT_NO if once and failed else EXIT_OK
+            log.info("sink service stopped")
+        return EXIT_OK
+
+    def one_pass(self) -> bool:
+        """`--once`: rounds until the service has nothing more to do now — no round asks for the next at once, no
+        sink is being prepared or has a delivery in flight — or ONCE_ROUNDS; False if a round failed. A process
+        that does not get the lease stops after its first round."""
+        for _ in range(ONCE_ROUNDS):
+            wait, ok = self.round()
+            if not ok:
+                return False
+            if self.stopping.is_set() or not getattr(self.service, "holds_lease", False):
+                return True
+            if wait > 0 and not in_flight(self.service):
+                return True
+            woken = getattr(self.service, "wakeup", None)
+            if isinstance(woken, threading.Event):
+                woken.wait(min(wait, 1.0) if wait > 0 else 0.05)
+        return True
 
     def round(self) -> tuple[float, bool]:
         """One round of the service: the seconds to wait before the next, and whether it went through."""
