@@ -123,10 +123,10 @@ def items(wire: WireServer, n: int) -> list[str]:
     return [str(i) for i in ids]
 
 
-def env(tmp_path: Path, wire: WireServer, probe: Probe, **more: object) -> Path:
+def env(tmp_path: Path, wire: WireServer, probe: Probe, uri: str = "", **more: object) -> Path:
     return write_env(
         tmp_path / "collector.env",
-        MONGODB_URI=wire.uri,
+        MONGODB_URI=uri or wire.uri,
         LOG_LEVEL="INFO",
         SINKS="probe",
         SINK_PROBE_URL=probe.url,
@@ -284,3 +284,26 @@ def test_once_delivers_what_waits_now_and_exits(tmp_path, wire, probe):
     assert result.returncode == 0, result.stderr
     assert probe.delivered() == wanted and "Traceback" not in result.stderr
     assert wire.client.get_database("likeastore").sinkQueue.count_documents({}) == 0
+
+
+def test_a_database_outage_keeps_every_figure_says_so_and_the_service_goes_on_after(tmp_path, wire, probe):
+    first = set(items(wire, 20))
+    port = free_port()
+    uri = wire.uri + "?serverSelectionTimeoutMS=1000"
+    process = sink_process(tmp_path, env(tmp_path, wire, probe, uri), "--metrics-port", str(port))
+    delivered = ("collector_sink_delivered_total", (("sink", "probe"),))
+    try:
+        wait_until(lambda: scrape(port).get(delivered) == 20, timeout=60)
+        wire.stop()
+        wait_until(lambda: scrape(port).get(("collector_sink_database_up", ())) == 0, timeout=60)
+        series = scrape(port)
+        assert series[delivered] == 20 and series[("collector_sink_stats_timestamp_seconds", ())] > 0
+        assert get(port, "/readyz")[0] == 503 and get(port, "/healthz")[0] == 200 and process.poll() is None
+        wire.start()
+        second = set(items(wire, 5))
+        wait_until(lambda: probe.delivered() >= first | second, timeout=90)
+        wait_until(lambda: scrape(port).get(("collector_sink_database_up", ())) == 1, timeout=30)
+    finally:
+        assert stop(process) == 0
+    log = (tmp_path / "sink.log").read_text()
+    assert "Traceback" not in log, log
