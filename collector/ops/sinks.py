@@ -61,6 +61,7 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
         "owner": text(doc.get("owner")),
         "host": text(doc.get("host")),
         "pid": count(doc.get("pid")),
+        "since": when(doc.get("since")),  # when this holder took the lease
         "leaseUntil": until,
         "live": until is not None and until > now,
         "beatAt": when(beat),

@@ -30,7 +30,10 @@ def service_line(report: Mapping[str, Any]) -> str:
     if service is None:
         return "sink service: none has run (no lease)"
     beat = f", beat {duration(service['beatAge'])} ago" if service["beatAge"] is not None else ""
-    held = "holds the lease" if service["live"] else f"lease EXPIRED at {at(service['leaseUntil'])} (not running?)"
+    since = f" since {at(service['since'])}" if service["since"] is not None else ""
+    held = (
+        f"holds the lease{since}" if service["live"] else f"lease EXPIRED at {at(service['leaseUntil'])} (not running?)"
+    )
     return f"sink service: {service['owner']} (host {service['host']}, pid {service['pid']}) {held}{beat}"
 
 
