@@ -348,3 +348,21 @@ def test_a_second_process_stands_by_says_so_and_takes_over_when_the_first_stops(
     finally:
         stop(first)
     assert "Traceback" not in (tmp_path / "second.log").read_text()
+
+
+def test_a_second_signal_exits_at_once_whatever_is_in_flight(tmp_path, wire, probe):
+    items(wire, 3)
+    probe.hold.clear()  # the delivery never finishes on its own
+    process = sink_process(tmp_path, env(tmp_path, wire, probe))
+    try:
+        assert probe.arrived.wait(60), (tmp_path / "sink.log").read_text()
+        process.send_signal(signal.SIGTERM)
+        wait_until(lambda: "finishing the deliveries in flight" in (tmp_path / "sink.log").read_text(), timeout=10)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(10) == 128 + signal.SIGINT
+    finally:
+        probe.hold.set()
+        stop(process)
+    assert "second SIGINT, exiting now" in (tmp_path / "sink.log").read_text()
+    db = wire.client.get_database("likeastore")
+    assert db.sinkQueue.count_documents({"sink": "probe"}) == 3  # not written as done: delivered again later
