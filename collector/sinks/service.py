@@ -36,7 +36,7 @@ from .store import SinkStore
 
 log = logging.getLogger("collector.sinks")
 
-LEASE_SECONDS = 60.0  # the service lease, renewed every round; a stand-by takes over this long after a silence
+LEASE_SECONDS = 30.0  # the service lease, renewed every 5 s; a stand-by takes over this long after a silence
 BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
 HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
 
@@ -133,7 +133,8 @@ class SinkService:
         SECRETS.remove(self._secrets)
 
     def snapshot(self) -> dict[str, SinkFigures]:
-        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag."""
+        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag.
+        Called on the thread that calls step() (between rounds), like everything here."""
         return {name: self.stats.figures(lane, self.outcomes.totals.get(name)) for name, lane in self.lanes.items()}
 
     # --- configuration ----------------------------------------------------------------------------------------------
@@ -240,6 +241,7 @@ class SinkService:
             return 0
         auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
         if auth is not None:
+            self.outcomes.count(lane.name, "failed.auth")
             self._stop_sink(lane.name, auth, now)
             return 0
         lane.start_prepare(now)

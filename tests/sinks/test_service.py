@@ -139,6 +139,7 @@ def test_a_sink_whose_prepare_fails_is_tried_again_later_and_auth_in_prepare_sto
     assert set(flaky.received) == set(ids) and flaky.prepared == 1
     assert sum("sink flaky cannot start" in r.getMessage() for r in caplog.records) == 2
     assert not locked.received and svc.snapshot()["locked"].stopped
+    assert svc.snapshot()["locked"].failed["auth"] == 1
     reason = sinks_store.sink_docs(db)[1]["stopped"]["reason"]
     assert "403" in reason and SECRET not in reason
     assert all(SECRET not in r.getMessage() for r in caplog.records)
