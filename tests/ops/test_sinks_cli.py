@@ -199,7 +199,7 @@ def test_an_unreachable_database_is_exit_3(monkeypatch, tmp_path):
 @given(
     sink=st.dictionaries(st.sampled_from(SINK_FIELDS), VALUES),
     lease=st.dictionaries(st.sampled_from(LEASE_FIELDS), VALUES),
-    name=st.one_of(HOSTILE_TEXT, st.integers(), st.just("search")),
+    name=st.one_of(HOSTILE_TEXT, st.integers(min_value=-(2**63), max_value=2**63 - 1), st.just("search")),
     entry=st.dictionaries(st.sampled_from(["date", "at", "nextAt", "tries"]), VALUES),
 )
 def test_any_sink_document_is_shown_clearly(world, monkeypatch, sink, lease, name, entry):
