@@ -10,7 +10,6 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
