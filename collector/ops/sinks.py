@@ -80,6 +80,21 @@ def queue_figures(db: Any, name: Any, now: datetime) -> dict[str, Any]:
     return {"backlog": backlog, "lagSeconds": lag, "deadLetters": db[DEAD].count_documents({"sink": name})}
 
 
+def recent_dead_letters(db: Any, name: str, limit: int = 5) -> list[dict[str, Any]]:
+    """The sink's newest dead letters: the item, when, the destination's status and reason (masked, cut)."""
+    from ..sinks.store import dead_letters
+
+    return [
+        {
+            "item": text(d.get("item")),
+            "at": when(d.get("at")),
+            "status": count(d.get("status")) or None,
+            "reason": reason(d.get("reason")),
+        }
+        for d in dead_letters(db, name, limit)
+    ]
+
+
 def empty_queue() -> dict[str, Any]:
     return {"backlog": 0, "lagSeconds": 0.0, "deadLetters": 0}
 

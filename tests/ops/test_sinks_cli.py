@@ -130,6 +130,8 @@ def test_status_shows_backlog_lag_counts_states_lease_and_outbox(world, monkeypa
     assert report["service"]["live"] is True and report["service"]["owner"] == "box-sink-7"
     code, out, err = run(monkeypatch, ["sinks", "status", "hook", "--json"])
     assert [r["name"] for r in strict(out)["sinks"]] == ["hook"]
+    code, out, err = run(monkeypatch, ["sinks", "status", "search"])
+    assert code == 0 and re.search(r"^    item 1 at .*: bad$", out, re.M) and "hook" not in out
 
 
 def test_a_configured_sink_no_service_registered_yet_is_shown_as_new(world, monkeypatch):
