@@ -43,6 +43,10 @@ class Destination:
         self.prepared = 0
         self.message = "down for maintenance"
         self.gate: threading.Event | None = None  # when set to an Event, a delivery waits for it first
+        self.closed = 0  # times the service closed it (the destination stands for the sink's HTTP client)
+
+    def close(self) -> None:
+        self.closed += 1
 
     def prepare(self) -> None:
         with self.lock:

@@ -301,6 +301,7 @@ def test_stop_waits_for_deliveries_in_flight_writes_them_and_lets_the_lease_go(d
     svc.stop(10)
     assert set(destination.received) == set(ids) and db[QUEUE].count_documents({}) == 0
     assert not svc.holds_lease and svc.step() >= 0  # a stopped service starts nothing
+    assert destination.closed == 1  # the sink's client closed
     other = SinkService(db, sink_settings("a"), owner="two", registry=svc.kinds, clock=clock)
     assert other.store.hold_lease("two", "h", 1, clock(), 60)
 
