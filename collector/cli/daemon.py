@@ -81,7 +81,7 @@ def serve(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: S
         parser.print_usage(sys.stderr)
         print(
             "collector: give --mode initial|normal, --check-config or a command "
-            "(demo, status, healthcheck, pause, resume, jobs, networks, connectors, bench)",
+            "(demo, status, monitor, sink, sinks, healthcheck, pause, resume, jobs, networks, connectors, bench)",
             file=sys.stderr,
         )
         return EXIT_USAGE
