@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
@@ -101,10 +102,13 @@ class SinkStore:
 
     # --- backfill and replay --------------------------------------------------------------------------------------
     def walk(self, cursor: Any, since: datetime | None, services: tuple[str, ...], limit: int) -> list[dict]:
-        """Items after `cursor` in `_id` order (dated `since` or later, of `services` when given)."""
-        query: dict[str, Any] = {}
-        if cursor is not None:
-            query["_id"] = {"$gt": cursor}
+        """Items after `cursor` in `_id` order (dated `since` or later, of `services` when given). Only ObjectId
+        `_id`s (what both collectors write): MongoDB compares within one type, so a walk that met a text `_id` a
+        shell wrote would stop there, before every ObjectId. A cursor of another type (a hand-edited document)
+        starts the walk again."""
+        query: dict[str, Any] = {"_id": {"$type": "objectId"}}
+        if isinstance(cursor, ObjectId):
+            query["_id"] = {"$gt": cursor, "$type": "objectId"}
         if since is not None:
             query["date"] = {"$gte": since}
         if services:

@@ -150,3 +150,19 @@ def test_an_interrupted_walk_goes_on_from_its_cursor(db):
     assert walk_rounds(db, Walks(store), [sink], T0, 1) == [8]
     assert walk_rounds(db, Walks(store), [sink], T0 + timedelta(seconds=5), 3) == [8, 4, 0]  # a new service
     assert queued(db, "a") == sorted(ids) and db[QUEUE].count_documents({}) == 20
+
+
+def test_a_walk_is_not_stopped_by_items_whose_id_is_not_an_objectid(db):
+    """A shell wrote items with a text and a number `_id` (they sort before every ObjectId): the walk still
+    reaches every ObjectId item, and a hand-edited cursor of another type starts it again instead of ending it."""
+    ids = add_items(db, 12, marked=False)
+    db.items.insert_many([{"_id": "by-hand", "type": "github"}, {"_id": 7, "type": "github"}])
+    store = SinkStore(db)
+    sink = config("a", pace=100)
+    register_new(store, [sink], {}, "one", T0)
+    walk_rounds(db, Walks(store), [sink], T0, 3)
+    assert queued(db, "a") == sorted(ids)
+    db.sinks.update_one({"_id": "a"}, {"$set": {"backfill.cursor": "zzz", "backfill.doneAt": None}})
+    db[QUEUE].delete_many({})
+    walk_rounds(db, Walks(store), [sink], T0 + timedelta(seconds=10), 3)
+    assert queued(db, "a") == sorted(ids)
