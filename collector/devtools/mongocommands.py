@@ -129,7 +129,11 @@ class Commands:
     def cmd_insert(self, command: dict) -> dict:
         coll = self.collection(command, "insert")
         docs = command.get("documents", [])
-        quick = self.quick_inserts and all("_id" in doc for doc in docs) and not self.unique_indexes(coll)
+        quick = (  # an `_id` mongomock keeps as is (not a document: a sink queue's `{s, i}` is stored as a hashdict)
+            self.quick_inserts
+            and all(isinstance(doc.get("_id", {}), (bson.ObjectId, str, int)) for doc in docs)
+            and not self.unique_indexes(coll)
+        )
         errors, n = [], 0
         for index, doc in enumerate(docs):
             try:

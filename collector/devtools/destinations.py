@@ -1,0 +1,193 @@
+"""Local destinations for the sinks of `collector demo` and `collector bench`, on 127.0.0.1 only.
+
+`Receiver`: a webhook receiver in a thread of this process that checks each request's Standard Webhooks signature
+(webhook-id, webhook-timestamp, webhook-signature: `v1,` base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed
+with the secret's bytes; a timestamp more than five minutes away is refused too) with the standard library's hmac,
+and counts the documents it took by id. A request whose signature does not hold is answered 401 and counted.
+
+`Search`: osmem-server, the in-memory OpenSearch-compatible server whose binary ships in the `osmem-server` wheel
+(the test extra), started as a process of its own; `None` from `Search.start()` when it is not installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+import time
+import urllib.request
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOLERANCE_S = 300  # a signed request older or newer than this is refused (Standard Webhooks' own default)
+
+
+def new_secret() -> str:
+    """A signing secret as Standard Webhooks gives one: `whsec_` and the key's bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def signature(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def verified(secret: str, headers: Any, body: bytes, now: float) -> bool:
+    """Whether the request's signature holds for `secret`, and its timestamp is within the tolerance."""
+    msg_id, timestamp = headers.get("webhook-id") or "", headers.get("webhook-timestamp") or ""
+    given = (headers.get("webhook-signature") or "").split()
+    if not msg_id or not timestamp.isdigit() or abs(now - int(timestamp)) > TOLERANCE_S:
+        return False
+    expected = signature(secret, msg_id, timestamp, body)
+    return any(hmac.compare_digest(expected, candidate) for candidate in given)
+
+
+def document_ids(payload: Any) -> list[str]:
+    """The ids of the documents a webhook batch carries: a list of documents, or an object holding one (under
+    `data`, `items` or `documents`); a document's id is its `id` (else `_id`)."""
+    if isinstance(payload, dict):
+        payload = next((payload[k] for k in ("data", "items", "documents") if isinstance(payload.get(k), list)), [])
+    if not isinstance(payload, list):
+        return []
+    return [str(doc.get("id", doc.get("_id"))) for doc in payload if isinstance(doc, dict)]
+
+
+class Receiver:
+    """`with Receiver(secret) as url:` — POST a signed batch to `url` (or to any path under it: each path counts
+    apart, `stats(path)`); `ids` are the documents taken (a set: a redelivery counts once), `requests` the batches
+    answered 2xx, `bad` the requests refused for their signature. A GET on a path answers its stats."""
+
+    def __init__(self, secret: str):
+        self.secret = secret
+        self.by_path: dict[str, set[str]] = {}
+        self.requests = 0
+        self.bad = 0
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    @property
+    def ids(self) -> set[str]:
+        with self.lock:
+            return set().union(*self.by_path.values())
+
+    def take(self, headers: Any, body: bytes, path: str = "/hook") -> int:
+        """The answer's status for one request, what it carried recorded."""
+        if not verified(self.secret, headers, body, time.time()):
+            with self.lock:
+                self.bad += 1
+            return 401
+        try:
+            ids = document_ids(json.loads(body))
+        except ValueError:
+            return 400
+        with self.lock:
+            self.by_path.setdefault(path, set()).update(ids)
+            self.requests += 1
+        return 200
+
+    def stats(self, path: str = "/") -> dict[str, int]:
+        """Documents taken at `path` or under it, and (of every path) the batches taken and the requests refused."""
+        with self.lock:
+            taken = set().union(*(ids for p, ids in self.by_path.items() if p.startswith(path)))
+            return {"received": len(taken), "requests": self.requests, "bad_signatures": self.bad}
+
+    def __enter__(self) -> str:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.answer(receiver.take(self.headers, body, self.path), b"{}")
+
+            def do_GET(self) -> None:  # noqa: N802
+                self.answer(200, json.dumps(receiver.stats(self.path)).encode())
+
+            def answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:  # quiet: the demo prints its own lines
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, name="receiver", daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def receive_in_child(conn: Any, secret: str) -> None:
+    """A Receiver in a process of its own (spawned.py): sends its URL, serves until the parent's end closes."""
+    with Receiver(secret) as url:
+        conn.send(url)
+        try:
+            conn.recv()
+        except EOFError:
+            pass
+
+
+def receiver_stats(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return dict(json.loads(answer.read()))
+
+
+class Search:
+    """osmem-server in a process of its own: `url`, `pid`, `version`; `count(index)` and `search(index, text)`."""
+
+    def __init__(self, server: Any):
+        self.server = server
+        self.url: str = server.url
+        self.pid: int = server.pid
+        self.version: str = server.version
+
+    @classmethod
+    def start(cls) -> Search | None:
+        try:
+            from osmem_server import OsmemServer  # type: ignore[import-untyped]
+        except ImportError:
+            return None
+        return cls(OsmemServer.start(japanese=False))
+
+    @staticmethod
+    def installed() -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec("osmem_server") is not None
+
+    def count(self, index: str) -> int:
+        self.server.request("POST", f"/{index}/_refresh")
+        return int(self.server.request("GET", f"/{index}/_count")["count"])
+
+    def search(self, index: str, text: str, field: str = "title") -> list[dict]:
+        query = {"query": {"match": {field: text}}, "size": 3}
+        return list(self.server.request("POST", f"/{index}/_search", query)["hits"]["hits"])
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __enter__(self) -> Search:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def words(titles: Iterable[str]) -> str:
+    """A word to search for: the most common word of the titles (owner/repo names split on / - _ .)."""
+    import re
+    from collections import Counter
+
+    counted = Counter(w for t in titles for w in re.split(r"[/\-_.\s]+", t.lower()) if len(w) > 2)
+    return counted.most_common(1)[0][0] if counted else ""
