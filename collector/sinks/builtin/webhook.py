@@ -1,0 +1,93 @@
+"""The `webhook` sink: each batch POSTed as one JSON message, signed as Standard Webhooks says
+(https://www.standardwebhooks.com/).
+
+The message: `{"type": "items.created", "timestamp": <ISO 8601, UTC>, "data": [{"id": <item id>, ...its fields},
+...]}` (a field `id` of the item's own is replaced by the item's id). Headers: `webhook-id` (`msg_` and a digest of
+the batch's item ids: the same batch sent again has the same id, so a receiver can drop a repeat), `webhook-timestamp`
+(integer seconds) and `webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with
+the secret (SECRET, `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix).
+
+The receiver's answer decides, for the whole batch: 2xx done; 429, 5xx (and 408) BatchRefused, its Retry-After
+read; 413 TooLarge; 401/403 AuthFailed; a redirect is not followed: every document rejected, saying so; any other
+4xx: every document rejected with the status.
+
+The URL is a user host (`checks_addresses`): https, and only public addresses are connected to, unless
+ALLOW_PRIVATE_HOSTS (sinks/http.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from ...sdk._urls import where
+from ...sdk.timeutil import utcnow
+from ...settings import SettingsError
+from ..http import answer_failure, json_headers, scrub
+from ..sdk import DONE, Doc, Option, Outcome, Reject, Sink, SinkConfig
+from ._common import dumps, setting, with_id, within
+
+EVENT = "items.created"
+
+
+class WebhookSink(Sink):
+    kind = "webhook"
+    checks_addresses = True
+    options = (Option("SECRET", "the signing secret, whsec_<base64>", secret=True, required=True),)
+
+    def __init__(self, config: SinkConfig, http: Any):
+        super().__init__(config, http)
+        self.key = signing_key(config, self.option("SECRET"))
+        self.clock: Callable[[], datetime] = utcnow
+
+    def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
+        url = self.config.url
+        what = f"POST {where(url)}"
+        now = self.clock()
+        message = {"type": EVENT, "timestamp": iso(now), "data": [with_id(doc) for doc in batch]}
+        body = within(dumps(message), self.max_batch_bytes, what)
+        headers = json_headers(extra=sign(self.key, message_id(batch), int(now.timestamp()), body))
+        answer = self.http.request("POST", url, body=body, headers=headers)
+        if 200 <= answer.status < 300:
+            return [DONE] * len(batch)
+        if 300 <= answer.status < 400:
+            return [Reject(f"{answer.status}: the receiver answered with a redirect, not followed")] * len(batch)
+        failure = answer_failure(answer, what, now)
+        if failure is not None:
+            raise failure
+        reason = scrub(f"{answer.status}: refused by the receiver: {what}", self.config)
+        return [Reject(reason)] * len(batch)
+
+
+def signing_key(config: SinkConfig, secret: str) -> bytes:
+    """The HMAC key a `whsec_<base64>` secret stands for; SettingsError (not quoting it) when it is not one."""
+    text = secret.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(text, validate=True) if text else b""
+    except (binascii.Error, ValueError):
+        key = b""
+    if not key:
+        raise SettingsError(setting(config, "SECRET"), "required, as whsec_ and a base64 key (Standard Webhooks)")
+    return key
+
+
+def message_id(batch: Sequence[Doc]) -> str:
+    """`msg_` and a digest of the batch's item ids, in order: the same batch always has the same id."""
+    digest = hashlib.sha256("\n".join(doc.id for doc in batch).encode()).digest()[:18]
+    return "msg_" + base64.urlsafe_b64encode(digest).decode()
+
+
+def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The three Standard Webhooks headers of a message."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    signature = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp), "webhook-signature": f"v1,{signature}"}
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
