@@ -254,10 +254,15 @@ def as_documents(items: list[Any], user: Any, now: datetime) -> None:
         item["_id"] = item_key(user, item["type"], item["itemId"])
 
 
+SINK_PENDING = "sinkPending"  # on every new item until the sink service has queued it for each sink (sinks/mover.py)
+
+
 def stored_items(result: RunResult, user_data: dict | None) -> list[dict]:
-    """The result's items as `items` documents (as_documents made them), with the user's userData."""
+    """The result's items as `items` documents (as_documents made them), with the user's userData, each marked
+    `sinkPending: true`, always, in the same insert: the item is its own outbox for the sinks (sinks/mover.py)."""
     docs = cast("list[dict[str, Any]]", list(result.items))
-    if user_data is not None:
-        for doc in docs:
+    for doc in docs:
+        if user_data is not None:
             doc["userData"] = user_data
+        doc[SINK_PENDING] = True
     return docs

@@ -25,6 +25,18 @@ def test_rerunning_the_same_page_saves_each_item_once(db, settings, http_mock):
     assert db.items.count_documents({}) == 40
     item = db.items.find_one()
     assert item["_id"] == item_key("ann@example.com", "github", item["itemId"])
+    assert db.items.count_documents({"sinkPending": True}) == 40  # each new item is marked for the sinks, once
+
+
+def test_a_new_item_is_marked_for_the_sinks_with_or_without_a_user(db, settings, http_mock):
+    GitHubStub(http_mock, stars=make_stars(3, seed=4))
+    db.users.insert_one({"email": "ann@example.com", "name": "Ann"})
+    add_network(db)
+    add_network(db, user="ghost@example.com")  # no such user: no userData
+    run_once(db, "initial", settings, now=T0)
+    items = list(db.items.find())
+    assert len(items) == 6 and all(item["sinkPending"] is True for item in items)
+    assert {"userData" in item for item in items} == {True, False}
 
 
 def test_items_collected_by_the_original_collector_are_not_duplicated(db, settings, http_mock):
