@@ -33,6 +33,12 @@ BENCH_FLAGS = (
     ("soak-networks", int, "networks in the memory soak"),
     ("floor-pages", int, "pages per round of the floor measure (urllib3, gzip, orjson, dicts; again with zlib-ng)"),
     ("floor-polls", int, "304 polls made by the floor measure (urllib3; a raw socket), per round"),
+    (
+        "sink",
+        str,
+        "the sink workload: the walk with and without a sink service delivering to osmem-server (opensearch; a "
+        "webhook receiver when osmem-server is not installed), or to a webhook receiver (webhook); off: not run",
+    ),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 

@@ -12,6 +12,9 @@ Workloads:
   soak      many normal-mode polls: resident memory before and after.
   apart     the headline history point and the 304 polls again with the database out of this process (the
             mongowire stand-in in its own process, or the MongoDB given), three runs each, their medians: `*_apart`.
+  sink      the headline walk again, database apart, three runs without a sink and three while a sink service
+            delivers the items it stores (`*_sink_off`, `*_sink_on`, their ratios), then that sink's own
+            throughput on the items of a walk (`sink_items_per_s`): sinkbench.py (--sink: where it delivers).
   floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
             the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
 Database time (the scheduler thread's CPU inside the store) is measured apart from the engine's CPU.
@@ -61,6 +64,7 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))
+    result.update(measure_sink(opts))
     print(json.dumps(result), file=out)
     return 0
 
@@ -134,6 +138,15 @@ def measure_apart(opts: Options, main: dict) -> dict:
     after = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {**apart, **ground, **floor_ratios(apart, ground)}
+
+
+def measure_sink(opts: Options) -> dict:
+    """The sink workload (sinkbench.py) in a fresh interpreter, unless --sink off."""
+    if opts.sink == "off":
+        return {"sink": "off"}
+    from . import sinkbench
+
+    return in_child(sinkbench.measure, opts)
 
 
 def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:

@@ -6,7 +6,8 @@ with the secret's bytes; a timestamp more than five minutes away is refused too)
 and counts the documents it took by id. A request whose signature does not hold is answered 401 and counted.
 
 `Search`: osmem-server, the in-memory OpenSearch-compatible server whose binary ships in the `osmem-server` wheel
-(the test extra), started as a process of its own; `None` from `Search.start()` when it is not installed.
+(the test extra), started as a process of its own (its quiet and its URL read here: the package's own starter
+lets it write to our standard error); `None` from `Search.start()` when it is not installed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import secrets
+import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -144,21 +148,46 @@ def receiver_stats(url: str) -> dict[str, int]:
 
 
 class Search:
-    """osmem-server in a process of its own: `url`, `pid`, `version`; `count(index)` and `search(index, text)`."""
+    """osmem-server in a process of its own (its stdin a pipe: it ends when that closes, or when this process
+    does): `url`, `pid`, `version`; `count(index)` and `search(index, text)`."""
 
-    def __init__(self, server: Any):
-        self.server = server
-        self.url: str = server.url
-        self.pid: int = server.pid
-        self.version: str = server.version
+    def __init__(self, process: subprocess.Popen, ready: dict):
+        self.process = process
+        self.url: str = ready["url"]
+        self.pid: int = process.pid
+        self.version: str = str(ready.get("version", ""))
 
     @classmethod
-    def start(cls) -> Search | None:
+    def start(cls, limit_s: float = 30.0) -> Search | None:
+        """The server on a free port, once it said where; None when osmem-server is not installed."""
         try:
-            from osmem_server import OsmemServer  # type: ignore[import-untyped]
+            from osmem_server import resolve_binary  # type: ignore[import-untyped]
         except ImportError:
             return None
-        return cls(OsmemServer.start(japanese=False))
+        command = [resolve_binary(), "--parent-pid", str(os.getpid()), "--no-ja"]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        ready: dict = {}
+
+        def read() -> None:  # its first JSON line with a `url` says it listens
+            for line in process.stdout or ():
+                try:
+                    said = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(said, dict) and "url" in said:
+                    ready.update(said)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(limit_s)
+        if not ready:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"osmem-server did not start within {limit_s:g} s")
+        return cls(process, ready)
 
     @staticmethod
     def installed() -> bool:
@@ -166,16 +195,37 @@ class Search:
 
         return importlib.util.find_spec("osmem_server") is not None
 
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
     def count(self, index: str) -> int:
-        self.server.request("POST", f"/{index}/_refresh")
-        return int(self.server.request("GET", f"/{index}/_count")["count"])
+        """Documents in `index` once refreshed (0 when there is no such index: nothing made it)."""
+        self.request("POST", f"/{index}/_refresh")
+        status, answer = self.request("GET", f"/{index}/_count")
+        return int(answer["count"]) if status == 200 else 0
 
     def search(self, index: str, text: str, field: str = "title") -> list[dict]:
-        query = {"query": {"match": {field: text}}, "size": 3}
-        return list(self.server.request("POST", f"/{index}/_search", query)["hits"]["hits"])
+        status, answer = self.request("POST", f"/{index}/_search", {"query": {"match": {field: text}}, "size": 3})
+        return list(answer["hits"]["hits"]) if status == 200 else []
 
     def close(self) -> None:
-        self.server.close()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def __enter__(self) -> Search:
         return self
