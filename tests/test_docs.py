@@ -210,13 +210,35 @@ METAVAR = re.compile(r"(--[a-z][a-z0-9-]*) [A-Z][A-Z0-9_]*")  # `--quota-window 
 NAME = re.compile(r"(?<![\w$.-])(\*_)?([A-Z][A-Z0-9]*(?:_(?:[A-Z0-9]+|<[A-Z]+>))+)(?![\w-])")
 
 
+SINK_FORM = re.compile(r"SINK_<[A-Z]+>_([A-Z0-9_]+)")  # `SINK_<NAME>_URL`: a setting of one sink
+
+
 def unknown_setting(name: str, star: bool, known: set[str]) -> bool:
     if star:  # `*_CLIENT_ID`: at least one setting ends so
         return not any(k.endswith("_" + name) for k in known)
+    if form := SINK_FORM.fullmatch(name):  # `SINK_<NAME>_URL`: a field every sink has, or an installed kind's option
+        return form.group(1) not in sink_fields()
+    if name.startswith("SINK_") and name not in known:  # `SINK_SEARCH_URL`: one sink's, named
+        return not any(name.endswith("_" + field) and len(name) > len(f"SINK__{field}") for field in sink_fields())
     if "<" in name:  # `INITIAL_INTERVAL_<SERVICE>`: one of the per-service forms
         return name.split("_<", 1)[0] not in PER_SERVICE
     prefix = next((p for p in PER_SERVICE if name.startswith(p + "_")), None)
     return name not in known and not (prefix and name[len(prefix) + 1 :].lower() in services())
+
+
+@functools.cache
+def sink_fields() -> set[str]:
+    """FIELD in SINK_<NAME>_<FIELD>: the fields every sink takes, and the options of every kind installed."""
+    from collector.settings.sinkfields import SINK_FIELDS
+    from collector.sinks.registry import KindBroken, SinkRegistry
+
+    registry, fields = SinkRegistry(), {f.field for f in SINK_FIELDS}
+    for kind in registry.kinds():
+        try:
+            fields |= {option.name for option in registry.options(kind)}
+        except KindBroken:
+            continue  # a kind that does not load names no setting
+    return fields
 
 
 def services() -> set[str]:
@@ -244,6 +266,12 @@ def test_a_misspelt_setting_is_caught():
     assert unknown_setting("HTTP_TIMEOUTS", False, known)
     assert unknown_setting("SERVICE_CONCURRENCY_ORKUT", False, known)
     assert unknown_setting("MAX_WAIT_<SERVICE>", False, known)
+    assert not unknown_setting("SINK_<NAME>_URL", False, known)
+    assert not unknown_setting("SINK_MY_SEARCH_BATCH", False, known)
+    assert not unknown_setting("SINK_MAX_TRIES", False, known)
+    assert unknown_setting("SINK_<NAME>_URI", False, known)
+    assert unknown_setting("SINK_SEARCH_BATCHES", False, known)
+    assert unknown_setting("SINK_BATCH", False, known)  # no name
 
 
 def test_every_metric_the_docs_name_is_served():

@@ -342,6 +342,38 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "Never claim these services' networks (comma-separated).",
     ),
+    Setting(
+        "SINKS",
+        "sinks",
+        kinds.SINK_NAMES,
+        "",
+        "The sinks the sink service hands new items to (comma-separated names; empty: none).",
+        details="Each sink is set by its own SINK_<NAME>_<FIELD> settings (Per sink, below). Every collector marks "
+        "the items it stores for the sinks whether any is set or not, so the first sink set gets them all.",
+    ),
+    Setting(
+        "SINK_MAX_TRIES",
+        "sink_max_tries",
+        kinds.COUNT,
+        "3",
+        "A document a sink rejects this many times is dead-lettered with its reason (sinkDeadLetters).",
+    ),
+    Setting(
+        "SINK_RETRY_MAX",
+        "sink_retry_max",
+        kinds.POSITIVE_SECONDS,
+        "600",
+        "The longest wait before a sink's delivery is tried again (back-off from 1 s, doubling, full jitter).",
+        details="A Retry-After from the destination is respected up to this long too. A refused delivery is tried "
+        "again for as long as it takes: nothing is dropped for being late.",
+    ),
+    Setting(
+        "SINK_LAG_WARN",
+        "sink_lag_warn",
+        kinds.POSITIVE_SECONDS,
+        "900",
+        "`collector status --check` warns about a sink whose oldest waiting item is older than this.",
+    ),
 )
 
 FAMILIES: tuple[Family, ...] = (

@@ -6,12 +6,13 @@ tests/daemon/test_settings_declaration.py fails when the two disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .declaration import ENVIRONMENT, FAMILIES, FIELDS
 from .masking import SECRET_WORDS, mask, uri_secrets
+from .sinkfields import sink_keys, sink_prefix
 
 
 class SettingsError(ValueError):
@@ -57,6 +58,10 @@ class Settings:
     inactive_sweep_cron: str = "0 4 * * *"
     services: tuple[str, ...] = ()  # claim only these services' networks (empty: every service)
     services_exclude: tuple[str, ...] = ()  # never claim these
+    sinks: tuple[str, ...] = ()  # the sinks the sink service delivers to (SINK_<NAME>_* each: sinks/config.py)
+    sink_max_tries: int = 3  # rejects of one document before it is dead-lettered
+    sink_retry_max: float = 600.0  # the longest back-off of a sink's retry
+    sink_lag_warn: float = 900.0  # status --check warns past this lag
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -85,16 +90,21 @@ class Settings:
         ]
         return [v for v in values if v]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, secret_names: Collection[str] = ()) -> dict[str, Any]:
         """The effective settings by environment name, secrets masked (for --check-config): the declared ones in
-        their order, the per-service ones, then any other setting the files hold."""
+        their order, the per-service ones, the settings of each sink in SINKS, then any other setting the files
+        hold. `secret_names` are masked too, whatever their names (a sink kind's secret options: sinks/config.py
+        `secret_names`)."""
         out: dict[str, Any] = {ENVIRONMENT.name: getattr(self, ENVIRONMENT.field)}
         for setting in FIELDS:
             out[setting.name] = getattr(self, setting.field)
         for family in FAMILIES:
             for service, value in sorted(getattr(self, family.field).items()):
                 out[family.prefix + service.upper()] = value
+        for name, fields_ in sink_keys(self.raw, self.sinks).items():
+            out |= {sink_prefix(name) + key: value for key, value in sorted(fields_.items())}
         for name in sorted(self.raw):
             if name not in out and name in self.file_keys:
                 out[name] = self.raw[name]
-        return {name: mask(name, value) for name, value in out.items()}
+        hidden = set(secret_names)
+        return {name: "***" if name in hidden and out[name] else mask(name, out[name]) for name in out}

@@ -149,6 +149,55 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+SINK_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a sink's name: SINK_<NAME>_* settings, metric labels, `sinks` _id
+MAX_BATCH = 10_000  # documents per delivery to one sink
+MAX_SINK_CONCURRENCY = 64  # deliveries in flight to one sink
+MAX_PACE = 1_000_000  # items per second of a backfill or replay
+
+
+def _sink_names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of sink names (empty: none)."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    for name in names:
+        if not SINK_NAME.fullmatch(name):
+            raise ValueError(f"{name[:60]!r} is not a sink name (a letter, then letters, digits and _; 40 at most)")
+    return names
+
+
+def _sink_kind(text: str) -> str:
+    kind = text.strip().lower()
+    if kind and not SINK_NAME.fullmatch(kind):
+        raise ValueError("must be the name of a kind of sink (letters, digits and _)")
+    return kind
+
+
+def _sink_url(text: str) -> str:
+    """An http(s) URL with a host and no credentials (those go in their own, masked, settings)."""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http(s) URL with a host")
+    if "@" in parts.netloc:
+        raise ValueError("must not hold credentials (give them in the sink's own settings, which are masked)")
+    return text.strip()
+
+
+def _bounded_int(high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = _positive_int(text)
+        if value > high:
+            raise ValueError(f"must be at most {high}")
+        return value
+
+    return parse
+
+
+def _pace(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= MAX_PACE:  # NaN fails too
+        raise ValueError(f"must be a number > 0 and at most {MAX_PACE}")
+    return value
+
+
 def _log_format(text: str) -> str:
     value = text.strip().lower()
     if value not in ("text", "json"):
@@ -213,5 +262,11 @@ HOST = Kind("IP address or host name", _host)
 DAYS = Kind("days (0: off)", _days, 0, MAX_DAYS)
 CRONTAB = Kind("crontab (UTC)", _crontab)
 NAMES = Kind("service names, comma-separated", _names)
+SINK_NAMES = Kind("sink names, comma-separated", _sink_names)
+SINK_KIND = Kind("kind of sink (empty: the sink's name)", _sink_kind)
+SINK_URL = Kind("http(s) URL, no credentials", _sink_url)
+BATCH = Kind("whole number", _bounded_int(MAX_BATCH), 1, MAX_BATCH)
+SINK_CONCURRENCY = Kind("whole number", _bounded_int(MAX_SINK_CONCURRENCY), 1, MAX_SINK_CONCURRENCY)
+PACE = Kind("items per second", _pace, 0, MAX_PACE, above=True)
 ANY_TEXT = Kind("text (empty: not configured)", _any)
 ENVIRONMENT = Kind(" or ".join((", ".join(ENVIRONMENTS[:-1]), ENVIRONMENTS[-1])), _any)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .declaration import ENVIRONMENT, FAMILIES, RELOADS, SETTINGS, Family, Setting
 from .files import CHECKOUT, read_settings_file
 from .parsers import ENVIRONMENTS
+from .sinkfields import FORM, SINK_FIELDS, SinkField
 
 DEFAULTS_ENV = Path("config") / "defaults.env"
 REFERENCE = Path("docs") / "reference" / "settings.md"
@@ -42,7 +43,17 @@ def defaults_env() -> str:
             if family.fallback == setting.name:
                 for service, value, note in family.extras:
                     lines += [f"# {note}", f"{family.prefix}{service.upper()}={value}"]
+        if setting.name == "SINKS":
+            lines += _sink_comments()
     return "\n".join(lines) + "\n"
+
+
+def _sink_comments() -> list[str]:
+    """After SINKS: the settings of one sink, as comments (they have no default of their own to set)."""
+    lines = ["# Each sink in SINKS is set by SINK_<NAME>_<FIELD> (docs/reference/settings.md, Per sink), e.g.:"]
+    for field in SINK_FIELDS:
+        lines.append(f"#   {FORM.replace('<NAME>', 'SEARCH')}{field.field}={field.default}")
+    return lines
 
 
 def _cell(text: str) -> str:
@@ -83,6 +94,18 @@ def _family_row(family: Family) -> str:
     )
 
 
+def _sink_row(field: SinkField) -> str:
+    return _row(
+        f"`{field.name}`",
+        _cell(field.kind.name),
+        "(required)" if field.required else _code(field.default),
+        field.kind.bounds(),
+        "no",
+        "yes",
+        _cell(field.help),
+    )
+
+
 def _environments(config: Path) -> Iterable[str]:
     for env in ENVIRONMENTS:
         values = read_settings_file(config / f"{env}.env") or {}
@@ -117,6 +140,17 @@ def reference(config: Path) -> str:
         _row(*heading),
         rule,
         *(_family_row(family) for family in FAMILIES),
+        "",
+        "## Per sink",
+        "",
+        "The settings of one sink named in `SINKS`, with its name in capitals (`SINK_SEARCH_URL` for a sink "
+        "`search`). Beside these, each kind of sink takes its own (an index, a key, a secret: the kind's options; "
+        "those holding a secret are masked in every output and log). A reload applies them: a sink whose settings "
+        "changed finishes its deliveries in flight and starts again with the new ones.",
+        "",
+        _row(*heading),
+        rule,
+        *(_sink_row(field) for field in SINK_FIELDS),
         "",
         "## Per environment",
         "",

@@ -15,6 +15,7 @@ from collector.settings import Settings, config_dir, load_settings, read_setting
 from collector.settings import declaration as d
 from collector.settings.masking import SECRET_WORDS
 from collector.settings.parsers import ANY_TEXT, ENVIRONMENTS
+from collector.settings.sinkfields import SINK_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_SETTINGS = {"raw", "file_keys", "sources"}  # what was read, not a setting
@@ -56,6 +57,8 @@ def test_names_are_declared_once_and_each_help_is_one_line():
     for setting in (*DECLARED, *d.FAMILIES):
         assert setting.help and "\n" not in setting.help and len(f"# {setting.help}") <= 120, setting.name
         assert setting.reload in d.RELOADS, setting.name
+    fields = [f.field for f in SINK_FIELDS]
+    assert len(fields) == len(set(fields)) and all(f.help and "\n" not in f.help for f in SINK_FIELDS)
 
 
 def test_the_dataclass_defaults_are_the_declared_ones():
@@ -99,7 +102,7 @@ def test_the_declared_secrets_are_what_check_config_masks():
 
 
 def test_the_declared_bounds_are_what_the_parsers_enforce():
-    kinds = {s.kind for s in DECLARED} | {family.kind for family in d.FAMILIES}
+    kinds = {s.kind for s in DECLARED} | {family.kind for family in d.FAMILIES} | {f.kind for f in SINK_FIELDS}
     bounded = [k for k in kinds if k.low is not None or k.high is not None]
     assert len(bounded) >= 5
     for kind in bounded:

@@ -1,0 +1,117 @@
+"""The configured sinks: one SinkConfig for each name in SINKS, from its SINK_<NAME>_<FIELD> settings — the
+fields every sink takes (settings/sinkfields.py) and the Options of its kind (the kind's Sink class, found in the
+registry). A bad one is a SettingsError naming the setting: a bad name, an unknown kind, a missing URL or required
+option, a value its parser refuses, a setting the kind does not take. Values of secret options (and of options
+named like secrets) are in `SinkConfig.secret_values`, for redaction, and `secret_names` names them for
+`--check-config`, whatever their names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..settings import SECRET_WORDS, Settings, SettingsError, mask
+from ..settings.parsers import SINK_NAME
+from ..settings.sinkfields import BY_FIELD, SINK_FIELDS, SinkField, sink_keys, sink_prefix
+from .registry import KindBroken, SinkRegistry, UnknownKind
+from .sdk import Option, SinkConfig
+
+COMMON = frozenset(BY_FIELD)
+
+
+def sink_configs(settings: Settings, registry: SinkRegistry) -> list[SinkConfig]:
+    """A SinkConfig for each sink in SINKS, in order; SettingsError naming the first bad setting."""
+    keys = sink_keys(settings.raw, settings.sinks)
+    return [sink_config(name, keys[name], registry) for name in settings.sinks]
+
+
+def sink_config(name: str, fields: Mapping[str, str], registry: SinkRegistry) -> SinkConfig:
+    """The sink `name` from its fields ({FIELD: text}, as sink_keys gives them)."""
+    if not SINK_NAME.fullmatch(name):
+        raise SettingsError("SINKS", f"{name[:60]!r} is not a sink name (a letter, then letters, digits and _)")
+    prefix = sink_prefix(name)
+    kind = _kind(name, fields, registry)
+    if not fields.get("URL", "").strip():
+        raise SettingsError(prefix + "URL", "is missing (every sink needs the URL it delivers to)")
+    common = {f.field: _parse(prefix, f, fields.get(f.field, f.default)) for f in SINK_FIELDS if f.field != "KIND"}
+    options, secrets = _options(prefix, kind, fields, registry)
+    return SinkConfig(
+        name=name,
+        kind=kind,
+        url=common["URL"],
+        batch=common["BATCH"],
+        concurrency=common["CONCURRENCY"],
+        timeout=common["TIMEOUT"],
+        services=common["SERVICES"],
+        backfill=common["BACKFILL"],
+        pace=common["PACE"],
+        options=options,
+        secret_values=secrets,
+    )
+
+
+def secret_names(settings: Settings, registry: SinkRegistry) -> set[str]:
+    """The settings of the configured sinks that hold a secret by their kind's declaration (Option.secret), for
+    Settings.describe; an option of a kind that cannot be loaded counts as secret (nothing tells it is not)."""
+    names = set()
+    for name, fields in sink_keys(settings.raw, settings.sinks).items():
+        kind = fields.get("KIND", "").strip().lower() or name
+        try:
+            secret = {o.name for o in registry.options(kind) if o.secret}
+        except (UnknownKind, KindBroken):
+            secret = set(fields) - COMMON
+        names |= {sink_prefix(name) + field for field in fields if field in secret}
+    return names
+
+
+def secret_values(configs: Iterable[SinkConfig]) -> list[str]:
+    """Every secret value of these sinks, for log redaction (collector.sdk.redaction.SECRETS)."""
+    return [value for config in configs for value in config.secret_values]
+
+
+def _kind(name: str, fields: Mapping[str, str], registry: SinkRegistry) -> str:
+    prefix = sink_prefix(name)
+    kind = _parse(prefix, BY_FIELD["KIND"], fields.get("KIND", ""))
+    known = registry.kinds()
+    if not kind:
+        if name not in known:
+            problem = f"is missing: {name!r} is not a kind of sink (known: {', '.join(known) or 'none'})"
+            raise SettingsError(prefix + "KIND", problem)
+        kind = name
+    if kind not in known:
+        raise SettingsError(prefix + "KIND", f"unknown kind of sink {kind!r} (known: {', '.join(known) or 'none'})")
+    return str(kind)
+
+
+def _options(
+    prefix: str, kind: str, fields: Mapping[str, str], registry: SinkRegistry
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The kind's options ({name: value}, defaults filled in) and the secret values among them."""
+    extra = {field: value for field, value in fields.items() if field not in COMMON}
+    try:
+        declared: tuple[Option, ...] | None = registry.options(kind)
+    except KindBroken:  # the service reports the kind as broken; nothing here can be checked
+        declared = None
+    if declared is None:
+        return extra, tuple(v for v in extra.values() if v)
+    by_name = {option.name: option for option in declared}
+    for field in extra:
+        if field not in by_name:
+            takes = ", ".join(sorted(COMMON | set(by_name)))
+            raise SettingsError(prefix + field, f"is not a setting of a {kind} sink (it takes {takes})")
+    options = {}
+    for option in declared:
+        value = fields.get(option.name, option.default)
+        if option.required and not value.strip():
+            raise SettingsError(prefix + option.name, f"is missing (a {kind} sink needs it: {option.help})")
+        options[option.name] = value
+    secret = [options[o.name] for o in declared if o.secret or any(w in o.name for w in SECRET_WORDS)]
+    return options, tuple(v for v in secret if v)
+
+
+def _parse(prefix: str, field: SinkField, text: str) -> Any:
+    name = prefix + field.field
+    try:
+        return field.kind.parse(text.strip())
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(name, f"invalid value {mask(name, text)[:200]!r} ({exc})") from None

@@ -1,0 +1,129 @@
+"""One configured sink inside the service: its Sink (made, then prepared, on a worker thread), its worker threads
+(a ThreadPoolExecutor of SINK_<NAME>_CONCURRENCY), its batches in flight. No database here: the service reads the
+due entries and writes the verdicts on its own thread; a lane only hands batches to threads and gives back what
+finished."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..textout import printable
+from .delivery import RETRY, Verdict, backoff, deliver, scrubber
+from .sdk import AuthFailed, Doc, Sink, SinkConfig
+
+log = logging.getLogger("collector.sinks")
+
+
+@dataclass
+class Flight:
+    entries: list[dict]
+    future: Future[list[Verdict]]
+
+
+class Lane:
+    def __init__(self, config: SinkConfig, make_sink: Callable[[SinkConfig], Sink], wakeup: threading.Event):
+        self.config = config
+        self.make_sink = make_sink
+        self.wakeup = wakeup
+        self.scrub = scrubber(config.secret_values)
+        self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"sink-{config.name}")
+        self.sink: Sink | None = None
+        self.flights: list[Flight] = []
+        self.preparing: Future[None] | None = None
+        self.ready = False
+        self.stopped = False
+        self.paused = False
+        self.prepare_tries = 0
+        self.prepare_at: datetime | None = None
+        self.problem = ""  # why it is not ready (the last prepare failure), for the snapshot
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def free(self) -> int:
+        return self.config.concurrency - len(self.flights)
+
+    def busy(self) -> list[dict]:
+        return [entry["_id"] for flight in self.flights for entry in flight.entries]
+
+    # --- prepare ----------------------------------------------------------------------------------------------------
+    def start_prepare(self, now: datetime) -> None:
+        """Make and prepare the Sink on a worker thread, when it is not ready and its back-off has passed."""
+        if self.ready or self.stopped or self.preparing is not None:
+            return
+        if self.prepare_at is not None and now < self.prepare_at:
+            return
+        self.preparing = self.pool.submit(self._prepare)
+        self.preparing.add_done_callback(lambda _: self.wakeup.set())
+
+    def _prepare(self) -> None:
+        if self.sink is None:
+            self.sink = self.make_sink(self.config)
+        self.sink.prepare()
+
+    def poll_prepare(self, now: datetime, rng: random.Random, cap: float) -> str | None:
+        """Look at a prepare that finished: ready, or tried again after a back-off. Returns the reason when the
+        destination refused the credentials (the caller stops the sink)."""
+        if self.preparing is None or not self.preparing.done():
+            return None
+        error = self.preparing.exception()
+        self.preparing = None
+        if error is None:
+            self.ready, self.prepare_tries, self.problem = True, 0, ""
+            return None
+        reason = self.scrub(f"{type(error).__name__}: {error}")
+        if isinstance(error, AuthFailed):
+            return reason
+        wait = backoff(self.prepare_tries, cap, rng)
+        self.prepare_tries += 1
+        self.prepare_at, self.problem = now + timedelta(seconds=wait), reason
+        log.warning("sink %s cannot start (try %d): %s", self.name, self.prepare_tries, printable(reason))
+        return None
+
+    def reset(self) -> None:
+        """After a resume: prepare again before the next delivery."""
+        self.ready = self.stopped = False
+        self.prepare_tries, self.prepare_at, self.problem = 0, None, ""
+
+    # --- deliveries -------------------------------------------------------------------------------------------------
+    def submit(self, entries: list[dict], docs: Sequence[Doc]) -> None:
+        sink = self.sink
+        if sink is None:  # pragma: no cover - the service submits to ready lanes only
+            raise RuntimeError("the sink is not ready")
+        future = self.pool.submit(deliver, sink, list(docs), self.scrub)
+        future.add_done_callback(lambda _: self.wakeup.set())
+        self.flights.append(Flight(entries, future))
+
+    def finished(self) -> list[tuple[list[dict], list[Verdict]]]:
+        """The batches that finished since the last call, with their verdicts."""
+        done = [f for f in self.flights if f.future.done()]
+        self.flights = [f for f in self.flights if not f.future.done()]
+        return [(f.entries, _verdicts(f)) for f in done]
+
+    def wait(self, timeout: float) -> None:
+        wait_for([f.future for f in self.flights], timeout=max(0.0, timeout))
+
+    def close(self) -> None:
+        """No more work: threads let go (those in flight finish on their own), the Sink closed."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.sink is not None:
+            try:
+                self.sink.close()
+            except Exception as exc:  # a sink that fails to close is logged, never a crash
+                log.warning("sink %s did not close cleanly: %s", self.name, printable(self.scrub(repr(exc))))
+
+
+def _verdicts(flight: Flight) -> list[Verdict]:
+    try:
+        return flight.future.result()
+    except Exception as exc:  # deliver() gives verdicts, never raises; a cancelled one is tried again
+        verdict = Verdict(RETRY, f"refused: {type(exc).__name__}", "refused", whole=True)
+        return [verdict] * len(flight.entries)

@@ -1,0 +1,60 @@
+"""The mover: every round, the items marked `sinkPending` become queue entries, one per configured sink whose
+service filter takes them, and only once those are in, the marker is unset. A failure between the two leaves the
+marker: the next round does it again, and the entries already there stay as they are (idempotent by `_id`). No
+order, no clock, no sequence: nothing can be skipped. New sinks are registered at the start of the same round
+(with their backfill, which walks every item, so an item the round unmarks before a new sink was known is still
+found by that sink's walk)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from .sdk import SinkConfig
+from .store import SinkStore, entry_id
+
+MOVE_BATCH = 1000  # marked items moved per round at most
+
+
+def queue_entry(sink: str, item: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The queue entry of `item` for `sink`, due now; dated by the item's date (else now), which its lag reads."""
+    date = item.get("date")
+    return {
+        "_id": entry_id(sink, item["_id"]),
+        "sink": sink,
+        "item": item["_id"],
+        "date": date if isinstance(date, datetime) else now,
+        "at": now,
+        "nextAt": now,
+        "tries": 0,
+        "rejects": 0,
+    }
+
+
+def wants(config: SinkConfig, item: Mapping[str, Any]) -> bool:
+    """Whether the sink's service filter (SINK_<NAME>_SERVICES) takes the item."""
+    return not config.services or item.get("type") in config.services
+
+
+def register_new(
+    store: SinkStore, configs: Iterable[SinkConfig], known: Mapping[str, Any], owner: str, now: datetime
+) -> list[str]:
+    """Create the document of each configured sink not seen before; the names registered."""
+    added = []
+    for config in configs:
+        if config.name not in known:
+            store.register(config.name, config.kind, config.backfill, owner, now)
+            added.append(config.name)
+    return added
+
+
+def move(store: SinkStore, configs: list[SinkConfig], now: datetime, limit: int = MOVE_BATCH) -> int:
+    """One round: up to `limit` marked items queued for every sink that wants them, then unmarked. The number of
+    items moved (`limit` means more may wait). With no sink configured nothing moves: the first sink gets them."""
+    if not configs:
+        return 0
+    items = store.pending_items(limit)
+    store.enqueue([queue_entry(c.name, item, now) for item in items for c in configs if wants(c, item)])
+    store.unmark([item["_id"] for item in items])
+    return len(items)

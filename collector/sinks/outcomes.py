@@ -1,0 +1,110 @@
+"""The verdicts of finished deliveries, written on the service's thread: done -> the entry deleted; retry ->
+tries + 1 and due again after a back-off (full jitter, capped; forever); reject -> rejects + 1, and after
+SINK_MAX_TRIES rejects the entry moves to sinkDeadLetters with its reason; gone -> the entry deleted; auth -> the
+sink stopped (the entries stay due for when it is resumed).
+
+Finished batches wait here until their writes succeeded: a database that is away keeps them in memory and the next
+round writes them (every write may be done twice without harm). The counters are added to the sinks' documents
+(`$inc`) once a batch is written, and kept for this process's own figures (`totals`)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .delivery import AUTH, DONE, GONE, REJECT, RETRY, Verdict, backoff
+from .store import SinkStore
+
+
+@dataclass
+class Finished:
+    """One batch's entries (as read from sinkQueue) and the verdict of each."""
+
+    sink: str
+    entries: list[dict]
+    verdicts: list[Verdict]
+
+
+def counts_of(verdicts: Sequence[Verdict], dead: int) -> Counter[str]:
+    """The counters a batch adds: delivered, retried, gone, deadLettered, and failed.<kind> — one per document,
+    one per whole-batch failure (a refused batch counts once, however many documents it held)."""
+    counts: Counter[str] = Counter()
+    seen: set[int] = set()
+    for verdict in verdicts:
+        if verdict.outcome == DONE:
+            counts["delivered"] += 1
+        elif verdict.outcome == GONE:
+            counts["gone"] += 1
+        if verdict.outcome == RETRY:
+            counts["retried"] += 1
+        if verdict.kind and (not verdict.whole or id(verdict) not in seen):
+            counts[f"failed.{verdict.kind}"] += 1
+            seen.add(id(verdict))
+    if dead:
+        counts["deadLettered"] += dead
+    return counts
+
+
+class Outcomes:
+    def __init__(self, store: SinkStore, rng: random.Random):
+        self.store = store
+        self.rng = rng
+        self.pending: list[Finished] = []
+        self.unsaved: dict[str, Counter[str]] = {}  # counters not yet added to the sinks' documents
+        self.totals: dict[str, Counter[str]] = {}  # this process's, for its metrics
+
+    def add(self, sink: str, entries: list[dict], verdicts: list[Verdict]) -> None:
+        self.pending.append(Finished(sink, entries, verdicts))
+
+    def apply(self, now: datetime, max_tries: int, cap: float) -> dict[str, str]:
+        """Write every pending batch, oldest first (a database error stops and keeps the rest). Returns the sinks
+        whose credentials were refused, with the reason: the caller stops them."""
+        refused: dict[str, str] = {}
+        while self.pending:
+            batch = self.pending[0]
+            dead = self._write(batch, now, max_tries, cap)
+            self.pending.pop(0)
+            counts = counts_of(batch.verdicts, dead)
+            self.unsaved.setdefault(batch.sink, Counter()).update(counts)
+            self.totals.setdefault(batch.sink, Counter()).update(counts)
+            auth = next((v.reason for v in batch.verdicts if v.outcome == AUTH), None)
+            if auth is not None:
+                refused[batch.sink] = auth
+        return refused
+
+    def flush(self) -> None:
+        """Add the counters written so far to the sinks' documents."""
+        for sink in list(self.unsaved):
+            self.store.add_counts(sink, self.unsaved[sink])
+            del self.unsaved[sink]
+
+    def _write(self, batch: Finished, now: datetime, max_tries: int, cap: float) -> int:
+        """The batch's writes; the number of entries dead-lettered."""
+        done = [e["_id"] for e, v in zip(batch.entries, batch.verdicts, strict=True) if v.outcome in (DONE, GONE)]
+        self.store.delete(done)
+        dead = 0
+        for entry, verdict in zip(batch.entries, batch.verdicts, strict=True):
+            if verdict.outcome == RETRY:
+                self._retry(entry, verdict, now, cap, reject=False)
+            elif verdict.outcome == REJECT:
+                if verdict.final or int(entry.get("rejects", 0)) + 1 >= max_tries:
+                    self.store.dead_letter(entry, verdict.reason, _status(verdict), now)
+                    dead += 1
+                else:
+                    self._retry(entry, verdict, now, cap, reject=True)
+        return dead
+
+    def _retry(self, entry: Mapping[str, Any], verdict: Verdict, now: datetime, cap: float, reject: bool) -> None:
+        wait = backoff(int(entry.get("tries", 0)), cap, self.rng, verdict.retry_after)
+        error = {"kind": verdict.kind or verdict.outcome, "message": verdict.reason, "at": now}
+        self.store.reschedule(entry["_id"], now + timedelta(seconds=wait), error, reject)
+
+
+def _status(verdict: Verdict) -> int | None:
+    """An HTTP status a reason starts with ("400 ..."), for the dead letter's `status`."""
+    head = verdict.reason.split(" ", 1)[0].rstrip(":")
+    return int(head) if head.isdigit() and len(head) == 3 else None

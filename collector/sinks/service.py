@@ -1,0 +1,265 @@
+"""The sink service: `collector sink` calls `step()` in a loop. Each round, on the calling thread (the only one
+that touches the database): the outcomes of finished deliveries are written, the service lease held (only its
+holder works; the others stand by and take over when it lapses), new sinks registered, marked items moved to the
+queue (mover.py), backfills walked (backfill.py), due entries handed to the sinks' worker threads (lane.py,
+delivery.py), counters and stats written. A database that is away makes a round end early, losing nothing: the
+verdicts wait in memory, the marker stays on the items, and the next round goes on."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import import_module
+from typing import Any
+
+from ..engine.store import unavailable
+from ..sdk.redaction import SECRETS
+from ..settings import Settings
+from ..textout import printable
+from .backfill import Walks
+from .config import secret_values, sink_configs
+from .delivery import REJECT, VANISHED, Verdict
+from .docs import DocRefused, as_doc
+from .figures import SinkFigures, Stats
+from .lane import Lane
+from .mover import MOVE_BATCH, move, register_new
+from .outcomes import Outcomes
+from .registry import SinkRegistry
+from .sdk import Sink, SinkConfig
+from .store import SinkStore
+
+log = logging.getLogger("collector.sinks")
+
+LEASE_SECONDS = 60.0  # the service lease, renewed every round; a stand-by takes over this long after a silence
+BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
+HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SinkService:
+    def __init__(
+        self,
+        db: Any,
+        settings: Settings,
+        *,
+        owner: str,
+        registry: SinkRegistry | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        rng: random.Random | None = None,
+        http_factory: HttpFactory | None = None,
+        lease_seconds: float = LEASE_SECONDS,
+    ):
+        self.store = SinkStore(db)
+        self.owner, self.host, self.pid = owner, socket.gethostname(), os.getpid()
+        self.kinds = registry or SinkRegistry()  # the kinds of sink (not engine/registry.py's connectors)
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.http_factory = http_factory
+        self.lease_seconds = lease_seconds
+        self.wakeup = threading.Event()  # set when a delivery or a prepare finishes: a round has work
+        self.outcomes = Outcomes(self.store, self.rng)
+        self.walks = Walks(self.store)
+        self.stats = Stats(self.store)
+        self.lanes: dict[str, Lane] = {}
+        self.retiring: list[Lane] = []
+        self.holds_lease = False
+        self.stopping = False
+        self.indexed = False
+        self.database_up = True
+        self.settings = settings
+        self._secrets: list[str] = []
+        self._configure(sink_configs(settings, self.kinds))
+
+    # --- the public API ---------------------------------------------------------------------------------------------
+    @property
+    def outbox_pending(self) -> int:
+        return self.stats.outbox_pending
+
+    def step(self) -> float:
+        """One round; the seconds to wait before the next (0 when work is waiting)."""
+        self.wakeup.clear()
+        now = self.clock()
+        try:
+            wait = self._round(now)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            if self.database_up:
+                log.warning("sinks: the database is unreachable (%s); nothing is lost, retrying", type(exc).__name__)
+            self.database_up = False
+            return DOWN
+        if not self.database_up:
+            log.info("sinks: the database answers again")
+        self.database_up = True
+        return wait
+
+    def apply_settings(self, settings: Settings) -> None:
+        """New settings (a reload): SettingsError leaves everything as it was; a sink whose settings changed
+        finishes its deliveries in flight and starts again with the new ones."""
+        configs = sink_configs(settings, self.kinds)
+        self.settings = settings
+        self._configure(configs)
+
+    def stop(self, timeout: float) -> None:
+        """No new deliveries; wait up to `timeout` for those in flight, write their outcomes, let the lease go.
+        Deliveries still in flight then are delivered again later (their entries stay in the queue)."""
+        self.stopping = True
+        for lane in self._all_lanes():
+            lane.wait(timeout)
+        now = self.clock()
+        try:
+            self._collect()
+            self._write_outcomes(now)
+            if self.holds_lease:
+                self.store.release_lease(self.owner, now)
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            log.warning("sinks: the database is unreachable at the stop; unwritten outcomes are delivered again")
+        self.holds_lease = False
+        for lane in self._all_lanes():
+            lane.close()
+        SECRETS.remove(self._secrets)
+
+    def snapshot(self) -> dict[str, SinkFigures]:
+        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag."""
+        return {name: self.stats.figures(lane, self.outcomes.totals.get(name)) for name, lane in self.lanes.items()}
+
+    # --- configuration ----------------------------------------------------------------------------------------------
+    def _configure(self, configs: list[SinkConfig]) -> None:
+        wanted = {c.name: c for c in configs}
+        for name, lane in list(self.lanes.items()):
+            if wanted.get(name) != lane.config:
+                self.retiring.append(self.lanes.pop(name))
+        for name, config in wanted.items():
+            if name not in self.lanes:
+                self.lanes[name] = Lane(config, self._make_sink, self.wakeup)
+        SECRETS.add(new := secret_values(configs))
+        SECRETS.remove(self._secrets)
+        self._secrets = new
+
+    def _make_sink(self, config: SinkConfig) -> Sink:
+        """On a worker thread: the kind's class (a broken plugin fails this sink only) with its HTTP client."""
+        cls = self.kinds.get(config.kind)
+        factory = self.http_factory
+        if factory is None:  # the real client (sinks/http.py); tests give their own factory
+            factory = import_module(f"{__package__}.http").make_http
+        return cls(config, factory(config, self.settings, cls.checks_addresses))
+
+    def _all_lanes(self) -> list[Lane]:
+        return [*self.lanes.values(), *self.retiring]
+
+    # --- one round --------------------------------------------------------------------------------------------------
+    def _round(self, now: datetime) -> float:
+        self._collect()
+        self._write_outcomes(now)
+        if self.stopping:
+            return IDLE
+        if not self._lease(now):
+            return STANDBY
+        if not self.indexed:
+            self.store.ensure_indexes()
+            self.indexed = True
+        configs = [lane.config for lane in self.lanes.values()]
+        docs = self.store.sink_docs()
+        if register_new(self.store, configs, docs, self.owner, now):
+            docs = self.store.sink_docs()
+        moved = move(self.store, configs, now)
+        walked = self.walks.round(configs, docs, now)
+        started = sum(self._deliver(lane, docs.get(name, {}), now) for name, lane in self.lanes.items())
+        self._write_outcomes(now)
+        self.stats.maybe_write(self.lanes, now, self.owner)
+        busy = moved >= MOVE_BATCH or walked > 0 or started > 0
+        return BUSY if busy else IDLE
+
+    def _lease(self, now: datetime) -> bool:
+        held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
+        if held != self.holds_lease:
+            log.info("sinks: %s the service lease", "took" if held else "stand by: another service holds")
+        self.holds_lease = held
+        return held
+
+    def _collect(self) -> None:
+        """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
+        for lane in self._all_lanes():
+            for entries, verdicts in lane.finished():
+                self.outcomes.add(lane.name, entries, verdicts)
+        for lane in [lane for lane in self.retiring if not lane.flights]:
+            self.retiring.remove(lane)
+            lane.close()
+
+    def _write_outcomes(self, now: datetime) -> None:
+        refused = self.outcomes.apply(now, self.settings.sink_max_tries, self.settings.sink_retry_max)
+        for name, reason in refused.items():
+            self._stop_sink(name, reason, now)
+        self.outcomes.flush()
+
+    def _stop_sink(self, name: str, reason: str, now: datetime) -> None:
+        lane = self.lanes.get(name)
+        if lane is not None and lane.stopped:
+            return
+        self.store.stop(name, reason, now)
+        if lane is not None:
+            lane.stopped, lane.ready = True, False
+        log.error(
+            "sink %s stopped: its destination refused the credentials (%s); mend them, then: collector sinks resume %s",
+            name,
+            printable(reason),
+            name,
+        )
+
+    def _deliver(self, lane: Lane, doc: dict, now: datetime) -> int:
+        """Hand the lane's due entries to its threads; the batches started."""
+        self._follow(lane, doc)
+        lane.paused = bool(doc.get("paused"))
+        if lane.stopped or lane.paused or self.stopping:
+            return 0
+        auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
+        if auth is not None:
+            self._stop_sink(lane.name, auth, now)
+            return 0
+        lane.start_prepare(now)
+        if not lane.ready or lane.free() <= 0:
+            return 0
+        busy = [key for other in self._all_lanes() if other.name == lane.name for key in other.busy()]
+        entries = self.store.due(lane.name, now, lane.free() * lane.config.batch, busy)
+        pairs = self._docs(lane, entries)
+        batch = lane.config.batch
+        chunks = [pairs[i : i + batch] for i in range(0, len(pairs), batch)]
+        for chunk in chunks:
+            lane.submit([e for e, _ in chunk], [d for _, d in chunk])
+        return len(chunks)
+
+    def _follow(self, lane: Lane, doc: dict) -> None:
+        """The lane follows its document: stopped there (by an earlier service), or resumed by the operator."""
+        if doc.get("stopped") and not lane.stopped:
+            lane.stopped, lane.ready = True, False
+        elif lane.stopped and doc and not doc.get("stopped"):
+            lane.reset()
+
+    def _docs(self, lane: Lane, entries: list[dict]) -> list[tuple[dict, Any]]:
+        """(entry, Doc) for each entry whose item can be sent; the others get their verdict at once."""
+        items = self.store.load_items([e["item"] for e in entries])
+        pairs = []
+        for entry in entries:
+            item = items.get(entry["item"])
+            if item is None:
+                self.outcomes.add(lane.name, [entry], [VANISHED])
+                continue
+            try:
+                pairs.append((entry, as_doc(item)))
+            except DocRefused as exc:
+                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {exc}"), "rejected", final=True)
+                self.outcomes.add(lane.name, [entry], [verdict])
+        return pairs
+
+
+__all__ = ["SinkFigures", "SinkService", "utcnow"]

@@ -1,0 +1,250 @@
+"""MongoDB for the sinks: the collections `sinkQueue` (one entry per sink and item still to deliver),
+`sinkDeadLetters` (what a sink refused for good, with its reason), `sinks` (one document per sink: its kind,
+paused, stopped, backfill, counters; and the service's lease, `_id: "~service"`), and the `sinkPending` marker of
+`items` (the only write to `items` here: the marker unset once an item is queued for every sink).
+
+`SinkStore` is what the sink service writes through, on its one thread; the functions at the end are what the
+operator's commands use (pause, resume, replay, sink_docs, counts, dead_letters). Every write is idempotent by
+`_id`: doing one twice (after a crash, or a database that went away in the middle) changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+QUEUE = "sinkQueue"
+DEAD = "sinkDeadLetters"
+SINKS = "sinks"
+SERVICE_ID = "~service"  # the lease document; never a sink name ([a-z][a-z0-9_]*)
+PENDING = "sinkPending"
+DUPLICATE_KEY = 11000
+REASON_MAX = 500  # characters of a dead letter's reason
+COUNTS = ("delivered", "deadLettered", "retried", "gone")
+FAILED = ("refused", "tooLarge", "rejected", "auth")
+
+
+def entry_id(sink: str, item: Any) -> dict[str, Any]:
+    return {"s": sink, "i": item}
+
+
+def new_counts() -> dict[str, Any]:
+    return {**dict.fromkeys(COUNTS, 0), "failed": dict.fromkeys(FAILED, 0)}
+
+
+class SinkStore:
+    def __init__(self, db: Any):
+        self.db = db
+        self.items = db["items"]
+        self.queue = db[QUEUE]
+        self.dead = db[DEAD]
+        self.sinks = db[SINKS]
+
+    def ensure_indexes(self) -> None:
+        self.items.create_index([(PENDING, ASCENDING)], name="sinkPending_1", sparse=True)
+        self.queue.create_index([("sink", ASCENDING), ("nextAt", ASCENDING)])
+        self.queue.create_index([("sink", ASCENDING), ("date", ASCENDING)])
+        self.dead.create_index([("sink", ASCENDING), ("at", ASCENDING)])
+
+    # --- the sinks' documents -------------------------------------------------------------------------------------
+    def sink_docs(self) -> dict[str, dict]:
+        return {doc["_id"]: doc for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}})}
+
+    def register(self, name: str, kind: str, backfill: bool, owner: str, now: datetime) -> None:
+        """The document of a sink seen for the first time, its backfill started unless `backfill` is false."""
+        fields: dict[str, Any] = {"kind": kind, "createdAt": now, "counts": new_counts()}
+        if backfill:
+            fields["backfill"] = {"since": None, "cursor": None, "startedAt": now, "by": owner, "enqueued": 0}
+        try:
+            self.sinks.update_one({"_id": name}, {"$setOnInsert": fields}, upsert=True)
+        except DuplicateKeyError:  # registered meanwhile by another service: theirs stands
+            pass
+
+    def set_kind(self, name: str, kind: str) -> None:
+        self.sinks.update_one({"_id": name}, {"$set": {"kind": kind}})
+
+    def stop(self, name: str, reason: str, now: datetime) -> None:
+        self.sinks.update_one({"_id": name}, {"$set": {"stopped": {"at": now, "reason": reason}}})
+
+    def add_counts(self, name: str, counts: Mapping[str, int]) -> None:
+        """`$inc` the sink's counters: {"delivered": 3, "failed.refused": 1, ...}."""
+        if any(counts.values()):
+            self.sinks.update_one({"_id": name}, {"$inc": {f"counts.{k}": v for k, v in counts.items() if v}})
+
+    def write_stats(self, name: str, stats: Mapping[str, Any]) -> None:
+        self.sinks.update_one({"_id": name}, {"$set": {"stats": dict(stats)}})
+
+    # --- the mover ------------------------------------------------------------------------------------------------
+    def pending_items(self, limit: int) -> list[dict]:
+        return list(self.items.find({PENDING: True}, {"_id": 1, "type": 1, "date": 1}).limit(limit))
+
+    def enqueue(self, entries: list[dict]) -> None:
+        """Insert queue entries, those already there left as they are; anything else raises."""
+        if not entries:
+            return
+        try:
+            self.queue.insert_many(entries, ordered=False)
+        except BulkWriteError as exc:
+            others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
+            if others:
+                raise
+
+    def unmark(self, ids: list[Any]) -> None:
+        if ids:
+            self.items.update_many({"_id": {"$in": ids}}, {"$unset": {PENDING: ""}})
+
+    def outbox_pending(self) -> int:
+        return int(self.items.count_documents({PENDING: True}))
+
+    # --- backfill and replay --------------------------------------------------------------------------------------
+    def walk(self, cursor: Any, since: datetime | None, services: tuple[str, ...], limit: int) -> list[dict]:
+        """Items after `cursor` in `_id` order (dated `since` or later, of `services` when given)."""
+        query: dict[str, Any] = {}
+        if cursor is not None:
+            query["_id"] = {"$gt": cursor}
+        if since is not None:
+            query["date"] = {"$gte": since}
+        if services:
+            query["type"] = {"$in": list(services)}
+        found = self.items.find(query, {"_id": 1, "type": 1, "date": 1}).sort("_id", ASCENDING).limit(limit)
+        return list(found)
+
+    def advance(self, name: str, cursor: Any, enqueued: int, done_at: datetime | None) -> None:
+        fields: dict[str, Any] = {"backfill.cursor": cursor}
+        if done_at is not None:
+            fields["backfill.doneAt"] = done_at
+        self.sinks.update_one({"_id": name}, {"$set": fields, "$inc": {"backfill.enqueued": enqueued}})
+
+    def queue_size(self, name: str, limit: int = 0) -> int:
+        """The sink's queue entries (counted up to `limit` when given: "at least that many")."""
+        options = {"limit": limit} if limit else {}
+        return int(self.queue.count_documents({"sink": name}, **options))
+
+    # --- delivery -------------------------------------------------------------------------------------------------
+    def due(self, name: str, now: datetime, limit: int, busy: Iterable[Any] = ()) -> list[dict]:
+        """Entries of the sink due at `now`, the earliest due first, leaving out those in `busy` (in flight)."""
+        query: dict[str, Any] = {"sink": name, "nextAt": {"$lte": now}}
+        busy = list(busy)
+        if busy:
+            query["_id"] = {"$nin": busy}
+        return list(self.queue.find(query).sort("nextAt", ASCENDING).limit(limit))
+
+    def load_items(self, ids: list[Any]) -> dict[Any, dict]:
+        return {item["_id"]: item for item in self.items.find({"_id": {"$in": ids}})} if ids else {}
+
+    def delete(self, ids: list[dict]) -> None:
+        if ids:
+            self.queue.delete_many({"_id": {"$in": ids}})
+
+    def reschedule(self, entry_key: dict, next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
+        inc = {"tries": 1, "rejects": 1} if reject else {"tries": 1}
+        self.queue.update_one({"_id": entry_key}, {"$set": {"nextAt": next_at, "lastError": dict(error)}, "$inc": inc})
+
+    def dead_letter(self, entry: Mapping[str, Any], reason: str, status: int | None, now: datetime) -> None:
+        """Move an entry to sinkDeadLetters (replacing one there for the same sink and item), then delete it."""
+        letter = {
+            "_id": entry["_id"],
+            "sink": entry["sink"],
+            "item": entry["item"],
+            "reason": reason[:REASON_MAX],
+            "tries": int(entry.get("tries", 0)) + 1,
+            "rejects": int(entry.get("rejects", 0)) + 1,
+            "at": now,
+        }
+        if status is not None:
+            letter["status"] = status
+        self.dead.replace_one({"_id": entry["_id"]}, letter, upsert=True)
+        self.queue.delete_one({"_id": entry["_id"]})
+
+    def oldest_date(self, name: str) -> datetime | None:
+        first = list(self.queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
+        return first[0].get("date") if first else None
+
+    # --- the service's lease --------------------------------------------------------------------------------------
+    def hold_lease(self, owner: str, host: str, pid: int, now: datetime, seconds: float) -> bool:
+        """Renew the lease when `owner` holds it, else take it when it lapsed (or was never taken): True when
+        `owner` holds it now. Taking it increases `epoch`."""
+        until = now + timedelta(seconds=seconds)
+        renewed = self.sinks.update_one(
+            {"_id": SERVICE_ID, "owner": owner, "leaseUntil": {"$gte": now}},
+            {"$set": {"leaseUntil": until, "beatAt": now}},
+        )
+        if renewed.matched_count:
+            return True
+        fields = {"owner": owner, "host": host, "pid": pid, "leaseUntil": until, "beatAt": now, "since": now}
+        lapsed = {"$or": [{"leaseUntil": {"$lt": now}}, {"leaseUntil": {"$exists": False}}]}
+        try:
+            self.sinks.update_one({"_id": SERVICE_ID, **lapsed}, {"$set": fields, "$inc": {"epoch": 1}}, upsert=True)
+        except DuplicateKeyError:  # held by another, who renewed it
+            return False
+        return True
+
+    def release_lease(self, owner: str, now: datetime) -> None:
+        self.sinks.update_one({"_id": SERVICE_ID, "owner": owner}, {"$set": {"leaseUntil": now}})
+
+    def lease(self) -> dict | None:
+        return self.sinks.find_one({"_id": SERVICE_ID})
+
+
+# --- the operator's commands (ops/sinks.py) ------------------------------------------------------------------------
+def sink_docs(db: Any) -> list[dict]:
+    """Every sink's document, by name (the lease document left out)."""
+    return list(db[SINKS].find({"_id": {"$ne": SERVICE_ID}}).sort("_id", ASCENDING))
+
+
+def lease_doc(db: Any) -> dict | None:
+    """The service's lease: owner, host, pid, leaseUntil, epoch, beatAt (None: no sink service ever ran)."""
+    return db[SINKS].find_one({"_id": SERVICE_ID})
+
+
+def pause(db: Any, name: str, by: str, reason: str, now: datetime) -> bool:
+    """Pause a sink: its queue keeps growing, nothing is delivered. False when there is no such sink."""
+    paused = {"at": now, "by": by, "reason": reason[:REASON_MAX]}
+    return bool(db[SINKS].update_one({"_id": _name(name)}, {"$set": {"paused": paused}}).matched_count)
+
+
+def resume(db: Any, name: str, now: datetime) -> bool:
+    """Resume a paused or stopped sink (the service prepares it again). False when there is no such sink."""
+    found = db[SINKS].update_one({"_id": _name(name)}, {"$unset": {"paused": "", "stopped": ""}})
+    return bool(found.matched_count)
+
+
+def replay(db: Any, name: str, since: datetime | None, by: str, now: datetime) -> bool:
+    """Enqueue again, at the sink's pace, every item dated `since` or later (None: every item). Starts the walk
+    over, replacing one under way. False when there is no such sink."""
+    walk = {"since": since, "cursor": None, "startedAt": now, "by": by, "enqueued": 0}
+    return bool(db[SINKS].update_one({"_id": _name(name)}, {"$set": {"backfill": walk}}).matched_count)
+
+
+def counts(db: Any, name: str, now: datetime | None = None) -> dict[str, Any]:
+    """What waits for a sink: backlog (queue entries), due (of them, due by `now`), deadLetters, and the date of
+    the oldest entry (`oldest`, None when the queue is empty)."""
+    queue, name = db[QUEUE], _name(name)
+    first = list(queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
+    out = {
+        "backlog": int(queue.count_documents({"sink": name})),
+        "deadLetters": int(db[DEAD].count_documents({"sink": name})),
+        "oldest": first[0].get("date") if first else None,
+    }
+    if now is not None:
+        out["due"] = int(queue.count_documents({"sink": name, "nextAt": {"$lte": now}}))
+    return out
+
+
+def dead_letters(db: Any, name: str, limit: int = 20) -> list[dict]:
+    """The sink's dead letters, the newest first."""
+    return list(db[DEAD].find({"sink": _name(name)}).sort("at", DESCENDING).limit(max(1, int(limit))))
+
+
+def outbox_pending(db: Any) -> int:
+    """Items marked for the sinks and not yet queued by the sink service."""
+    return int(db["items"].count_documents({PENDING: True}))
+
+
+def _name(name: str) -> str:
+    if not isinstance(name, str) or name == SERVICE_ID:
+        raise ValueError("not a sink name")
+    return name
