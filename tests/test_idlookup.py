@@ -11,7 +11,9 @@ from collector.devtools import idlookup
 
 from helpers import examples
 
-IDS = [ObjectId(f"{i:024x}") for i in range(6)] + ["a", "b", 3, 4.0, True]
+OIDS = [ObjectId(f"{i:024x}") for i in range(6)]
+IDS = [*OIDS, "a", "b", 3, 4.0, True, {"s": "x", "i": OIDS[0]}, {"s": "y", "i": OIDS[0]}, {"s": "x", "i": "a"}]
+IDS += [{"i": OIDS[0], "s": "x"}, {"s": "x", "i": 3}, {"s": "x"}]  # the fields the other way round; not looked up
 queries = st.one_of(
     st.sampled_from(IDS).map(lambda v: {"_id": v}),
     st.lists(st.sampled_from(IDS), max_size=4).map(lambda vs: {"_id": {"$in": vs}}),

@@ -5,32 +5,46 @@ mongomock evaluates every query against every document; MongoDB answers a query 
 collector saves each run's state with a query on `_id`, so on mongomock a cycle of 3,000 networks spent ~18 s
 of its ~31 s scanning (3,000 saves x 3,000 documents), a cost no MongoDB has. `collector bench` and its
 stand-in database (mongowire in its own process) install this for their own process only; the test suite
-keeps plain mongomock. Only ObjectId and string `_id` values are looked up (their equality in MongoDB and in
-Python agree); any other query scans as before, and every candidate still passes mongomock's own filter.
+keeps plain mongomock (`collector demo` installs it while its sink delivers: `installed()`). Only ObjectId and
+string `_id` values are looked up (their equality in MongoDB and in Python agree), and documents of them (a sink
+queue's `{s, i}`: mongomock keys them by a hashdict, equal whatever the order of the fields, so the lookup finds
+a superset); any other query scans as before, and every candidate still passes mongomock's own filter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bson import ObjectId
 from mongomock import collection as mongomock_collection
 from mongomock.filtering import filter_applies
+from mongomock.helpers import hashdict
 
 _original = mongomock_collection.Collection._iter_documents
 
 
+def _key(value: Any) -> Any:
+    """The store's key for an `_id` value looked up, or None: an ObjectId, a string, or a document of them."""
+    if type(value) in (ObjectId, str):
+        return value
+    if type(value) is dict and value and all(type(v) in (ObjectId, str) and k[:1] != "$" for k, v in value.items()):
+        return hashdict(value)
+    return None
+
+
 def _ids(filter: Any) -> list | None:
-    """The `_id` values a filter is limited to, or None when it is not limited to looked-up values."""
+    """The store keys of the `_id` values a filter is limited to, or None when it is not limited to looked-up
+    values."""
     if not isinstance(filter, dict) or "_id" not in filter:
         return None
     wanted = filter["_id"]
-    if type(wanted) in (ObjectId, str):
-        return [wanted]
+    if (key := _key(wanted)) is not None:
+        return [key]
     if isinstance(wanted, dict) and set(wanted) == {"$in"} and isinstance(wanted["$in"], list | tuple):
-        values = list(wanted["$in"])
-        return values if all(type(v) in (ObjectId, str) for v in values) else None
+        keys = [_key(v) for v in wanted["$in"]]
+        return keys if all(k is not None for k in keys) else None
     return None
 
 
@@ -46,3 +60,14 @@ def _iter_documents(self: Any, filter: Any) -> Iterator[dict]:
 def install() -> None:
     """Look `_id` queries up in this process's mongomock (idempotent)."""
     mongomock_collection.Collection._iter_documents = _iter_documents  # type: ignore[method-assign]
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """Installed for the `with` block only (what was there before put back)."""
+    previous = mongomock_collection.Collection._iter_documents
+    install()
+    try:
+        yield
+    finally:
+        mongomock_collection.Collection._iter_documents = previous  # type: ignore[method-assign]
