@@ -29,13 +29,39 @@ def test_an_id_query_finds_what_the_scan_finds(docs, query):
     for _id, epoch in docs:
         coll.update_one({"_id": _id}, {"$set": {"epoch": epoch}}, upsert=True)
     scanned = sorted(map(repr, coll.find(query)))
-    original = mongomock.collection.Collection._iter_documents
-    idlookup.install()
-    try:
+    with idlookup.installed():
         looked_up = sorted(map(repr, coll.find(query)))
         coll.update_many(query, {"$inc": {"seen": 1}})
         updated = sorted(map(repr, coll.find({"seen": 1})))
-    finally:
-        mongomock.collection.Collection._iter_documents = original  # type: ignore[method-assign]
     assert looked_up == scanned
     assert updated == sorted(map(repr, coll.find(query)))  # (scanned again) every match updated, only those
+
+
+VALUES = [None, "x", "y", OIDS[1], 1, ["x"], ["y", "x"], {"k": "x"}]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(VALUES), st.sampled_from(VALUES), st.booleans()), max_size=8))
+def test_a_unique_index_refuses_what_mongomocks_own_check_refuses(writes):
+    """Inserts and updates under a unique index on (a, b): refused and stored alike, looked up or scanned."""
+
+    def apply(coll) -> list:
+        said = []
+        for number, (a, b, update) in enumerate(writes):
+            try:
+                if update:  # the last document written takes these values
+                    coll.update_many({"n": number - 1}, {"$set": {"a": a, "b": b}})
+                else:
+                    coll.insert_one({"_id": number, "n": number, "a": a, "b": b})
+                said.append("ok")
+            except mongomock.DuplicateKeyError:
+                said.append("duplicate")
+        return [said, sorted(map(repr, coll.find()))]
+
+    plain, looked_up = mongomock.MongoClient().db.c, mongomock.MongoClient().db.c
+    for coll in (plain, looked_up):
+        coll.create_index([("a", 1), ("b", 1)], unique=True)
+    scanned = apply(plain)
+    with idlookup.installed():
+        assert apply(looked_up) == scanned
+    assert mongomock.collection.Collection._ensure_uniques is idlookup._original_uniques  # put back

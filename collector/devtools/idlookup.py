@@ -9,6 +9,11 @@ keeps plain mongomock (`collector demo` installs it while its sink delivers: `in
 string `_id` values are looked up (their equality in MongoDB and in Python agree), and documents of them (a sink
 queue's `{s, i}`: mongomock keys them by a hashdict, equal whatever the order of the fields, so the lookup finds
 a superset); any other query scans as before, and every candidate still passes mongomock's own filter.
+
+The same for a unique index's check: mongomock runs a query on the index's fields for every document written
+(each insert or update of n documents costs n scans, with the filter's full generality); where the values are
+strings or ObjectIds, the documents are compared field by field instead (an array there still goes through
+mongomock's filter), which finds what the query finds.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from mongomock.filtering import filter_applies
 from mongomock.helpers import hashdict
 
 _original = mongomock_collection.Collection._iter_documents
+_original_uniques = mongomock_collection.Collection._ensure_uniques
+LOOKED_UP = (ObjectId, str)
 
 
 def _key(value: Any) -> Any:
@@ -54,20 +61,53 @@ def _iter_documents(self: Any, filter: Any) -> Iterator[dict]:
         return _original(self, filter)
     documents = self._store._documents
     found = [documents[i] for i in dict.fromkeys(ids) if i in documents]
+    if len(filter) == 1:  # on `_id` alone: what the keys found is what the filter matches (the property test's)
+        return iter(found)
     return (document for document in found if filter_applies(filter, document))
 
 
+def _same(keys: list[str], values: list[Any], document: dict) -> bool:
+    """Whether `document` holds `values` (strings or ObjectIds) at `keys` (top-level fields), as mongomock's filter
+    says: an array there is left to the filter."""
+    for key, value in zip(keys, values, strict=True):
+        held = document.get(key)
+        if isinstance(held, list):
+            return filter_applies(dict(zip(keys, values, strict=True)), document)
+        if type(held) is not type(value) or held != value:
+            return False
+    return True
+
+
+def _ensure_uniques(self: Any, new_data: dict) -> None:
+    for index in self._store.indexes.values():
+        if not index.get("unique"):
+            continue
+        keys = [key for key, _ in index["key"]]
+        values = [new_data.get(key) for key in keys]
+        simple = all("." not in key for key in keys) and index.get("partialFilterExpression") is None
+        if not simple or not all(type(v) in LOOKED_UP for v in values):
+            return _original_uniques(self, new_data)
+        if sum(_same(keys, values, doc) for doc in self._store._documents.values()) > 1:
+            raise mongomock_collection.DuplicateKeyError("E11000 Duplicate Key Error", 11000)
+    return None
+
+
+PATCHED = {"_iter_documents": _iter_documents, "_ensure_uniques": _ensure_uniques}
+
+
 def install() -> None:
-    """Look `_id` queries up in this process's mongomock (idempotent)."""
-    mongomock_collection.Collection._iter_documents = _iter_documents  # type: ignore[method-assign]
+    """Look `_id` queries and unique keys up in this process's mongomock (idempotent)."""
+    for name, patched in PATCHED.items():
+        setattr(mongomock_collection.Collection, name, patched)
 
 
 @contextmanager
 def installed() -> Iterator[None]:
     """Installed for the `with` block only (what was there before put back)."""
-    previous = mongomock_collection.Collection._iter_documents
+    previous = {name: getattr(mongomock_collection.Collection, name) for name in PATCHED}
     install()
     try:
         yield
     finally:
-        mongomock_collection.Collection._iter_documents = previous  # type: ignore[method-assign]
+        for name, method in previous.items():
+            setattr(mongomock_collection.Collection, name, method)
