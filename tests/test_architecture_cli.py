@@ -27,6 +27,8 @@ COMMANDS_OF = {  # module -> the commands it registers (daemon.py: the top-level
     "pauses": {"pause", "resume"},
     "jobs": {"jobs"},
     "networks": {"networks"},
+    "sink": {"sink"},
+    "sinks": {"sinks"},
     "monitor": {"monitor"},
     "bench": {"bench"},
 }

@@ -1,9 +1,10 @@
 """The command line, one module per command or command group: `build_parser` assembles the parser from each
 module's `register` (which adds its sub-parser and sets its handler), and `main` loads the settings and runs the
 handler the arguments chose. With no command the daemon runs (daemon.py: `--mode`, `--once`, `--check-config`);
-`status`, `healthcheck`, `pause`/`resume`, `jobs` and `networks` are the operator's (their queries are ops/'s),
-`connectors` lists the registry, `demo` and `bench` are the dev tools'. What the commands share (the database
-or exit 3, the output) is common.py's; the exit codes are one table for every command (exitcodes.py).
+`status`, `healthcheck`, `pause`/`resume`, `jobs`, `networks` and `sinks` are the operator's (their queries are
+ops/'s), `sink` runs the sink service (daemon/sinkprocess.py), `connectors` lists the registry, `demo` and `bench`
+are the dev tools'. What the commands share (the database or exit 3, the output) is common.py's; the exit codes
+are one table for every command (exitcodes.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,21 @@ import sys
 from .. import __version__
 from ..exitcodes import EXIT_USAGE
 from ..settings import SettingsError, load_settings
-from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, status
+from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, sink, sinks, status
 
-COMMANDS = (demo, connectors, status, monitor, health, pauses, jobs, networks, bench)  # in the order --help lists them
+COMMANDS = (
+    demo,
+    connectors,
+    status,
+    monitor,
+    health,
+    pauses,
+    jobs,
+    networks,
+    sink,
+    sinks,
+    bench,
+)  # in the order --help lists them
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,6 @@ Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` 
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,9 +16,10 @@ from ..engine.store import due_query
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
 from ..modes import MODES
-from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
-from ..textout import printable
+from .statusfields import MAX_TEXT, _s, count, number, text
+
+__all__ = ["MAX_TEXT", "count", "gather", "number", "render", "render_instances", "text"]
 
 
 def mode_of(network_mode: Any) -> str:
@@ -51,7 +51,14 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
         "items": items,
         "instances": instances,
         "pauses": pauses,
+        "sinks": gather_sinks(db, now),
     }
+
+
+def gather_sinks(db: Any, now: datetime) -> dict[str, Any]:
+    from .sinks import gather
+
+    return gather(db, now)
 
 
 def empty_mode() -> dict[str, Any]:
@@ -168,7 +175,6 @@ def pause_row(pause: Pause, now: datetime) -> dict[str, Any]:
 
 MAX_INSTANCES = 10_000  # heartbeat documents read; a fleet is tens, a flood of junk must not exhaust memory
 MAX_SKEW = 60.0  # a heartbeat this far in the future is a wrong clock (or a forged document), not a live collector
-MAX_TEXT = 80
 
 
 def believed_interval(claimed: Any, heartbeat_seconds: float) -> float:
@@ -260,23 +266,6 @@ def serves(instance: dict[str, Any], service: str) -> bool:
     return (only is None or service in only) and service not in exclude
 
 
-def number(value: Any) -> float:
-    """A finite real number from a document field, else 0 (bools, strings, NaN, infinities are no numbers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0.0
-    return float(value) if math.isfinite(value) else 0.0
-
-
-def count(value: Any) -> int:
-    """A count from a document: a whole number from 0 to 10^12, else 0."""
-    n = number(value)
-    return int(n) if 0 <= n <= 1e12 else 0
-
-
-def text(value: Any) -> str:
-    return printable(clip(value, MAX_TEXT))[:MAX_TEXT]  # masked, then cut, then escaped
-
-
 def runs(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         return {}
@@ -322,14 +311,8 @@ def render(status: dict[str, Any]) -> str:
         state = "EXPIRED pause" if p["expired"] else "paused"
         reason = f": {p['reason']}" if p["reason"] else ""
         lines.append(f"{state}: mode {p['mode']}, service {p['service']}{when} by {p['by']}{until}{reason}")
+    if "sinks" in status:
+        from .sinksview import summary
+
+        lines += ["", summary(status["sinks"])]
     return "\n".join(lines)
-
-
-def _s(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"

@@ -37,6 +37,10 @@ def check(
         problems += mode_problems(mode, info, live, pauses, w, c)
         perf += [f"lag_{mode}={info['lagSeconds']:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
         perf.append(f"live_{mode}={len(live)}")
+    if "sinks" in status:
+        sink_issues, sink_perf = sink_problems(status["sinks"], settings)
+        problems += sink_issues
+        perf += sink_perf
     code = max((level for level, _ in problems), default=OK)
     if problems:
         text = "; ".join(message for _, message in sorted(problems, key=lambda p: -p[0]))
@@ -81,3 +85,59 @@ def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem
     if lag > warn:
         return [(WARNING, f"mode {mode}: schedule lag {lag:.0f}s over {warn:.0f}s")]
     return []
+
+
+SINK_LAG_WARN = 900.0  # seconds, when the settings do not say (SINK_LAG_WARN)
+
+
+def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem], list[str]]:
+    """WARNING for a configured sink stopped (its credentials refused), paused, or lagging past SINK_LAG_WARN, and
+    for sinks configured while no sink service holds the lease; the backlog and lag of each, as performance data.
+    Sinks the database knows and the settings no longer name are not judged."""
+    configured = set(getattr(settings, "sinks", ()) or ())
+    warn = float(getattr(settings, "sink_lag_warn", SINK_LAG_WARN))
+    problems: list[Problem] = []
+    perf: list[str] = []
+    for row in report["sinks"]:
+        if row["name"] not in configured:
+            continue
+        perf += [
+            f"sink_{row['name']}_backlog={row['backlog']};;;0",
+            f"sink_{row['name']}_lag={row['lagSeconds']:.0f}s;{warn:.0f};;0",
+        ]
+        problems += sink_state(row, warn)
+    service = report["service"]
+    if configured and (service is None or not service["live"]):
+        since = (
+            f" (lease expired {service['leaseUntil']:%Y-%m-%d %H:%M} UTC)" if service and service["leaseUntil"] else ""
+        )
+        problems.append(
+            (WARNING, f"sinks configured and no sink service holds the lease{since}: is `collector sink` running?")
+        )
+    return problems, perf
+
+
+def sink_state(row: dict[str, Any], warn: float) -> list[Problem]:
+    """A configured sink's problem, if it has one (a `|` in a reason would start the performance data: `/`)."""
+    name = row["name"]
+    if row["stopped"]:
+        stopped = row["stopped"]
+        since = f" since {stopped['at']:%Y-%m-%d %H:%M} UTC" if isinstance(stopped["at"], datetime) else ""
+        return [(WARNING, f"sink {name} stopped{since}: {plain(stopped['reason']) or 'credentials refused'}")]
+    if row["paused"]:
+        paused = row["paused"]
+        since = f" since {paused['at']:%Y-%m-%d %H:%M} UTC" if isinstance(paused["at"], datetime) else ""
+        return [
+            (
+                WARNING,
+                f"sink {name} paused{since} by {paused['by'] or '?'}"
+                + (f": {plain(paused['reason'])}" if paused["reason"] else ""),
+            )
+        ]
+    if row["lagSeconds"] > warn:
+        return [(WARNING, f"sink {name}: lag {row['lagSeconds']:.0f}s over {warn:.0f}s ({row['backlog']} queued)")]
+    return []
+
+
+def plain(reason: str) -> str:
+    return reason.replace("|", "/")

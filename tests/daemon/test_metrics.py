@@ -113,11 +113,16 @@ def test_the_daemon_serves_metrics_while_it_runs_and_stops_serving_on_exit(db, s
 
 
 def served_names() -> set[str]:
-    """Every sample name the collector's registry can expose, labelled families included before first use."""
+    """Every sample name the collector's registry, or the sink service's, can expose, labelled families included
+    before first use."""
+    from collector.daemon.sinkmetrics import SinkMetrics
+
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
+    registries = (Metrics("normal", "x", "0", bound=60).registry, SinkMetrics(["s"], "0", "x", bound=60).registry)
     return {
         family.name + suffix
-        for family in Metrics("normal", "x", "0", bound=60).registry.collect()
+        for registry in registries
+        for family in registry.collect()
         for suffix in suffixes.get(family.type, ("",))
     }
 
@@ -133,6 +138,7 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_served():
     alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     assert {"CollectorNoProgress", "CollectorScheduleLagHigh", "CollectorErrorRateHigh"} <= alerts
     assert {"CollectorDisabledNetworksGrowing", "CollectorJobFailing"} <= alerts
+    assert {"CollectorSinkLagging", "CollectorSinkStopped"} <= alerts
     dashboard = json.loads((ROOT / "contrib/grafana/collector.json").read_text())
     exprs += [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     named = set().union(*(named_in(e) for e in exprs))
@@ -312,7 +318,7 @@ def test_promtool_checks_the_rules_and_proves_each_alert(tmp_path):
         pytest.skip("promtool not installed (apt-get install prometheus); .ci/run installs it and requires it")
     rules = ROOT / "contrib/prometheus"
     check = subprocess.run([promtool, "check", "rules", "alerts.yml"], cwd=rules, capture_output=True, text=True)
-    assert check.returncode == 0 and "SUCCESS: 11 rules found" in check.stdout, check.stdout + check.stderr
+    assert check.returncode == 0 and "SUCCESS: 13 rules found" in check.stdout, check.stdout + check.stderr
     proof = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=rules, capture_output=True, text=True)
     assert proof.returncode == 0, proof.stdout + proof.stderr
     tested = {

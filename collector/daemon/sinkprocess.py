@@ -1,0 +1,363 @@
+"""The sink service's process (`collector sink`): the SinkService's rounds (sinks/service.py) on the main thread,
+signals, reload, /metrics and /healthz (sinkmetrics.py), systemd's notify protocol.
+
+First SIGTERM/SIGINT: no new delivery starts, the ones in flight finish (each is bounded by its sink's timeout;
+the wait by the longest of them plus STOP_MARGIN), their outcomes are written, the service lease is let go, exit 0.
+An item not delivered stays queued and is sent again by whoever works next (at least once). A second signal
+exits at once. SIGHUP reads the settings again: a bad new setting keeps every old one (one warning line naming
+it). With once=True: one round, its deliveries finished, exit 1 if the round failed.
+
+Exit codes at the start: 2 for a bad setting (a sink's named), 3 when MongoDB cannot be reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pymongo.errors import PyMongoError
+
+from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
+from ..settings import Settings, SettingsError
+from .process import StartupSignals, StopDuringStartup, restored_signals
+from .reload import changed, merge
+from .systemd import Notifier
+
+log = logging.getLogger("collector.sink")
+STOP_MARGIN = 5.0  # seconds beyond the longest sink timeout that a stop waits for the deliveries in flight
+DEFAULT_TIMEOUT = 30.0  # the stop bound when no sink is configured
+ONCE_ROUNDS = 10_000  # rounds of a --once pass at most
+USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@'\"]*@")  # user:password@ in a URL
+
+
+def error_line(exc: Exception) -> str:
+    """A settings error as one line to print: credentials in a URL it quotes, known secrets and secret-looking
+    values masked, escaped."""
+    from ..sdk.redaction import redact
+    from ..textout import printable
+
+    return printable(redact(USERINFO.sub(r"\1***@", str(exc))))
+
+
+def owner_id() -> str:
+    """This process's name in the service lease: host and pid."""
+    return f"{socket.gethostname()}-sink-{os.getpid()}"
+
+
+def configured(settings: Settings, registry: Any) -> list[Any]:
+    """The sinks the settings configure (SinkConfig each); a bad one raises SettingsError naming it."""
+    from ..sinks.config import sink_configs
+
+    return list(sink_configs(settings, registry))
+
+
+def secrets_of(settings: Settings, configs: list[Any]) -> list[str]:
+    """Every secret value a log line must never show: the settings' own and every sink's (options marked secret
+    whatever their name, a password in a sink's URL)."""
+    from urllib.parse import unquote, urlsplit
+
+    values = list(settings.secrets())
+    for config in configs:
+        values += [v for v in getattr(config, "secret_values", ()) if v]
+        try:
+            password = urlsplit(config.url).password
+        except ValueError:
+            password = None
+        if password:
+            values += [password, unquote(password)]
+    return values
+
+
+def in_flight(service: Any) -> bool:
+    """Whether a sink of the service is being prepared or has deliveries in flight."""
+    lanes = getattr(service, "lanes", {})
+    return any(
+        getattr(lane, "preparing", None) is not None or getattr(lane, "flights", None)
+        for lane in (lanes.values() if isinstance(lanes, dict) else ())
+    )
+
+
+def stop_bound(configs: list[Any]) -> float:
+    return max((float(getattr(c, "timeout", DEFAULT_TIMEOUT)) for c in configs), default=DEFAULT_TIMEOUT) + STOP_MARGIN
+
+
+class SinkProcess:
+    """The loop around one SinkService: its rounds, the waits between them, signals, reload, metrics, notify."""
+
+    def __init__(self, service: Any, settings: Settings, configs: list[Any], registry: Any = None):
+        self.service, self.settings, self.configs, self.registry = service, settings, configs, registry
+        self.stopping = threading.Event()
+        self.wakeup = threading.Event()  # a wait between rounds ends early: a stop, or a reload to apply
+        self.signals = 0
+        self.reload_wanted = False
+        self.notifier = Notifier()
+        self.metrics: Any = None  # SinkMetrics, with --metrics-port
+        self.load_settings: Callable[[], Settings] | None = None
+        self.configure_logging: Callable[[str, str], None] | None = None
+        self.database_down = False  # the last round found MongoDB away
+        self.said_down = False  # ... and this process logged it (the service logs the outages it rides out)
+
+    # --- signals ---------------------------------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGHUP, self.on_hangup)
+
+    def on_hangup(self, signum: int, frame: object = None) -> None:
+        self.reload_wanted = True  # applied by the loop, before its next round
+        self.wakeup.set()
+
+    def on_signal(self, signum: int, frame: object = None) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
+            sys.stderr.flush()
+            os._exit(128 + signum)
+        log.info(
+            "%s received: finishing the deliveries in flight (at most %gs), then exiting",
+            signal.Signals(signum).name,
+            stop_bound(self.configs),
+        )
+        self.stopping.set()
+        self.wakeup.set()
+        if self.metrics is not None:
+            self.metrics.stopping = True
+        self.notifier.send("STOPPING=1")
+
+    # --- the loop --------------------------------------------------------------------------------------------------
+    def run(self, once: bool = False) -> int:
+        names = ", ".join(c.name for c in self.configs) or "none (SINKS is empty: nothing to deliver)"
+        log.info("sink service started: sinks %s", names)
+        self.notifier.send("READY=1", "STATUS=sink service: started")
+        try:
+            if once:
+                return EXIT_OK if self.one_pass() else EXIT_NO
+            while not self.stopping.is_set():
+                if self.reload_wanted:
+                    self.reload()
+                wait, _ = self.round()
+                self.notifier.send("WATCHDOG=1", self.status())
+                if self.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds)):
+                    self.wakeup.clear()
+        finally:
+            self.shut_down()
+            log.info("sink service stopped")
+        return EXIT_OK
+
+    def one_pass(self) -> bool:
+        """`--once`: rounds until the service has nothing more to do now — no round asks for the next at once, no
+        sink is being prepared or has a delivery in flight — or ONCE_ROUNDS; False if a round failed. A process
+        that does not get the lease stops after its first round."""
+        for _ in range(ONCE_ROUNDS):
+            wait, ok = self.round()
+            if not ok:
+                return False
+            if self.stopping.is_set() or not getattr(self.service, "holds_lease", False):
+                return True
+            if wait > 0 and not in_flight(self.service):
+                return True
+            woken = getattr(self.service, "wakeup", None)
+            if isinstance(woken, threading.Event):
+                woken.wait(min(wait, 1.0) if wait > 0 else 0.05)
+        return True
+
+    def round(self) -> tuple[float, bool]:
+        """One round of the service: the seconds to wait before the next, and whether it went through."""
+        try:
+            wait = float(self.service.step())
+            if not getattr(self.service, "database_up", True):  # the service kept going through an outage
+                self.on_database_down()
+                return wait, False
+            if self.metrics is not None:
+                self.metrics.update(
+                    self.service.snapshot(), self.service.outbox_pending, self.service.holds_lease, self.measured()
+                )
+        except PyMongoError as exc:
+            self.on_database_error(exc)
+            return self.settings.loop_idle_pause, False
+        except Exception:
+            log.exception("sink round failed; trying again in %gs", self.settings.loop_idle_pause)
+            if self.metrics is not None:
+                self.metrics.round_failed(database=False)
+            return self.settings.loop_idle_pause, False
+        if self.said_down:
+            log.info("MongoDB answers again: sink rounds go on")
+        self.database_down = self.said_down = False
+        return wait, True
+
+    def measured(self) -> float | None:
+        """When the service last counted the backlog and lag (Unix time), if it says."""
+        at = getattr(getattr(self.service, "stats", None), "at", None)
+        return at.timestamp() if isinstance(at, datetime) else None
+
+    def on_database_down(self) -> None:
+        """The service said MongoDB did not answer its round (it logs that itself): figures kept, readiness 503."""
+        if self.metrics is not None:
+            self.metrics.round_failed(database=True)
+        self.database_down = True
+
+    def on_database_error(self, exc: PyMongoError) -> None:
+        """MongoDB did not answer a round: one warning when the outage begins (the figures are kept)."""
+        from ..engine.store import short_error
+
+        if self.metrics is not None:
+            self.metrics.round_failed(database=True)
+        self.database_down = True
+        if not self.said_down:
+            self.said_down = True
+            log.warning(
+                "cannot reach MongoDB: %s; trying again every %gs (items wait, nothing is lost)",
+                short_error(exc, self.settings),
+                self.settings.loop_idle_pause,
+            )
+
+    def status(self) -> str:
+        """systemd's STATUS= line."""
+        text = "STATUS=sink service: "
+        if self.database_down:
+            text += "database unreachable; "
+        held = bool(getattr(self.service, "holds_lease", False))
+        return text + ("working (holds the lease)" if held else "standing by (another process holds the lease)")
+
+    def shut_down(self) -> None:
+        """No new delivery; the ones in flight finished within the bound and their outcomes written; the lease let
+        go; /metrics closed."""
+        try:
+            self.service.stop(stop_bound(self.configs))
+        except PyMongoError as exc:
+            from ..engine.store import short_error
+
+            log.warning(
+                "stopping: outcomes not written (%s); those items are delivered again",
+                short_error(exc, self.settings),
+            )
+        except Exception:
+            log.exception("stopping the sink service failed; undelivered items are delivered again")
+
+    # --- reload ----------------------------------------------------------------------------------------------------
+    def reload(self) -> list[str]:
+        """Read the settings again and apply them to the service; a settings file that cannot be read or a bad
+        setting (a sink's included) keeps every old setting, said in one warning line. Returns the names applied."""
+        from ..sdk.redaction import SECRETS
+
+        self.reload_wanted = False
+        if self.load_settings is None:
+            return []
+        old = self.settings
+        try:
+            new = self.load_settings()
+            configs = configured(new, self.registry)
+        except SettingsError as exc:
+            log.warning("reload refused, settings unchanged: %s", error_line(exc))
+            return []
+        merged, kept = merge(old, new)
+        if kept:
+            log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
+        SECRETS.add(secrets_of(merged, configs))
+        try:
+            self.service.apply_settings(merged)
+        except SettingsError as exc:
+            log.warning("reload refused, settings unchanged: %s", error_line(exc))
+            return []
+        applied = changed(old, merged)
+        self.settings, self.configs = merged, configs
+        if self.metrics is not None:
+            self.metrics.configure(c.name for c in configs)
+        if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
+            self.configure_logging(merged.log_level, merged.log_format)
+        log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
+        return applied
+
+
+def serve(settings: Settings, once: bool, env_file: str | None, metrics_port: int, metrics_addr: str) -> int:
+    """`collector sink`: the sink service until a signal (or one round); its signal handlers restored after."""
+    with restored_signals():
+        return _serve(settings, once, env_file, metrics_port, metrics_addr)
+
+
+def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: int, metrics_addr: str) -> int:
+    from functools import partial
+
+    from ..engine.store import connect, short_error
+    from ..sdk.redaction import SECRETS
+    from ..settings import load_settings, mask_text
+    from ..sinks.registry import SinkRegistry
+    from .logs import setup_logging
+
+    SECRETS.add(settings.secrets())
+    early = StartupSignals().install()
+    registry = SinkRegistry()
+    try:
+        configs = configured(settings, registry)
+    except SettingsError as exc:
+        print(f"collector: {error_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    SECRETS.add(secrets_of(settings, configs))
+    try:
+        client = connect(settings)
+    except (PyMongoError, ValueError, TypeError) as exc:
+        print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        service = start_service(client, settings, registry)
+    except PyMongoError as exc:
+        log.error("cannot reach MongoDB: %s", short_error(exc, settings))
+        client.close()
+        return EXIT_DATABASE
+    except SettingsError as exc:
+        print(f"collector: {error_line(exc)}", file=sys.stderr)
+        client.close()
+        return EXIT_USAGE
+    except StopDuringStartup as stop:
+        log.info("%s during start-up: exiting", stop)
+        client.close()
+        return EXIT_OK
+    process = SinkProcess(service, settings, configs, registry)
+    process.load_settings = partial(load_settings, env_file=env_file)
+    process.configure_logging = setup_logging
+    process.install_signal_handlers()
+    process.reload_wanted = early.hangup
+    server = None if once else start_metrics(process, metrics_port, metrics_addr)
+    try:
+        return process.run(once=once)
+    finally:
+        if server is not None:
+            server.close()
+        client.close()
+
+
+def start_service(client: Any, settings: Settings, registry: Any) -> Any:
+    """The service on the settings' database, once MongoDB answered (PyMongoError when it does not)."""
+    from ..sinks.service import SinkService
+
+    db = client.get_default_database("likeastore")
+    db.command("ping")
+    return SinkService(db, settings, owner=owner_id(), registry=registry)
+
+
+def start_metrics(process: SinkProcess, port: int, addr: str) -> Any:
+    """With a port: /metrics, /healthz and /readyz. A port that cannot be bound is logged as an error and the
+    service goes on without them (the scraper's `up == 0` shows it)."""
+    if not port:
+        return None
+    from .. import __version__
+    from .metrics import progress_bound
+    from .sinkmetrics import SinkMetrics, SinkMetricsServer
+
+    metrics = SinkMetrics((c.name for c in process.configs), __version__, owner_id(), progress_bound(process.settings))
+    try:
+        server = SinkMetricsServer(metrics, addr, port)
+    except OSError as exc:
+        log.error("metrics: cannot listen on %s:%d (%s); running without /metrics", addr, port, exc.strerror or exc)
+        return None
+    process.metrics = metrics
+    log.info("metrics: http://%s:%d/metrics and /healthz", addr, server.port)
+    return server

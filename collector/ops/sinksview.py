@@ -1,0 +1,130 @@
+"""`collector sinks list` and `collector sinks status` as text, and the sinks line of `collector status`: the
+reports of ops/sinks.py, whose text is already cut, masked and escaped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .sinks import FAILURE_KINDS
+from .statusfields import _s as duration
+
+
+def at(value: datetime | None) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value is not None else "?"
+
+
+def state_word(row: Mapping[str, Any]) -> str:
+    if row["stopped"]:
+        return "STOPPED"
+    if row["paused"]:
+        return "paused"
+    if row["configured"] is False:
+        return "unconfigured"
+    return "ok" if row["registered"] else "new"
+
+
+def service_line(report: Mapping[str, Any]) -> str:
+    service = report["service"]
+    if service is None:
+        return "sink service: none has run (no lease)"
+    beat = f", beat {duration(service['beatAge'])} ago" if service["beatAge"] is not None else ""
+    since = f" since {at(service['since'])}" if service["since"] is not None else ""
+    held = (
+        f"holds the lease{since}" if service["live"] else f"lease EXPIRED at {at(service['leaseUntil'])} (not running?)"
+    )
+    return f"sink service: {service['owner']} (host {service['host']}, pid {service['pid']}) {held}{beat}"
+
+
+def render_status(report: Mapping[str, Any]) -> str:
+    lines = [f"sinks at {at(report['at'])}", service_line(report)]
+    if report["outboxPending"] is not None:
+        lines.append(f"items stored, not yet queued for the sinks: {report['outboxPending']}")
+    lines += [
+        "",
+        f"{'sink':<16} {'kind':<11} {'state':<12} {'backlog':>8} {'lag':>6} {'delivered':>10} {'dead':>6} "
+        f"{'refused':>8} {'tooLarge':>8} {'rejected':>8} {'auth':>5}",
+    ]
+    for row in report["sinks"]:
+        counts, failed = row["counts"], row["counts"]["failed"]
+        lines.append(
+            f"{row['name'][:16]:<16} {row['kind'][:11]:<11} {state_word(row):<12} {row['backlog']:>8} "
+            f"{duration(row['lagSeconds']):>6} {counts['delivered']:>10} {counts['deadLettered']:>6} "
+            + " ".join(f"{failed[k]:>{w}}" for k, w in zip(FAILURE_KINDS, (8, 8, 8, 5), strict=True))
+        )
+        lines += [f"  {line}" for line in row_notes(row)]
+    if not report["sinks"]:
+        lines.append("(no sink configured or known)")
+    return "\n".join(lines)
+
+
+def row_notes(row: Mapping[str, Any]) -> list[str]:
+    notes = []
+    if row["stopped"]:
+        stopped = row["stopped"]
+        notes.append(
+            f"stopped since {at(stopped['at'])}: {stopped['reason'] or '?'}; fix its credentials, then "
+            "`collector sinks resume NAME`"
+        )
+    if row["paused"]:
+        paused = row["paused"]
+        notes.append(
+            f"paused since {at(paused['at'])} by {paused['by'] or '?'}"
+            + (f": {paused['reason']}" if paused["reason"] else "")
+        )
+    fill = row["backfill"]
+    if fill is not None:
+        what = f"replay of items from {at(fill['since'])}" if fill["since"] else "backfill"
+        if fill["running"]:
+            notes.append(
+                f"{what}: running since {at(fill['startedAt'])} by {fill['by'] or '?'}, "
+                f"{fill['enqueued']} queued so far"
+            )
+        else:
+            notes.append(f"{what}: done at {at(fill['doneAt'])}, {fill['enqueued']} queued")
+    if row["deadLetters"]:
+        notes.append(f"{row['deadLetters']} dead letters kept (documents the destination refused)")
+    if row["configured"] is False:
+        notes.append("no longer configured (SINKS does not name it): its queue waits, nothing is delivered")
+    elif not row["registered"]:
+        notes.append("configured; no sink service has registered it yet")
+    return notes
+
+
+def summary(report: Mapping[str, Any]) -> str:
+    """One line for `collector status`."""
+    parts = []
+    for row in report["sinks"]:
+        word = state_word(row)
+        flag = "" if word == "ok" else f" {word}"
+        parts.append(f"{row['name']}{flag} {row['backlog']} queued, lag {duration(row['lagSeconds'])}")
+    if not parts:
+        return "sinks: none"
+    service = report["service"]
+    lease_text = (
+        "no sink service holds the lease" if service is None or not service["live"] else f"service {service['owner']}"
+    )
+    outbox = f", {report['outboxPending']} not yet queued" if report["outboxPending"] else ""
+    return f"sinks: {'; '.join(parts)} ({lease_text}{outbox})"
+
+
+def render_list(listing_: Mapping[str, Any]) -> str:
+    lines = [
+        f"{'sink':<16} {'kind':<11} {'batch':>6} {'conc':>5} {'timeout':>8} {'pace':>6}  {'host':<32} "
+        "services / options"
+    ]
+    for row in listing_["configured"]:
+        services = ",".join(row["services"]) if row["services"] else "every service"
+        options = " ".join(f"{k}={v}" for k, v in row["options"].items())
+        backfill = "" if row["backfill"] else " (no backfill)"
+        lines.append(
+            f"{row['name'][:16]:<16} {row['kind'][:11]:<11} {row['batch']:>6} {row['concurrency']:>5} "
+            f"{row['timeout']:>7g}s {row['pace']:>6g}  {row['host'][:32]:<32} {services}{backfill}"
+            + (f"; {options}" if options else "")
+        )
+    if not listing_["configured"]:
+        lines.append("(no sink configured: SINKS is empty)")
+    for row in listing_["unconfigured"]:
+        lines.append(f"{row['name'][:16]:<16} {row['kind'][:11]:<11} known in MongoDB, no longer configured")
+    return "\n".join(lines)
