@@ -150,3 +150,23 @@ def test_a_sink_service_reads_the_walks_database_and_no_sink_of_the_operators(mo
     assert env["SINKS"] == "bench" and env["SINK_BENCH_BACKFILL"] == "false" and "SINK_OTHER_URL" not in env
     assert env["MONGODB_URI"] == "mongodb://h:1/b" and env["SINK_BENCH_URL"] == "http://127.0.0.1:9/x"
     assert cpu_s(os.getpid()) > 0
+
+
+def test_the_stand_in_counts_as_pymongo_asks_without_an_aggregate_and_the_same():
+    import mongomock
+
+    from collector.devtools.mongocommands import Commands
+
+    commands = Commands(mongomock.MongoClient())
+    commands.client["d"]["items"].insert_many([{"_id": k, "sinkPending": k % 3 == 0} for k in range(10)])
+
+    def count(pipeline):
+        return commands.run({"aggregate": "items", "pipeline": pipeline, "cursor": {}, "$db": "d"}, [])
+
+    group = {"$group": {"_id": 1, "n": {"$sum": 1}}}
+    for middle, n in (([], 4), ([{"$skip": 1}], 3), ([{"$limit": 2}], 2), ([{"$skip": 3}, {"$limit": 2}], 1)):
+        answer = count([{"$match": {"sinkPending": True}}, *middle, group])
+        assert answer["cursor"]["firstBatch"] == [{"_id": 1, "n": n}]
+    assert count([{"$match": {"sinkPending": "no"}}, group])["cursor"]["firstBatch"] == []  # as MongoDB: no group
+    other = count([{"$match": {"sinkPending": True}}, {"$group": {"_id": "$sinkPending", "n": {"$sum": 1}}}])
+    assert other["cursor"]["firstBatch"] == [{"_id": True, "n": 4}]  # any other pipeline: mongomock's aggregate

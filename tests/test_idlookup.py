@@ -65,3 +65,31 @@ def test_a_unique_index_refuses_what_mongomocks_own_check_refuses(writes):
     with idlookup.installed():
         assert apply(looked_up) == scanned
     assert mongomock.collection.Collection._ensure_uniques is idlookup._original_uniques  # put back
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"])), max_size=12),
+    st.lists(st.integers(0, 11), max_size=6),
+    st.integers(1, 5),
+    st.sampled_from([None, {"nextAt": 1}, {"sink": 1, "tries": True}]),
+)
+def test_the_stand_ins_sorted_first_answers_what_mongomock_answers(entries, busy, limit, projection):
+    """A sink's due entries (sorted, limited, those in flight left out by `$nin`) from the stand-in's quick path
+    and from mongomock: the same documents, in the same order (ties included)."""
+    from collector.devtools.mongoquick import sorted_first
+
+    coll = mongomock.MongoClient().db.q
+    docs = [
+        {"_id": {"s": sink, "i": OIDS[n % 6]}, "sink": sink, "nextAt": due, "tries": n}
+        for n, (due, sink) in enumerate(entries)
+    ]
+    for doc in docs:
+        coll.update_one({"_id": doc["_id"]}, {"$set": doc}, upsert=True)
+    left_out = [docs[n]["_id"] for n in busy if n < len(docs)]
+    query = {"nextAt": {"$lte": 2}, **({"_id": {"$nin": left_out}} if left_out else {})}
+    command = {"filter": query, "sort": {"nextAt": 1}, "limit": limit, "projection": projection}
+    expected = list(coll.find(query, projection).sort([("nextAt", 1)]).limit(limit))
+    with idlookup.installed():
+        assert sorted_first(coll, command) == expected
+    assert sorted_first(coll, command) == expected  # plain mongomock too (the stand-in of the tests)

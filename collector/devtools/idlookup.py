@@ -32,7 +32,7 @@ _original_uniques = mongomock_collection.Collection._ensure_uniques
 LOOKED_UP = (ObjectId, str)
 
 
-def _key(value: Any) -> Any:
+def key(value: Any) -> Any:
     """The store's key for an `_id` value looked up, or None: an ObjectId, a string, or a document of them."""
     if type(value) in (ObjectId, str):
         return value
@@ -47,10 +47,10 @@ def _ids(filter: Any) -> list | None:
     if not isinstance(filter, dict) or "_id" not in filter:
         return None
     wanted = filter["_id"]
-    if (key := _key(wanted)) is not None:
-        return [key]
+    if (found := key(wanted)) is not None:
+        return [found]
     if isinstance(wanted, dict) and set(wanted) == {"$in"} and isinstance(wanted["$in"], list | tuple):
-        keys = [_key(v) for v in wanted["$in"]]
+        keys = [key(v) for v in wanted["$in"]]
         return keys if all(k is not None for k in keys) else None
     return None
 

@@ -28,3 +28,27 @@ def test_an_unknown_sink_is_refused_before_anything_runs():
 
     with pytest.raises(RuntimeError, match="--sink is one of opensearch, webhook, off"):
         sinkbench.measure(Options(sink="kafka"))
+
+
+def test_the_stand_in_answers_pymongos_counts_and_a_sink_queues_writes():
+    """What a sink service asks of the stand-in: counts (with a limit), `{s, i}` ids inserted and found again."""
+    import pytest
+    from pymongo import MongoClient
+    from pymongo.errors import BulkWriteError
+
+    from collector.devtools.mongowire import WireServer
+
+    with WireServer(quick_inserts=True) as wire:
+        db = MongoClient(wire.uri).get_default_database()
+        db.items.insert_many([{"_id": f"i{k}", "sinkPending": True} for k in range(5)] + [{"_id": "i9"}])
+        assert db.items.count_documents({"sinkPending": True}) == 5
+        assert db.items.count_documents({"sinkPending": True}, limit=2) == 2
+        assert db.items.count_documents({"sinkPending": False}) == 0
+        entries = [{"_id": {"s": "bench", "i": f"i{k}"}, "sink": "bench"} for k in range(3)]
+        db.sinkQueue.insert_many(entries, ordered=False)
+        with pytest.raises(BulkWriteError) as again:
+            db.sinkQueue.insert_many(entries, ordered=False)
+        assert {e["code"] for e in again.value.details["writeErrors"]} == {11000}
+        assert db.sinkQueue.count_documents({"sink": "bench"}) == 3
+        db.sinkQueue.delete_many({"_id": {"$in": [e["_id"] for e in entries[:2]]}})
+        assert [e["_id"]["i"] for e in db.sinkQueue.find()] == ["i2"]
