@@ -73,8 +73,9 @@ def test_a_unique_index_refuses_what_mongomocks_own_check_refuses(writes):
     st.lists(st.integers(0, 11), max_size=6),
     st.integers(1, 5),
     st.sampled_from([None, {"nextAt": 1}, {"sink": 1, "tries": True}]),
+    st.booleans(),
 )
-def test_the_stand_ins_sorted_first_answers_what_mongomock_answers(entries, busy, limit, projection):
+def test_the_stand_ins_sorted_first_answers_what_mongomock_answers(entries, busy, limit, projection, sort):
     """A sink's due entries (sorted, limited, those in flight left out by `$nin`) from the stand-in's quick path
     and from mongomock: the same documents, in the same order (ties included)."""
     from collector.devtools.mongoquick import sorted_first
@@ -89,7 +90,12 @@ def test_the_stand_ins_sorted_first_answers_what_mongomock_answers(entries, busy
     left_out = [docs[n]["_id"] for n in busy if n < len(docs)]
     query = {"nextAt": {"$lte": 2}, **({"_id": {"$nin": left_out}} if left_out else {})}
     command = {"filter": query, "sort": {"nextAt": 1}, "limit": limit, "projection": projection}
-    expected = list(coll.find(query, projection).sort([("nextAt", 1)]).limit(limit))
+    if sort:
+        expected = list(coll.find(query, projection).sort([("nextAt", 1)]).limit(limit))
+    else:  # the mover's marked items: a limit only (and no `$nin`)
+        query = command["filter"] = {"nextAt": {"$lte": 2}}
+        del command["sort"]
+        expected = list(coll.find(query, projection).limit(limit))
     with idlookup.installed():
         assert sorted_first(coll, command) == expected
     assert sorted_first(coll, command) == expected  # plain mongomock too (the stand-in of the tests)

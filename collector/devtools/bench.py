@@ -31,10 +31,21 @@ from collections.abc import Callable
 from typing import Any
 
 from ..settings import load_settings
-from .figures import APART, apart_figures, floor_ratios, point_figures, summary
+from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
 from .spawned import NoAnswer, answer, spawn
-from .workloads import PER_PAGE, Databases, bench_settings, history, polls, quota_bound, soak, time_store
+from .workloads import (
+    PER_PAGE,
+    Databases,
+    bench_settings,
+    history,
+    latencies_of,
+    polls,
+    quota_bound,
+    series_per_task,
+    soak,
+    time_store,
+)
 
 __all__ = [  # what tests and the CLI use from here
     "PER_PAGE",
@@ -51,8 +62,6 @@ __all__ = [  # what tests and the CLI use from here
     "time_store",
 ]
 
-RUNS_APART = 3  # runs of each workload measured with the database apart (their median is reported)
-
 
 def run(opts: Options, out: Any = sys.stdout) -> int:
     from . import idlookup
@@ -67,16 +76,6 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     result.update(measure_sink(opts))
     print(json.dumps(result), file=out)
     return 0
-
-
-def latencies_of(opts: Options) -> list[float]:
-    return [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
-
-
-def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[float, int]:
-    """Wall time per task of the history walk in series (one network at a time), and requests over quota."""
-    series = history(opts, dbs, latency, 1, opts.series_networks)
-    return series["wall_s"] / series["tasks"], series["over_quota"]
 
 
 def history_point(

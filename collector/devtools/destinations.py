@@ -147,6 +147,21 @@ def receiver_stats(url: str) -> dict[str, int]:
         return dict(json.loads(answer.read()))
 
 
+def osmem_binary() -> str | None:
+    """osmem-server's binary: OSMEM_SERVER_BIN, else the one in the `osmem-server` wheel (found, not imported: an
+    optional tool, not a dependency), else None."""
+    import importlib.util
+    from pathlib import Path
+
+    if os.environ.get("OSMEM_SERVER_BIN"):
+        return os.environ["OSMEM_SERVER_BIN"]
+    spec = importlib.util.find_spec("osmem_server")
+    if spec is None or spec.origin is None:
+        return None
+    bundled = Path(spec.origin).parent / "bin" / "osmem-server"
+    return str(bundled) if bundled.is_file() else None
+
+
 class Search:
     """osmem-server in a process of its own (its stdin a pipe: it ends when that closes, or when this process
     does): `url`, `pid`, `version`; `count(index)` and `search(index, text)`."""
@@ -160,11 +175,10 @@ class Search:
     @classmethod
     def start(cls, limit_s: float = 30.0) -> Search | None:
         """The server on a free port, once it said where; None when osmem-server is not installed."""
-        try:
-            from osmem_server import resolve_binary  # type: ignore[import-untyped]
-        except ImportError:
+        found = osmem_binary()
+        if found is None:
             return None
-        command = [resolve_binary(), "--parent-pid", str(os.getpid()), "--no-ja"]
+        command = [found, "--parent-pid", str(os.getpid()), "--no-ja"]
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -191,9 +205,7 @@ class Search:
 
     @staticmethod
     def installed() -> bool:
-        import importlib.util
-
-        return importlib.util.find_spec("osmem_server") is not None
+        return osmem_binary() is not None
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()

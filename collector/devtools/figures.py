@@ -9,6 +9,7 @@ import statistics
 
 from .options import Options
 
+RUNS_APART = 3  # runs of each workload measured with the database apart (their median is reported)
 SPLIT = ("efficiency", "speedup", "speedup_bound", "engine_cpu_ms_per_page")  # of the walk shared by processes
 APART = ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency", "speedup", "speedup_bound", "db_ms_per_task")
 HEADLINE = (  # of the last history point, the headline one

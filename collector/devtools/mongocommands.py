@@ -13,6 +13,7 @@ from typing import Any
 import bson
 import mongomock
 
+from .idlookup import key
 from .mongoquick import sorted_first
 
 MAX_MESSAGE = 48_000_000  # bytes of one wire message, at most
@@ -151,18 +152,15 @@ class Commands:
     def cmd_insert(self, command: dict) -> dict:
         coll = self.collection(command, "insert")
         docs = command.get("documents", [])
-        quick = (  # an `_id` mongomock keeps as is (not a document: a sink queue's `{s, i}` is stored as a hashdict)
-            self.quick_inserts
-            and all(isinstance(doc.get("_id", {}), (bson.ObjectId, str, int)) for doc in docs)
-            and not self.unique_indexes(coll)
-        )
+        quick = self.quick_inserts and not self.unique_indexes(coll)
+        quick = quick and all(key(doc.get("_id")) is not None for doc in docs)  # ids mongomock keys (see idlookup)
         errors, n = [], 0
         for index, doc in enumerate(docs):
             try:
                 if quick:  # unique by _id only: stored as decoded, without mongomock's per-document copies
-                    if doc["_id"] in coll._store:
+                    if key(doc["_id"]) in coll._store:
                         raise mongomock.DuplicateKeyError(f"E11000 duplicate key error: _id {doc['_id']!r}", 11000)
-                    coll._store[doc["_id"]] = doc
+                    coll._store[key(doc["_id"])] = doc
                 else:
                     coll.insert_one(doc)
                 n += 1

@@ -9,10 +9,10 @@ signatures (`--sink webhook` asks for it).
   a sink by construction (another process); what the ratios show is what the two share on one machine: its
   cores and the database. The stand-in is one mongomock under one lock, so its CPU is reported apart
   (`standin_cpu_ms_per_task_sink_off` and `_on`), with the sink's and the destination's.
-- **A sink's own throughput**: the items of the last walk without a sink (stored with their marker, never
-  moved), delivered by one sink service: items per second from the first delivered to the last (the mover and
-  the delivery), the CPU per item of the sink process, of the stand-in and of the destination, and the check that
-  every item arrived (`sink_delivered`, `sink_held`: what the destination holds).
+- **A sink's own throughput**: the items of a walk of `--sink-networks` networks without a sink (stored with
+  their marker, never moved), delivered by one sink service: items per second from the first delivered to the
+  last (the mover and the delivery), the CPU per item of the sink process, of the stand-in and of the
+  destination, and the check that every item arrived (`sink_delivered`, `sink_held`: what the destination holds).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from contextlib import ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
-from .bench import RUNS_APART, latencies_of, series_per_task
 from .destinations import Search, new_secret, receive_in_child, receiver_stats
-from .figures import point_figures, sink_figures, sink_rate
+from .figures import RUNS_APART, point_figures, sink_figures, sink_rate
 from .options import Options
 from .sinkprocess import ServiceProcess, cpu_s, delivered, sink_env, with_database
 from .spawned import answer, spawn
-from .workloads import Databases, history
+from .workloads import Databases, history, latencies_of, series_per_task
 
 NAME = "bench"  # the sink's name (SINK_BENCH_*)
 DRAIN_LIMIT_S = 900.0
@@ -113,7 +112,6 @@ def compare(opts: Options, dbs: Databases, uri: str, place: Any, pids: dict[str,
     latency = latencies_of(opts)[-1]
     per_task, over_quota = series_per_task(opts, dbs, latency)
     runs: dict[str, list[dict]] = {"on": [], "off": []}
-    last: dict[str, Any] = {}
     for number in range(RUNS_APART):
         for side in ("on", "off"):
             seen: dict[str, Any] = {}
@@ -122,10 +120,12 @@ def compare(opts: Options, dbs: Databases, uri: str, place: Any, pids: dict[str,
             walked = history(opts, dbs, latency, opts.concurrency, opts.networks, beside=around)
             over_quota += walked["over_quota"]
             runs[side].append({**point_figures(walked, latency, opts.concurrency, per_task), **seen})
-            last = seen
+    stored: dict[str, Any] = {}  # a walk of its own stores the items the sink's throughput is measured on
+    around = partial(beside, uri=uri, env=None, pids=pids, seen=stored)
+    over_quota += history(opts, dbs, latency, opts.concurrency, opts.sink_networks, beside=around)["over_quota"]
     if over_quota:
         raise RuntimeError("requests over quota in the sink workload")
-    return {**sink_figures(runs["off"], runs["on"]), **throughput(last["db"], uri, place, pids)}
+    return {**sink_figures(runs["off"], runs["on"]), **throughput(stored["db"], uri, place, pids)}
 
 
 @contextmanager

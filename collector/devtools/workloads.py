@@ -211,6 +211,16 @@ def history(
     }
 
 
+def latencies_of(opts: Options) -> list[float]:
+    return [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
+
+
+def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[float, int]:
+    """Wall time per task of the history walk in series (one network at a time), and requests over quota."""
+    series = history(opts, dbs, latency, 1, opts.series_networks)
+    return series["wall_s"] / series["tasks"], series["over_quota"]
+
+
 def polls(
     opts: Options,
     dbs: Databases,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collector.devtools import bench, destinations, sinkbench
 from collector.devtools.options import Options
 
-TINY = Options(networks=3, pages=2, series_networks=1, latencies="0", concurrency=4)
+TINY = Options(networks=3, pages=2, series_networks=1, latencies="0", concurrency=4, sink_networks=2)
 
 
 def test_without_osmem_server_the_sink_workload_delivers_to_a_webhook_receiver_and_says_so(monkeypatch):
@@ -14,7 +14,8 @@ def test_without_osmem_server_the_sink_workload_delivers_to_a_webhook_receiver_a
     result = sinkbench.measure(TINY)
     assert result["sink"] == "webhook"
     assert result["sink_destination"] == "a local webhook receiver checking signatures (osmem-server is not installed)"
-    assert result["sink_items"] == result["sink_delivered"] == result["sink_held"] == 3 * 2 * bench.PER_PAGE
+    assert result["sink_items"] == result["sink_delivered"] == result["sink_held"] == 2 * 2 * bench.PER_PAGE
+    assert result["sink_walk_items"] == 3 * 2 * bench.PER_PAGE
     assert result["sink_left"] == {"queued": 0, "marked": 0, "dead_letters": 0}
     assert result["destination_cpu_ms_per_task_sink_on"] >= 0 and result["sink_cpu_ms_per_task_sink_on"] >= 0
 
