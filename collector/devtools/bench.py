@@ -12,15 +12,15 @@ Workloads:
   soak      many normal-mode polls: resident memory before and after.
   apart     the headline history point and the 304 polls again with the database out of this process (the
             mongowire stand-in in its own process, or the MongoDB given), three runs each, their medians: `*_apart`.
+  floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
+            the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
   sink      the headline walk again, database apart, three runs without a sink and three while a sink service
             delivers the items it stores (`*_sink_off`, `*_sink_on`, their ratios), then that sink's own
             throughput on the items of a walk (`sink_items_per_s`): sinkbench.py (--sink: where it delivers).
-  floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
-            the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
 Database time (the scheduler thread's CPU inside the store) is measured apart from the engine's CPU.
 
 The workloads are workloads.py's and the arithmetic of the figures figures.py's; this module runs the workloads in
-order (the database-apart ones and the floor in fresh processes) and prints the line.
+order (the database-apart ones, the floor and the sink workload in fresh processes) and prints the line.
 """
 
 from __future__ import annotations
