@@ -210,14 +210,14 @@ METAVAR = re.compile(r"(--[a-z][a-z0-9-]*) [A-Z][A-Z0-9_]*")  # `--quota-window 
 NAME = re.compile(r"(?<![\w$.-])(\*_)?([A-Z][A-Z0-9]*(?:_(?:[A-Z0-9]+|<[A-Z]+>))+)(?![\w-])")
 
 
-SINK_FORM = re.compile(r"SINK_<[A-Z]+>_([A-Z0-9_]+)")  # `SINK_<NAME>_URL`: a setting of one sink
+SINK_FORM = re.compile(r"SINK_<[A-Z]+>_(<[A-Z]+>|[A-Z0-9_]+)")  # `SINK_<NAME>_URL`, `SINK_<NAME>_<FIELD>`
 
 
 def unknown_setting(name: str, star: bool, known: set[str]) -> bool:
     if star:  # `*_CLIENT_ID`: at least one setting ends so
         return not any(k.endswith("_" + name) for k in known)
     if form := SINK_FORM.fullmatch(name):  # `SINK_<NAME>_URL`: a field every sink has, or an installed kind's option
-        return form.group(1) not in sink_fields()
+        return not form.group(1).startswith("<") and form.group(1) not in sink_fields()
     if name.startswith("SINK_") and name not in known:  # `SINK_SEARCH_URL`: one sink's, named
         return not any(name.endswith("_" + field) and len(name) > len(f"SINK__{field}") for field in sink_fields())
     if "<" in name:  # `INITIAL_INTERVAL_<SERVICE>`: one of the per-service forms
@@ -267,6 +267,7 @@ def test_a_misspelt_setting_is_caught():
     assert unknown_setting("SERVICE_CONCURRENCY_ORKUT", False, known)
     assert unknown_setting("MAX_WAIT_<SERVICE>", False, known)
     assert not unknown_setting("SINK_<NAME>_URL", False, known)
+    assert not unknown_setting("SINK_<NAME>_<FIELD>", False, known)
     assert not unknown_setting("SINK_MY_SEARCH_BATCH", False, known)
     assert not unknown_setting("SINK_MAX_TRIES", False, known)
     assert unknown_setting("SINK_<NAME>_URI", False, known)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..sdk.redaction import clip
 from ..settings import SECRET_WORDS, Settings, SettingsError, mask
 from ..settings.parsers import SINK_NAME
 from ..settings.sinkfields import BY_FIELD, SINK_FIELDS, SinkField, sink_keys, sink_prefix
@@ -114,4 +115,4 @@ def _parse(prefix: str, field: SinkField, text: str) -> Any:
     try:
         return field.kind.parse(text.strip())
     except (TypeError, ValueError) as exc:
-        raise SettingsError(name, f"invalid value {mask(name, text)[:200]!r} ({exc})") from None
+        raise SettingsError(name, f"invalid value {clip(mask(name, text), 200)!r} ({exc})") from None

@@ -137,7 +137,7 @@ def scrubber(secrets: Sequence[str], limit: int = REASON_LIMIT) -> Callable[[str
     values = sorted((s for s in secrets if s), key=len, reverse=True)
 
     def scrub(text: str) -> str:
-        text = str(text)[: limit * 128]  # a reason is a line or two; an endless one is cut long after the clip
+        text = str(text)
         for value in values:
             text = text.replace(value, "***")
         return clip(text, limit)

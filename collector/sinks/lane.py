@@ -112,11 +112,15 @@ class Lane:
         wait_for([f.future for f in self.flights], timeout=max(0.0, timeout))
 
     def close(self) -> None:
-        """No more work: threads let go (those in flight finish on their own), the Sink closed."""
+        """No more work: threads let go (those in flight finish on their own), the Sink and its client closed."""
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.sink is not None:
+        if self.sink is None:
+            return
+        http_close = getattr(self.sink.http, "close", None)  # the client is the service's: made by its factory
+        for close in (self.sink.close, http_close):
             try:
-                self.sink.close()
+                if callable(close):
+                    close()
             except Exception as exc:  # a sink that fails to close is logged, never a crash
                 log.warning("sink %s did not close cleanly: %s", self.name, printable(self.scrub(repr(exc))))
 

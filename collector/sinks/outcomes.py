@@ -76,6 +76,11 @@ class Outcomes:
                 refused[batch.sink] = auth
         return refused
 
+    def count(self, sink: str, counter: str) -> None:
+        """One more of a counter outside any batch (an authentication refused at the prepare)."""
+        for counts in (self.unsaved, self.totals):
+            counts.setdefault(sink, Counter())[counter] += 1
+
     def flush(self) -> None:
         """Add the counters written so far to the sinks' documents."""
         for sink in list(self.unsaved):

@@ -12,8 +12,9 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import import_module
 from typing import Any
 
@@ -35,7 +36,7 @@ from .store import SinkStore
 
 log = logging.getLogger("collector.sinks")
 
-LEASE_SECONDS = 60.0  # the service lease, renewed every round; a stand-by takes over this long after a silence
+LEASE_SECONDS = 30.0  # the service lease, renewed every 5 s; a stand-by takes over this long after a silence
 BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
 HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
 
@@ -76,6 +77,7 @@ class SinkService:
         self.database_up = True
         self.settings = settings
         self._secrets: list[str] = []
+        self._renewed: datetime | None = None
         self._configure(sink_configs(settings, self.kinds))
 
     # --- the public API ---------------------------------------------------------------------------------------------
@@ -112,8 +114,9 @@ class SinkService:
         """No new deliveries; wait up to `timeout` for those in flight, write their outcomes, let the lease go.
         Deliveries still in flight then are delivered again later (their entries stay in the queue)."""
         self.stopping = True
+        deadline = time.monotonic() + timeout
         for lane in self._all_lanes():
-            lane.wait(timeout)
+            lane.wait(deadline - time.monotonic())
         now = self.clock()
         try:
             self._collect()
@@ -130,7 +133,8 @@ class SinkService:
         SECRETS.remove(self._secrets)
 
     def snapshot(self) -> dict[str, SinkFigures]:
-        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag."""
+        """Each configured sink's figures, for the metrics: this process's counters, the last backlog and lag.
+        Called on the thread that calls step() (between rounds), like everything here."""
         return {name: self.stats.figures(lane, self.outcomes.totals.get(name)) for name, lane in self.lanes.items()}
 
     # --- configuration ----------------------------------------------------------------------------------------------
@@ -170,18 +174,31 @@ class SinkService:
             self.indexed = True
         configs = [lane.config for lane in self.lanes.values()]
         docs = self.store.sink_docs()
-        if register_new(self.store, configs, docs, self.owner, now):
+        if added := register_new(self.store, configs, docs, self.owner, now):
             docs = self.store.sink_docs()
+            for name in added:
+                walk = "its backfill started" if "backfill" in docs.get(name, {}) else "new items only"
+                log.info("sink %s registered (%s): %s", name, self.lanes[name].config.kind, walk)
         moved = move(self.store, configs, now)
-        walked = self.walks.round(configs, docs, now)
-        started = sum(self._deliver(lane, docs.get(name, {}), now) for name, lane in self.lanes.items())
+        self.walks.round(configs, docs, now)
+        for name, lane in self.lanes.items():
+            self._deliver(lane, docs.get(name, {}), now)
         self._write_outcomes(now)
         self.stats.maybe_write(self.lanes, now, self.owner)
-        busy = moved >= MOVE_BATCH or walked > 0 or started > 0
-        return BUSY if busy else IDLE
+        # finished deliveries and prepares set `wakeup`; a walk goes at its pace, a round a second
+        return BUSY if moved >= MOVE_BATCH else IDLE
 
     def _lease(self, now: datetime) -> bool:
+        """Hold the service lease: renewed when a sixth of it has passed (not at every round: rounds follow the
+        deliveries), taken when it lapsed."""
+        if (
+            self.holds_lease
+            and self._renewed is not None
+            and now < self._renewed + timedelta(seconds=self.lease_seconds / 6)
+        ):
+            return True
         held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
+        self._renewed = now if held else None
         if held != self.holds_lease:
             log.info("sinks: %s the service lease", "took" if held else "stand by: another service holds")
         self.holds_lease = held
@@ -224,6 +241,7 @@ class SinkService:
             return 0
         auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
         if auth is not None:
+            self.outcomes.count(lane.name, "failed.auth")
             self._stop_sink(lane.name, auth, now)
             return 0
         lane.start_prepare(now)

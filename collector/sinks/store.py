@@ -175,7 +175,7 @@ class SinkStore:
         if renewed.matched_count:
             return True
         fields = {"owner": owner, "host": host, "pid": pid, "leaseUntil": until, "beatAt": now, "since": now}
-        lapsed = {"$or": [{"leaseUntil": {"$lt": now}}, {"leaseUntil": {"$exists": False}}]}
+        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$exists": False}}]}
         try:
             self.sinks.update_one({"_id": SERVICE_ID, **lapsed}, {"$set": fields, "$inc": {"epoch": 1}}, upsert=True)
         except DuplicateKeyError:  # held by another, who renewed it

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from concurrent.futures import wait
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +42,11 @@ class Destination:
         self.prepare_errors: list[Exception] = []  # raised by the next prepares, in order
         self.prepared = 0
         self.message = "down for maintenance"
+        self.gate: threading.Event | None = None  # when set to an Event, a delivery waits for it first
+        self.closed = 0  # times the service closed it (the destination stands for the sink's HTTP client)
+
+    def close(self) -> None:
+        self.closed += 1
 
     def prepare(self) -> None:
         with self.lock:
@@ -49,6 +55,8 @@ class Destination:
             self.prepared += 1
 
     def deliver(self, docs: list) -> list:
+        if self.gate is not None:
+            self.gate.wait(10)
         with self.lock:
             self.batches.append(len(docs))
             if self.auth:
@@ -133,7 +141,7 @@ def settle(svc, timeout: float = 10.0) -> None:
     for lane in [*svc.lanes.values(), *svc.retiring]:
         lane.wait(timeout)
         if lane.preparing is not None:
-            lane.preparing.result(timeout)
+            wait([lane.preparing], timeout)
 
 
 def run(svc, clock: Clock, rounds: int = 30, tick: float = 1.0) -> None:
