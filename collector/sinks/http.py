@@ -1,4 +1,4 @@
-"""The sinks' HTTP client: one urllib3 pool per sink (as many connections as the sink has deliveries in flight),
+"""The sinks' HTTP client: one urllib3 pool per sink (a connection for each delivery in flight, and one more),
 every request bounded as a whole, answers bounded in bytes, no redirect followed, messages naming host and path.
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
@@ -74,7 +74,7 @@ class SinkHttp:
         self.headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
         self.pools = urllib3.PoolManager(
             num_pools=4,
-            maxsize=max(1, config.concurrency),
+            maxsize=max(1, config.concurrency) + 1,  # the deliveries in flight, and prepare() beside them
             block=False,
             retries=False,
             timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),

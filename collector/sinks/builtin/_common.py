@@ -37,11 +37,8 @@ def json_answer(answer: Answer, what: str) -> Any:
 
 
 def with_id(doc: Doc) -> dict[str, Any]:
-    """The document's body with `id` set to the item's id (a field `id` of the item's own is replaced)."""
-    body = dict(doc.body)
-    body.pop("_id", None)
-    body["id"] = doc.id
-    return body
+    """`{"id": <the item's id>, ...its fields}` (a field `id` or `_id` of the item's own is left out)."""
+    return {"id": doc.id, **{name: value for name, value in doc.body.items() if name not in ("id", "_id")}}
 
 
 def setting(config: SinkConfig, option: str) -> str:

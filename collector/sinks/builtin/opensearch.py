@@ -6,7 +6,8 @@ One POST {URL}/_bulk per batch, NDJSON: `{"index": {"_index": INDEX, "_id": <ite
 Per document, from the bulk answer's `items` (one per document, in order): 2xx done; 409 (a version conflict: the
 index holds a newer version) done; 429 and 5xx retried; 400, 404 and any other 4xx rejected with the error's type
 and reason. For the whole request: 401/403 AuthFailed, 413 TooLarge, 429/5xx, a connection failure, an answer
-that is not a bulk answer for this batch: BatchRefused.
+that is not a bulk answer for this batch, any other status (a wrong URL, a request the cluster cannot read: about
+no document in particular, so none is dead-lettered for it): BatchRefused.
 
 Options: INDEX (default `items`), TEMPLATE (a JSON index template file, read when the sink is made and put as
 `_index_template/likeastore-<INDEX>` before the first delivery; its `index_patterns` default to the index),
@@ -81,9 +82,9 @@ class OpenSearchSink(Sink):
         failure = answer_failure(answer, what)
         if failure is not None:
             raise failure
-        if not 200 <= answer.status < 300:  # the whole request refused for what it is: each document rejected
-            reason = scrub(f"{answer.status}: {error_text(answer_error(answer.body))}", self.config)
-            return [Reject(reason)] * len(batch)
+        if not 200 <= answer.status < 300:  # a wrong URL or our own mistake, never one document's: nothing is lost
+            reason = scrub(error_text(answer_error(answer.body)), self.config)
+            raise BatchRefused(f"{answer.status}: {reason}: {what}")
         return [self._outcome(item) for item in bulk_items(json_answer(answer, what), batch, what)]
 
     def _rows(self, batch: Sequence[Doc]) -> Any:

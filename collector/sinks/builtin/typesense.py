@@ -9,7 +9,8 @@ null loses its nulls, an array mixing types or holding arrays becomes an array o
 Per document, from the answer's lines (one per document, in order): `{"success": true}` done; false: retried when
 its code is 429 or 5xx (or it says it is transient), else rejected with its error (never the document Typesense
 echoes). For the whole request: 401/403 AuthFailed, 413 TooLarge, 429/5xx, a connection failure, an answer with
-another count of lines: BatchRefused; a 404 (the collection is gone): created again, BatchRefused for now.
+another count of lines, any other status (422 while the server skips writes: about no document in particular):
+BatchRefused; a 404 (the collection is gone): created again, BatchRefused for now.
 
 Options: COLLECTION (default `items`), API_KEY (required; the X-TYPESENSE-API-KEY header).
 """
@@ -77,7 +78,7 @@ class TypesenseSink(Sink):
         if failure is not None:
             raise failure
         if answer.status not in (200, 201, 409):  # 409: made meanwhile by another
-            raise BatchRefused(f"{answer.status}: {self.message(answer.body)}: POST {where(url)}")
+            raise BatchRefused(f"{answer.status}: {scrub(self.message(answer.body), self.config)}: POST {where(url)}")
 
     def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
         url = f"{self.base}{self.path}/documents/import?action=upsert"
@@ -90,9 +91,8 @@ class TypesenseSink(Sink):
         if answer.status == 404:
             self._create()
             raise BatchRefused(f"404: the collection was missing, created again: {what}", retry_after=0.0)
-        if answer.status != 200:
-            reason = scrub(f"{answer.status}: {self.message(answer.body)}", self.config)
-            return [Reject(reason)] * len(batch)
+        if answer.status != 200:  # 422 "Skipping writes.", a wrong URL: about no document in particular
+            raise BatchRefused(f"{answer.status}: {scrub(self.message(answer.body), self.config)}: {what}")
         results = answer.body.splitlines()
         if len(results) != len(batch):
             raise BatchRefused(f"an import answer of {len(results)} lines for {len(batch)} documents: {what}")
