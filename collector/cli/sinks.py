@@ -42,7 +42,7 @@ def register(commands: Commands) -> None:
         help="per sink: backlog, lag, delivered, dead letters, failures by kind, paused or stopped, backfill; the "
         "service lease and the items not yet queued",
     )
-    status.add_argument("name", nargs="?", metavar="NAME", help="only this sink")
+    status.add_argument("name", nargs="?", metavar="NAME", help="only this sink, with its newest dead letters")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pausing = verbs.add_parser("pause", help="stop delivering to a sink until resumed (items keep queueing)")
     pausing.add_argument("name", metavar="NAME")
@@ -118,8 +118,10 @@ def show_status(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     if args.name is not None and not known_or_say(db, settings, args.name):
         return EXIT_NO
     report = sinks.gather(db, utcnow(), settings.sinks)
-    if args.name is not None:
+    if args.name is not None:  # one sink: with its newest dead letters
         report["sinks"] = [r for r in report["sinks"] if r["name"] == printable(args.name)]
+        for row in report["sinks"]:
+            row["recentDeadLetters"] = sinks.recent_dead_letters(db, args.name)
     print(dumps(report) if args.json else sinksview.render_status(report))
     return EXIT_OK
 

@@ -95,7 +95,10 @@ class SinkProcess:
     def __init__(self, service: Any, settings: Settings, configs: list[Any], registry: Any = None):
         self.service, self.settings, self.configs, self.registry = service, settings, configs, registry
         self.stopping = threading.Event()
-        self.wakeup = threading.Event()  # a wait between rounds ends early: a stop, or a reload to apply
+        # a wait between rounds ends early: a delivery or a prepare finished (the service sets its own event, which
+        # its step() clears), a stop, a reload to apply
+        woken = getattr(service, "wakeup", None)
+        self.wakeup: threading.Event = woken if isinstance(woken, threading.Event) else threading.Event()
         self.signals = 0
         self.reload_wanted = False
         self.notifier = Notifier()
@@ -145,8 +148,8 @@ class SinkProcess:
                     self.reload()
                 wait, _ = self.round()
                 self.notifier.send("WATCHDOG=1", self.status())
-                if self.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds)):
-                    self.wakeup.clear()
+                if not (self.stopping.is_set() or self.reload_wanted):
+                    self.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds))
         finally:
             self.shut_down()
             log.info("sink service stopped")
@@ -164,9 +167,7 @@ class SinkProcess:
                 return True
             if wait > 0 and not in_flight(self.service):
                 return True
-            woken = getattr(self.service, "wakeup", None)
-            if isinstance(woken, threading.Event):
-                woken.wait(min(wait, 1.0) if wait > 0 else 0.05)
+            self.wakeup.wait(min(wait, 1.0) if wait > 0 else 0.05)
         return True
 
     def round(self) -> tuple[float, bool]:

@@ -1,6 +1,7 @@
 """`collector sinks`: where each sink stands, read from MongoDB (the `sinks`, `sinkQueue` and `sinkDeadLetters`
 collections the sink service keeps, and the items not yet queued), and the operator's pause, resume and replay,
-written through the sinks' store (sinks/store.py).
+written through the sinks' store (sinks/store.py). The reads are bounded (MAX_SINKS documents) and take only what
+they can use (a queue's oldest *date*, a sink name that is text).
 
 Whatever the documents hold (a mongo shell may have written anything): text is cut, masked and escaped, counts
 are whole numbers from 0 to 10^12, times are datetimes or nothing. `status` shows a line of this, and
@@ -16,11 +17,11 @@ from urllib.parse import urlsplit
 
 from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
+from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SINKS, lease_doc, outbox_pending
 from ..textout import printable
 from .pauses import who
 from .statusfields import count, text
 
-SERVICE_ID = "~service"  # the service lease's document in `sinks` (never a sink name: those are [a-z0-9_]+)
 MAX_SINKS = 200  # sink documents read; a configuration has a handful, a flood of junk must not exhaust memory
 FAILURE_KINDS = ("refused", "tooLarge", "rejected", "auth")
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
@@ -47,12 +48,12 @@ def mapping(value: Any) -> Mapping[str, Any]:
 # --- reading -------------------------------------------------------------------------------------------------------
 def sink_documents(db: Any) -> list[dict]:
     """The sinks' documents (not the lease's), at most MAX_SINKS, in name order."""
-    return list(db.sinks.find({"_id": {"$ne": SERVICE_ID}}).sort("_id", 1).limit(MAX_SINKS))
+    return list(db[SINKS].find({"_id": {"$ne": SERVICE_ID}}).sort("_id", 1).limit(MAX_SINKS))
 
 
 def lease(db: Any, now: datetime) -> dict[str, Any] | None:
     """The service lease as its document says: who holds it, whether it is live, how old its last beat is."""
-    doc = db.sinks.find_one({"_id": SERVICE_ID})
+    doc = lease_doc(db)
     if doc is None:
         return None
     until = when(doc.get("leaseUntil"))
@@ -72,10 +73,26 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
 def queue_figures(db: Any, name: Any, now: datetime) -> dict[str, Any]:
     """A sink's backlog (queue entries), its lag (the oldest entry's item date, 0 when none) and the dead letters
     kept for it now."""
-    backlog = db.sinkQueue.count_documents({"sink": name})
-    oldest = list(db.sinkQueue.find({"sink": name, "date": {"$type": "date"}}, {"date": 1}).sort("date", 1).limit(1))
+    backlog = db[QUEUE].count_documents({"sink": name})
+    # the oldest date (store.counts's `oldest` sorts whatever `date` holds: a string written by hand sorts first)
+    oldest = list(db[QUEUE].find({"sink": name, "date": {"$type": "date"}}, {"date": 1}).sort("date", 1).limit(1))
     lag = max(age(now, oldest[0].get("date")) or 0.0, 0.0) if oldest else 0.0
-    return {"backlog": backlog, "lagSeconds": lag, "deadLetters": db.sinkDeadLetters.count_documents({"sink": name})}
+    return {"backlog": backlog, "lagSeconds": lag, "deadLetters": db[DEAD].count_documents({"sink": name})}
+
+
+def recent_dead_letters(db: Any, name: str, limit: int = 5) -> list[dict[str, Any]]:
+    """The sink's newest dead letters: the item, when, the destination's status and reason (masked, cut)."""
+    from ..sinks.store import dead_letters
+
+    return [
+        {
+            "item": text(d.get("item")),
+            "at": when(d.get("at")),
+            "status": count(d.get("status")) or None,
+            "reason": reason(d.get("reason")),
+        }
+        for d in dead_letters(db, name, limit)
+    ]
 
 
 def empty_queue() -> dict[str, Any]:
@@ -142,7 +159,7 @@ def gather(db: Any, now: datetime, configured: Iterable[str] | None = None) -> d
             rows.append(unregistered(name))
     service = lease(db, now)
     ran = service is not None or bool(known)  # a sink service ran: the index on sinkPending exists
-    outbox = db.items.count_documents({"sinkPending": True}) if ran else None
+    outbox = outbox_pending(db) if ran else None
     return {"at": now, "sinks": sorted(rows, key=lambda r: r["name"]), "service": service, "outboxPending": outbox}
 
 
@@ -218,7 +235,7 @@ def listing(db: Any, configs: list[Any], secret_names: Mapping[str, Iterable[str
 # --- the operator's writes -------------------------------------------------------------------------------------------
 def known(db: Any, configured: Iterable[str]) -> set[str]:
     """Sink names the settings configure or the database knows."""
-    names = {d["_id"] for d in db.sinks.find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1}).limit(MAX_SINKS)}
+    names = {d["_id"] for d in db[SINKS].find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1}).limit(MAX_SINKS)}
     return {n for n in names if isinstance(n, str)} | set(configured)
 
 
@@ -239,7 +256,7 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
     """Lift a pause and a stop (credentials refused); (False, why) when the sink was neither."""
     from ..sinks import store
 
-    doc = mapping(db.sinks.find_one({"_id": name}))
+    doc = mapping(db[SINKS].find_one({"_id": name}))
     was = [word for word in ("paused", "stopped") if doc.get(word)]
     if not was or not store.resume(db, name, now):
         return False, printable(f"sink {name} is neither paused nor stopped")

@@ -85,6 +85,9 @@ def row_notes(row: Mapping[str, Any]) -> list[str]:
             notes.append(f"{what}: done at {at(fill['doneAt'])}, {fill['enqueued']} queued")
     if row["deadLetters"]:
         notes.append(f"{row['deadLetters']} dead letters kept (documents the destination refused)")
+    for letter in row.get("recentDeadLetters", []):
+        status = f" ({letter['status']})" if letter["status"] else ""
+        notes.append(f"  item {letter['item']} at {at(letter['at'])}{status}: {letter['reason'] or '?'}")
     if row["configured"] is False:
         notes.append("no longer configured (SINKS does not name it): its queue waits, nothing is delivered")
     elif not row["registered"]:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -117,6 +118,7 @@ def test_a_process_standing_by_says_it_knows_no_backlog_lag_or_state_only_its_ow
     assert math.isnan(s[("collector_sink_outbox_pending", ())])
 
 
+@pytest.mark.system  # a real promtool process
 def test_promtool_accepts_the_exposition():
     metrics = SinkMetrics(["search", "hook"], "1.0", "box-sink-1", bound=60)
     metrics.update({"search": figures(delivered=3, failed={"refused": 1}, backlog=4, lag_seconds=2.5)}, 1, True)

@@ -22,7 +22,7 @@ from collector.devtools.mongowire import WireServer
 from collector.sdk.timeutil import as_utc, utcnow
 
 from helpers import free_port
-from helpers.proc import collector_cmd, get, scrape, start, stop, wait_until, write_env
+from helpers.proc import NotifySocket, collector_cmd, get, scrape, start, stop, wait_until, write_env
 
 pytestmark = pytest.mark.system
 
@@ -307,3 +307,62 @@ def test_a_database_outage_keeps_every_figure_says_so_and_the_service_goes_on_af
         assert stop(process) == 0
     log = (tmp_path / "sink.log").read_text()
     assert "Traceback" not in log, log
+
+
+def test_a_second_process_stands_by_says_so_and_takes_over_when_the_first_stops(tmp_path, wire, probe):
+    import math
+
+    first_items = set(items(wire, 5))
+    env_file = env(tmp_path, wire, probe)
+    ports = free_port(), free_port()
+    first = sink_process(tmp_path, env_file, "--metrics-port", str(ports[0]))
+    held = ("collector_sink_lease_held", ())
+    try:
+        wait_until(lambda: scrape(ports[0]).get(held) == 1, timeout=60)
+        notify = NotifySocket(tmp_path / "notify.sock")
+        second = start(
+            ["sink", "--metrics-port", str(ports[1])],
+            env_file,
+            tmp_path / "second.log",
+            PYTHONPATH=python_path(tmp_path / "plugin"),
+            NOTIFY_SOCKET=notify.path,
+        )
+        try:
+            wait_until(lambda: any("READY=1" in m for m in notify.messages), timeout=60)
+            wait_until(lambda: scrape(ports[1]).get(held) == 0, timeout=30)
+            standing = scrape(ports[1])
+            assert math.isnan(standing[("collector_sink_lag_seconds", (("sink", "probe"),))])  # not its to say
+            assert any("standing by" in s for s in notify.statuses())
+            wait_until(lambda: probe.delivered() >= first_items, timeout=60)
+            assert stop(first) == 0  # the lease is let go: the second takes it at its next round
+            wait_until(lambda: scrape(ports[1]).get(held) == 1, timeout=30)
+            later = set(items(wire, 5))
+            wait_until(lambda: probe.delivered() >= later, timeout=60)
+            second.send_signal(signal.SIGTERM)
+            assert second.wait(60) == 0
+            assert any("STOPPING=1" in m for m in notify.messages)
+            assert any("WATCHDOG=1" in m for m in notify.messages)
+        finally:
+            stop(second)
+            notify.close()
+    finally:
+        stop(first)
+    assert "Traceback" not in (tmp_path / "second.log").read_text()
+
+
+def test_a_second_signal_exits_at_once_whatever_is_in_flight(tmp_path, wire, probe):
+    items(wire, 3)
+    probe.hold.clear()  # the delivery never finishes on its own
+    process = sink_process(tmp_path, env(tmp_path, wire, probe))
+    try:
+        assert probe.arrived.wait(60), (tmp_path / "sink.log").read_text()
+        process.send_signal(signal.SIGTERM)
+        wait_until(lambda: "finishing the deliveries in flight" in (tmp_path / "sink.log").read_text(), timeout=10)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(10) == 128 + signal.SIGINT
+    finally:
+        probe.hold.set()
+        stop(process)
+    assert "second SIGINT, exiting now" in (tmp_path / "sink.log").read_text()
+    db = wire.client.get_database("likeastore")
+    assert db.sinkQueue.count_documents({"sink": "probe"}) == 3  # not written as done: delivered again later

@@ -130,6 +130,8 @@ def test_status_shows_backlog_lag_counts_states_lease_and_outbox(world, monkeypa
     assert report["service"]["live"] is True and report["service"]["owner"] == "box-sink-7"
     code, out, err = run(monkeypatch, ["sinks", "status", "hook", "--json"])
     assert [r["name"] for r in strict(out)["sinks"]] == ["hook"]
+    code, out, err = run(monkeypatch, ["sinks", "status", "search"])
+    assert code == 0 and re.search(r"^    item 1 at .*: bad$", out, re.M) and "hook" not in out
 
 
 def test_a_configured_sink_no_service_registered_yet_is_shown_as_new(world, monkeypatch):
@@ -199,7 +201,7 @@ def test_an_unreachable_database_is_exit_3(monkeypatch, tmp_path):
 @given(
     sink=st.dictionaries(st.sampled_from(SINK_FIELDS), VALUES),
     lease=st.dictionaries(st.sampled_from(LEASE_FIELDS), VALUES),
-    name=st.one_of(HOSTILE_TEXT, st.integers(), st.just("search")),
+    name=st.one_of(HOSTILE_TEXT, st.integers(min_value=-(2**63), max_value=2**63 - 1), st.just("search")),
     entry=st.dictionaries(st.sampled_from(["date", "at", "nextAt", "tries"]), VALUES),
 )
 def test_any_sink_document_is_shown_clearly(world, monkeypatch, sink, lease, name, entry):
