@@ -37,7 +37,8 @@ BENCH_FLAGS = (
         "sink",
         str,
         "the sink workload: the walk with and without a sink service delivering to osmem-server (opensearch; a "
-        "webhook receiver when osmem-server is not installed), or to a webhook receiver (webhook); off: not run",
+        "webhook receiver when osmem-server is not installed), to a webhook receiver (webhook), to a destination "
+        "that never answers (stalled); off: not run",
     ),
     ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),

@@ -142,6 +142,30 @@ def receive_in_child(conn: Any, secret: str) -> None:
             pass
 
 
+def stall_in_child(conn: Any) -> None:
+    """A destination that takes every connection and never answers (spawned.py): sends its URL, holds the
+    connections until the parent's end closes. Each delivery to it runs into its sink's timeout."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=hold, daemon=True).start()
+    conn.send(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        conn.recv()
+    except EOFError:
+        pass
+    listener.close()
+
+
 def receiver_stats(url: str) -> dict[str, int]:
     with urllib.request.urlopen(url, timeout=10) as answer:
         return dict(json.loads(answer.read()))

@@ -1,7 +1,8 @@
 """`collector bench`'s sink workload (`--sink`, on by default), in a fresh interpreter, the database apart (the
 mongowire stand-in in a process of its own, or the MongoDB given), the destination in a process of its own:
 osmem-server (OpenSearch-compatible, the test extra), or, when it is not installed, a webhook receiver checking
-signatures (`--sink webhook` asks for it).
+signatures (`--sink webhook` asks for it); `--sink stalled`: a destination that never answers (collection beside a
+stuck sink: no throughput measured).
 
 - **Collection with and without a sink**: the headline history walk, three runs without a sink interleaved with
   three while a sink service (`collector sink`, a process of its own, as deployed) delivers the items the walk
@@ -23,16 +24,17 @@ from contextlib import ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
-from .destinations import Search, new_secret, receive_in_child, receiver_stats
+from .destinations import Search, new_secret, receive_in_child, receiver_stats, stall_in_child
 from .figures import RUNS_APART, point_figures, sink_figures, sink_rate
 from .options import Options
-from .sinkprocess import ServiceProcess, cpu_s, delivered, sink_env, with_database
+from .sinkprocess import ServiceProcess, cpu_s, delivered, service_how, sink_env, with_database
 from .spawned import answer, spawn
 from .workloads import Databases, history, latencies_of, series_per_task
 
 NAME = "bench"  # the sink's name (SINK_BENCH_*)
 DRAIN_LIMIT_S = 900.0
-SINK_CHOICES = ("opensearch", "webhook", "off")
+SINK_CHOICES = ("opensearch", "webhook", "stalled", "off")
+STALLED_TIMEOUT_S = 2  # a stalled destination's deliveries end in this timeout (and are retried, with back-off)
 
 
 class SearchPlace:
@@ -73,7 +75,34 @@ class HookPlace:
         return receiver_stats(f"{self.url}/{tag}")["received"]
 
 
-def destination(opts: Options, stack: ExitStack) -> SearchPlace | HookPlace:
+class StalledPlace:
+    """A destination that takes connections and never answers (a process of its own): the sink service moves the
+    items and waits on every delivery until its timeout; nothing arrives. Collection beside a stuck sink."""
+
+    kind = "stalled"
+
+    def __init__(self, stack: ExitStack):
+        process, pipe = spawn(stall_in_child, daemon=True)
+        stack.callback(process.join, 10)
+        stack.callback(pipe.close)
+        self.url = str(answer(pipe, timeout=60))
+        self.pid = int(process.pid)
+        self.label = f"a destination that never answers (deliveries time out after {STALLED_TIMEOUT_S} s)"
+
+    def env(self, tag: str) -> dict[str, str]:
+        return {
+            "SINK_BENCH_KIND": "opensearch",
+            "SINK_BENCH_URL": self.url,
+            "SINK_BENCH_TIMEOUT": str(STALLED_TIMEOUT_S),
+        }
+
+    def held(self, tag: str) -> int:
+        return 0
+
+
+def destination(opts: Options, stack: ExitStack) -> SearchPlace | HookPlace | StalledPlace:
+    if opts.sink == "stalled":
+        return StalledPlace(stack)
     if opts.sink == "opensearch":
         search = Search.start()
         if search is not None:
@@ -102,13 +131,14 @@ def measure(opts: Options) -> dict:
         return {
             "sink": place.kind,
             "sink_destination": place.label,
-            "sink_process": ServiceProcess({}).how,
+            "sink_process": service_how(),
             **compare(opts, dbs, uri, place, pids),
         }
 
 
 def compare(opts: Options, dbs: Databases, uri: str, place: Any, pids: dict[str, int]) -> dict:
-    """The walk without and with a sink, interleaved, then the sink's own throughput on the last walk's items."""
+    """The walk without and with a sink, interleaved, then the sink's own throughput on the items of a walk of its
+    own (not for a stalled destination: nothing arrives)."""
     latency = latencies_of(opts)[-1]
     per_task, over_quota = series_per_task(opts, dbs, latency)
     runs: dict[str, list[dict]] = {"on": [], "off": []}
@@ -120,12 +150,16 @@ def compare(opts: Options, dbs: Databases, uri: str, place: Any, pids: dict[str,
             walked = history(opts, dbs, latency, opts.concurrency, opts.networks, beside=around)
             over_quota += walked["over_quota"]
             runs[side].append({**point_figures(walked, latency, opts.concurrency, per_task), **seen})
-    stored: dict[str, Any] = {}  # a walk of its own stores the items the sink's throughput is measured on
-    around = partial(beside, uri=uri, env=None, pids=pids, seen=stored)
-    over_quota += history(opts, dbs, latency, opts.concurrency, opts.sink_networks, beside=around)["over_quota"]
     if over_quota:
         raise RuntimeError("requests over quota in the sink workload")
-    return {**sink_figures(runs["off"], runs["on"]), **throughput(stored["db"], uri, place, pids)}
+    figures = sink_figures(runs["off"], runs["on"])
+    if place.kind == "stalled":  # nothing arrives: no throughput to measure
+        return figures
+    stored: dict[str, Any] = {}  # a walk of its own stores the items the sink's throughput is measured on
+    around = partial(beside, uri=uri, env=None, pids=pids, seen=stored)
+    if history(opts, dbs, latency, opts.concurrency, opts.sink_networks, beside=around)["over_quota"]:
+        raise RuntimeError("requests over quota in the sink workload")
+    return {**figures, **throughput(stored["db"], uri, place, pids)}
 
 
 @contextmanager

@@ -61,6 +61,11 @@ def real_command() -> bool:
     return importlib.util.find_spec("collector.cli.sink") is not None
 
 
+def service_how() -> str:
+    """How the bench runs a sink service: `collector sink` when this collector has the command."""
+    return "collector sink" if real_command() else "SinkService (spawned)"
+
+
 def _service_in_child(conn: Any, env: dict[str, str]) -> None:
     """SinkService stepping on this thread until the parent says stop (or its end closes)."""
     from pymongo import MongoClient
@@ -84,7 +89,7 @@ class ServiceProcess:
 
     def __init__(self, env: dict[str, str]):
         self.env = env
-        self.how = "collector sink" if real_command() else "SinkService (spawned)"
+        self.how = service_how()
         self.popen: subprocess.Popen | None = None
         self.process: Any = None
         self.pipe: Any = None

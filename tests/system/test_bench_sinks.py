@@ -53,3 +53,11 @@ def test_the_stand_in_answers_pymongos_counts_and_a_sink_queues_writes():
         assert db.sinkQueue.count_documents({"sink": "bench"}) == 3
         db.sinkQueue.delete_many({"_id": {"$in": [e["_id"] for e in entries[:2]]}})
         assert [e["_id"]["i"] for e in db.sinkQueue.find()] == ["i2"]
+
+
+def test_beside_a_stalled_sink_nothing_arrives_and_the_walks_are_measured_on_both_sides():
+    result = sinkbench.measure(Options(**{**TINY.__dict__, "sink": "stalled"}))
+    assert result["sink"] == "stalled" and result["sink_destination"].startswith("a destination that never answers")
+    assert result["sink_delivered_during_walk"] == 0 and result["sink_walk_items"] == 3 * 2 * bench.PER_PAGE
+    assert result["engine_cpu_ms_per_page_apart_sink_on"] > 0 and result["efficiency_apart_sink_off"] > 0
+    assert "sink_items_per_s" not in result  # nothing to measure: nothing arrives
