@@ -27,7 +27,7 @@ def test_sink_off_runs_no_sink_workload():
 def test_an_unknown_sink_is_refused_before_anything_runs():
     import pytest
 
-    with pytest.raises(RuntimeError, match="--sink is one of opensearch, webhook, off"):
+    with pytest.raises(RuntimeError, match="--sink is one of opensearch, webhook, stalled, off"):
         sinkbench.measure(Options(sink="kafka"))
 
 
