@@ -33,6 +33,14 @@ BENCH_FLAGS = (
     ("soak-networks", int, "networks in the memory soak"),
     ("floor-pages", int, "pages per round of the floor measure (urllib3, gzip, orjson, dicts; again with zlib-ng)"),
     ("floor-polls", int, "304 polls made by the floor measure (urllib3; a raw socket), per round"),
+    (
+        "sink",
+        str,
+        "the sink workload: the walk with and without a sink service delivering to osmem-server (opensearch; a "
+        "webhook receiver when osmem-server is not installed), to a webhook receiver (webhook), to a destination "
+        "that never answers (stalled); off: not run",
+    ),
+    ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 

@@ -35,6 +35,14 @@ def register(commands: Commands) -> None:
     demo.add_argument(
         "--users", type=int, default=6, metavar="N", help="with --serve: demo users, 6 or more for a busier fleet (6)"
     )
+    demo.add_argument(
+        "--sink",
+        default="webhook",
+        metavar="KINDS",
+        help="after the collection, a sink service delivers the items to local destinations: webhook (a receiver "
+        "checking each signature), opensearch (osmem-server, searched afterwards; the test extra), both "
+        "comma-separated, all, or none (default: webhook)",
+    )
     demo.set_defaults(handler=run)
 
 
@@ -50,4 +58,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             complain("--users is from 1 to 10000")
             return EXIT_USAGE
         return demofleet.serve(args.port if args.port is not None else settings.monitor_port, args.users)
-    return demo.run(metrics_port=args.metrics_port)
+    from ..devtools.sinkdemo import SinkUsage, parse_kinds
+
+    try:
+        sinks = parse_kinds(args.sink)
+    except SinkUsage as exc:
+        complain(str(exc))
+        return EXIT_USAGE
+    return demo.run(metrics_port=args.metrics_port, sinks=sinks)

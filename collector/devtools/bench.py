@@ -14,10 +14,13 @@ Workloads:
             mongowire stand-in in its own process, or the MongoDB given), three runs each, their medians: `*_apart`.
   floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
             the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
+  sink      the headline walk again, database apart, three runs without a sink and three while a sink service
+            delivers the items it stores (`*_sink_off`, `*_sink_on`, their ratios), then that sink's own
+            throughput on the items of a walk (`sink_items_per_s`): sinkbench.py (--sink: where it delivers).
 Database time (the scheduler thread's CPU inside the store) is measured apart from the engine's CPU.
 
 The workloads are workloads.py's and the arithmetic of the figures figures.py's; this module runs the workloads in
-order (the database-apart ones and the floor in fresh processes) and prints the line.
+order (the database-apart ones, the floor and the sink workload in fresh processes) and prints the line.
 """
 
 from __future__ import annotations
@@ -28,10 +31,21 @@ from collections.abc import Callable
 from typing import Any
 
 from ..settings import load_settings
-from .figures import APART, apart_figures, floor_ratios, point_figures, summary
+from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
 from .spawned import NoAnswer, answer, spawn
-from .workloads import PER_PAGE, Databases, bench_settings, history, polls, quota_bound, soak, time_store
+from .workloads import (
+    PER_PAGE,
+    Databases,
+    bench_settings,
+    history,
+    latencies_of,
+    polls,
+    quota_bound,
+    series_per_task,
+    soak,
+    time_store,
+)
 
 __all__ = [  # what tests and the CLI use from here
     "PER_PAGE",
@@ -48,8 +62,6 @@ __all__ = [  # what tests and the CLI use from here
     "time_store",
 ]
 
-RUNS_APART = 3  # runs of each workload measured with the database apart (their median is reported)
-
 
 def run(opts: Options, out: Any = sys.stdout) -> int:
     from . import idlookup
@@ -61,18 +73,9 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))
+    result.update(measure_sink(opts))
     print(json.dumps(result), file=out)
     return 0
-
-
-def latencies_of(opts: Options) -> list[float]:
-    return [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
-
-
-def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[float, int]:
-    """Wall time per task of the history walk in series (one network at a time), and requests over quota."""
-    series = history(opts, dbs, latency, 1, opts.series_networks)
-    return series["wall_s"] / series["tasks"], series["over_quota"]
 
 
 def history_point(
@@ -134,6 +137,15 @@ def measure_apart(opts: Options, main: dict) -> dict:
     after = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {**apart, **ground, **floor_ratios(apart, ground)}
+
+
+def measure_sink(opts: Options) -> dict:
+    """The sink workload (sinkbench.py) in a fresh interpreter, unless --sink off."""
+    if opts.sink == "off":
+        return {"sink": "off"}
+    from . import sinkbench
+
+    return in_child(sinkbench.measure, opts)
 
 
 def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:

@@ -119,7 +119,10 @@ def keep_polling(daemon: Daemon, db, fake: FakeGitHub, out) -> None:
     daemon.run()
 
 
-def run(out=sys.stdout, metrics_port: int | None = None) -> int:
+def run(out=sys.stdout, metrics_port: int | None = None, sinks: tuple[str, ...] = ("webhook",)) -> int:
+    """The demo; then, unless `sinks` is empty, a sink service delivers the items to each kind of sink in `sinks`
+    (sinkdemo.py). Exit code 0 only when every network reached normal mode, every star was stored and every sink
+    delivered every item."""
     started = time.perf_counter()
     fake = FakeGitHub(window=2)
     db: Any = mongomock.MongoClient(tz_aware=True)["likeastore_demo"]
@@ -147,6 +150,7 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
             f"normal pass: {report.tasks} networks run, {report.new_items} new items {dict(report.by_status)}", file=out
         )
         rate_limited += settle(collector, db, networks, out)
+        delivered = deliver_to_sinks(db, sinks, out)
         summary = {
             "networks": networks,
             "networks_normal": db.networks.count_documents({"mode": "normal"}),
@@ -155,10 +159,20 @@ def run(out=sys.stdout, metrics_port: int | None = None) -> int:
             "requests": fake.requests,
             "rate_limited_runs": rate_limited,
             "elapsed_s": round(time.perf_counter() - started, 2),
+            **({"sinks": delivered} if delivered else {}),
         }
         print(json.dumps(summary), file=out, flush=True)
         if metrics_port is not None:
             keep_polling(daemon, db, fake, out)
         collector.close()
     ok = summary["networks_normal"] == networks and summary["items"] == summary["items_expected"]
-    return 0 if ok else 1
+    return 0 if ok and (not delivered or delivered["ok"]) else 1
+
+
+def deliver_to_sinks(db, sinks: tuple[str, ...], out) -> dict:
+    """After the collection: the items delivered by a sink service to each kind in `sinks` (sinkdemo.py)."""
+    if not sinks:
+        return {}
+    from . import sinkdemo
+
+    return sinkdemo.deliver(db, sinks, out)

@@ -9,6 +9,7 @@ import statistics
 
 from .options import Options
 
+RUNS_APART = 3  # runs of each workload measured with the database apart (their median is reported)
 SPLIT = ("efficiency", "speedup", "speedup_bound", "engine_cpu_ms_per_page")  # of the walk shared by processes
 APART = ("engine_cpu_ms_per_page", "engine_cpu_ms_per_poll", "efficiency", "speedup", "speedup_bound", "db_ms_per_task")
 HEADLINE = (  # of the last history point, the headline one
@@ -125,4 +126,51 @@ def floor_ratios(apart: dict, ground: dict) -> dict:
         "engine_vs_floor_poll_threads": round(
             apart["engine_cpu_ms_per_poll_apart"] / ground["floor_ms_per_poll_threads"], 2
         ),
+    }
+
+
+SINK_COMPARED = ("efficiency", "speedup", "engine_cpu_ms_per_page", "db_ms_per_task", "wall_s_concurrent")
+SINK_CPU = ("standin", "sink", "destination")  # the processes beside the collector whose CPU a walk is charged
+
+
+def sink_figures(off: list[dict], on: list[dict]) -> dict:
+    """The walk without a sink (`off`) and while one delivers (`on`): the median of each side, their ratio, and
+    the CPU per page requested of the processes beside the collector (those measured: no stand-in on a MongoDB)."""
+    out: dict = {"sink_runs": len(on)}
+    for name in SINK_COMPARED:
+        without, within = statistics.median(r[name] for r in off), statistics.median(r[name] for r in on)
+        out[f"{name}_apart_sink_off"], out[f"{name}_apart_sink_on"] = without, within
+        out[f"{name}_sink_on_vs_off"] = round(within / without, 3) if without else None
+    for side, runs in (("off", off), ("on", on)):
+        for process in SINK_CPU:
+            if f"{process}_cpu_s" in runs[0]:
+                per_task = statistics.median(r[f"{process}_cpu_s"] / r["tasks"] * 1000 for r in runs)
+                out[f"{process}_cpu_ms_per_task_sink_{side}"] = round(per_task, 3)
+    out["sink_walk_items"] = on[0]["items"]
+    out["sink_delivered_during_walk"] = statistics.median(r["delivered"] for r in on)
+    return out
+
+
+def sink_rate(
+    items: int, first: tuple[float, int], last: tuple[float, int], spent: dict, held: int, left: dict
+) -> dict:
+    """A sink's own throughput: `first` and `last` are (when, delivered so far) at the first delivery seen and once
+    every item was; items per second between them (None when both were seen at once) and the CPU per item each
+    process spent in between."""
+    (started, count_first), (ended, count_last) = first, last
+    moved = count_last - count_first
+    rate = round(moved / (ended - started), 1) if moved > 0 and ended > started else None
+    return {
+        "sink_items": items,
+        "sink_delivered": count_last,
+        "sink_held": held,
+        "sink_items_per_s": rate,
+        **{
+            f"{'sink' if process == 'sink' else 'sink_' + process}_cpu_ms_per_item": (
+                round(spent[process] / moved * 1000, 3) if moved > 0 else None
+            )
+            for process in SINK_CPU
+            if process in spent
+        },
+        "sink_left": left,
     }

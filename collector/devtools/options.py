@@ -31,4 +31,6 @@ class Options:
     floor_pages: int = 150  # the floor (floor.py): three rounds of this many pages, and of floor_polls 304s
     floor_polls: int = 1500
     split_processes: int = 2  # the database-apart walk again, shared by this many collector processes (1: not run)
+    sink: str = "opensearch"  # the sink workload's destination: opensearch (else a webhook receiver), webhook, off
+    sink_networks: int = 32  # networks of `pages` pages whose items a sink delivers for its own throughput
     mongodb_uri: str = ""  # a real MongoDB (a scratch database is created and dropped); empty: mongomock

@@ -8,6 +8,7 @@ import gc
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -169,13 +170,23 @@ def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
     assert generated_star(0, 0)["starred_at"].startswith(str(newest.year))
 
 
-def history(opts: Options, dbs: Databases, latency: float, concurrency: int, networks: int, processes: int = 1) -> dict:
+def history(
+    opts: Options,
+    dbs: Databases,
+    latency: float,
+    concurrency: int,
+    networks: int,
+    processes: int = 1,
+    beside: Callable[[Any], AbstractContextManager[Any]] | None = None,
+) -> dict:
     """The history walk by one collector here, or by `processes` collectors in processes of their own sharing
-    `concurrency` (scaleout.py: a database at a URI, not mongomock in this process)."""
+    `concurrency` (scaleout.py: a database at a URI, not mongomock in this process). `beside(db)`, entered once the
+    database is seeded and the fake API is up and left when the walk is done: what runs or is measured beside the
+    walk (sinkbench.py: a sink service, the CPU of the other processes)."""
     fake = FakeGitHub(latency=latency, latency_sigma=opts.latency_sigma, prerender_per_page=PER_PAGE)
     db = dbs.new()
     seed_history(db, fake, networks, opts.pages * PER_PAGE)
-    with FakeProcess(fake) as url:
+    with FakeProcess(fake) as url, (beside or nullcontext)(db):
         if processes > 1:
             from . import scaleout
 
@@ -198,6 +209,16 @@ def history(opts: Options, dbs: Databases, latency: float, concurrency: int, net
         "over_quota": stats["over_quota"],
         "server_ms": stats["busy_s"] / max(tasks, 1) * 1000,
     }
+
+
+def latencies_of(opts: Options) -> list[float]:
+    return [float(x) / 1000 for x in opts.latencies.split(",") if x.strip()]
+
+
+def series_per_task(opts: Options, dbs: Databases, latency: float) -> tuple[float, int]:
+    """Wall time per task of the history walk in series (one network at a time), and requests over quota."""
+    series = history(opts, dbs, latency, 1, opts.series_networks)
+    return series["wall_s"] / series["tasks"], series["over_quota"]
 
 
 def polls(

@@ -55,6 +55,21 @@ def within_rounding(ratio: float, num: float, den: float) -> bool:
     return low - 0.0005 <= ratio <= high + 0.0005
 
 
+def assert_sink_figures(result: dict, walk_items: int, items: int) -> None:
+    """The sink workload's figures: both sides of the walk, their ratios, every item delivered and held."""
+    assert result["sink_process"] == "collector sink" and result["sink_runs"] == 3
+    for name in ("efficiency", "speedup", "engine_cpu_ms_per_page", "db_ms_per_task", "wall_s_concurrent"):
+        off, on = result[f"{name}_apart_sink_off"], result[f"{name}_apart_sink_on"]
+        assert off > 0 and on > 0 and abs(result[f"{name}_sink_on_vs_off"] - on / off) < 0.001 + 0.001 * on / off
+    for name in ("standin_cpu_ms_per_task_sink_off", "standin_cpu_ms_per_task_sink_on", "sink_cpu_ms_per_task_sink_on"):
+        assert result[name] >= 0  # CPU in clock ticks (10 ms): a tiny walk may cost none
+    assert result["sink_walk_items"] == walk_items and 0 <= result["sink_delivered_during_walk"] <= walk_items
+    assert result["sink_items"] == result["sink_delivered"] == result["sink_held"] == items
+    assert result["sink_left"] == {"queued": 0, "marked": 0, "dead_letters": 0}
+    rate = result["sink_items_per_s"]
+    assert rate is None or (rate > 0 and result["sink_cpu_ms_per_item"] > 0)
+
+
 def test_bench_reports_every_figure_on_a_tiny_workload():
     opts = bench.Options(
         networks=4,
@@ -77,6 +92,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         soak_networks=5,
         floor_pages=4,
         floor_polls=20,
+        sink_networks=2,
     )
     out = io.StringIO()
     assert bench.run(opts, out=out) == 0
@@ -95,6 +111,8 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
     assert abs(result["engine_vs_floor_poll"] - poll / result["floor_ms_per_poll"]) < 0.01
     assert abs(result["engine_vs_floor_poll_threads"] - poll / result["floor_ms_per_poll_threads"]) < 0.01
     assert 0 < result["floor_ms_per_poll_socket"] < result["floor_ms_per_poll"]  # the bottom line lies below urllib3
+    assert_sink_figures(result, walk_items=4 * 2 * bench.PER_PAGE, items=2 * 2 * bench.PER_PAGE)
+    assert result["sink"] == "opensearch" and result["sink_destination"].startswith("osmem-server")
     assert result["split_processes"] == 2  # the walk again, by two collectors under leases (each stored it whole)
     assert result["speedup_bound_apart_split"] > 0  # (each split figure is a median of its own: no ratio between them)
     for key in (
