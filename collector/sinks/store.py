@@ -15,7 +15,9 @@ from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from ..engine.store import unavailable
 
 QUEUE = "sinkQueue"
 DEAD = "sinkDeadLetters"
@@ -30,6 +32,13 @@ FAILED = ("refused", "tooLarge", "rejected", "auth")
 
 def entry_id(sink: str, item: Any) -> dict[str, Any]:
     return {"s": sink, "i": item}
+
+
+def whole(value: Any) -> int:
+    """A count read from a document anyone may have edited: a whole number as it is, anything else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0
+    return int(max(0, min(value, 2**62)))
 
 
 def new_counts() -> dict[str, Any]:
@@ -52,7 +61,9 @@ class SinkStore:
 
     # --- the sinks' documents -------------------------------------------------------------------------------------
     def sink_docs(self) -> dict[str, dict]:
-        return {doc["_id"]: doc for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}})}
+        """The sinks' documents by name (one a shell gave an `_id` that is no text names no sink: left out)."""
+        found = self.sinks.find({"_id": {"$ne": SERVICE_ID}})
+        return {doc["_id"]: doc for doc in found if isinstance(doc.get("_id"), str)}
 
     def register(self, name: str, kind: str, backfill: bool, owner: str, now: datetime) -> None:
         """The document of a sink seen for the first time, its backfill started unless `backfill` is false."""
@@ -72,8 +83,24 @@ class SinkStore:
 
     def add_counts(self, name: str, counts: Mapping[str, int]) -> None:
         """`$inc` the sink's counters: {"delivered": 3, "failed.refused": 1, ...}."""
-        if any(counts.values()):
-            self.sinks.update_one({"_id": name}, {"$inc": {f"counts.{k}": v for k, v in counts.items() if v}})
+        inc = {k: v for k, v in counts.items() if v}
+        if not inc:
+            return
+        try:
+            self.sinks.update_one({"_id": name}, {"$inc": {f"counts.{k}": v for k, v in inc.items()}})
+        except (OperationFailure, TypeError, ValueError) as exc:  # a counter edited into text, `counts` into null
+            if unavailable(exc):
+                raise
+            self._mend_counts(name, inc)
+
+    def _mend_counts(self, name: str, inc: Mapping[str, int]) -> None:
+        """The sink's counters set again whole: each one a number kept, anything else 0, plus `inc`."""
+        doc = self.sinks.find_one({"_id": name}, {"counts": 1}) or {}
+        old: dict = doc["counts"] if isinstance(doc.get("counts"), dict) else {}
+        failed: dict = old["failed"] if isinstance(old.get("failed"), dict) else {}
+        mended = {k: whole(old.get(k)) + inc.get(k, 0) for k in COUNTS}
+        mended["failed"] = {k: whole(failed.get(k)) + inc.get(f"failed.{k}", 0) for k in FAILED}
+        self.sinks.update_one({"_id": name}, {"$set": {"counts": mended}})
 
     def write_stats(self, name: str, stats: Mapping[str, Any]) -> None:
         self.sinks.update_one({"_id": name}, {"$set": {"stats": dict(stats)}})
@@ -143,19 +170,23 @@ class SinkStore:
         if ids:
             self.queue.delete_many({"_id": {"$in": ids}})
 
-    def reschedule(self, entry_key: dict, next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
-        inc = {"tries": 1, "rejects": 1} if reject else {"tries": 1}
-        self.queue.update_one({"_id": entry_key}, {"$set": {"nextAt": next_at, "lastError": dict(error)}, "$inc": inc})
+    def reschedule(self, entry: Mapping[str, Any], next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
+        """The entry due again at `next_at`, one more try (and reject); its counts set from what was read (a count
+        edited into text counts as 0: `$inc` would fail on it every time)."""
+        fields = {"nextAt": next_at, "lastError": dict(error), "tries": whole(entry.get("tries")) + 1}
+        if reject:
+            fields["rejects"] = whole(entry.get("rejects")) + 1
+        self.queue.update_one({"_id": entry["_id"]}, {"$set": fields})
 
     def dead_letter(self, entry: Mapping[str, Any], reason: str, status: int | None, now: datetime) -> None:
         """Move an entry to sinkDeadLetters (replacing one there for the same sink and item), then delete it."""
         letter = {
             "_id": entry["_id"],
-            "sink": entry["sink"],
-            "item": entry["item"],
+            "sink": entry.get("sink"),
+            "item": entry.get("item"),
             "reason": reason[:REASON_MAX],
-            "tries": int(entry.get("tries", 0)) + 1,
-            "rejects": int(entry.get("rejects", 0)) + 1,
+            "tries": whole(entry.get("tries")) + 1,
+            "rejects": whole(entry.get("rejects")) + 1,
             "at": now,
         }
         if status is not None:
