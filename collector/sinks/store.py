@@ -98,7 +98,7 @@ class SinkStore:
         doc = self.sinks.find_one({"_id": name}, {"counts": 1}) or {}
         old: dict = doc["counts"] if isinstance(doc.get("counts"), dict) else {}
         failed: dict = old["failed"] if isinstance(old.get("failed"), dict) else {}
-        mended = {k: whole(old.get(k)) + inc.get(k, 0) for k in COUNTS}
+        mended: dict[str, Any] = {k: whole(old.get(k)) + inc.get(k, 0) for k in COUNTS}
         mended["failed"] = {k: whole(failed.get(k)) + inc.get(f"failed.{k}", 0) for k in FAILED}
         self.sinks.update_one({"_id": name}, {"$set": {"counts": mended}})
 
