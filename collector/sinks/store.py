@@ -10,7 +10,7 @@ operator's commands use (pause, resume, replay, sink_docs, counts, dead_letters)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
@@ -28,6 +28,7 @@ DUPLICATE_KEY = 11000
 REASON_MAX = 500  # characters of a dead letter's reason
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
 FAILED = ("refused", "tooLarge", "rejected", "auth")
+CALENDAR = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))  # dates any client can decode
 
 
 def entry_id(sink: str, item: Any) -> dict[str, Any]:
@@ -195,8 +196,8 @@ class SinkStore:
         self.queue.delete_one({"_id": entry["_id"]})
 
     def oldest_date(self, name: str) -> datetime | None:
-        first = list(self.queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
-        return first[0].get("date") if first else None
+        """The date the sink's lag counts from (`oldest`)."""
+        return oldest(self.queue, name)
 
     # --- the service's lease --------------------------------------------------------------------------------------
     def hold_lease(self, owner: str, host: str, pid: int, now: datetime, seconds: float) -> bool:
@@ -258,15 +259,25 @@ def counts(db: Any, name: str, now: datetime | None = None) -> dict[str, Any]:
     """What waits for a sink: backlog (queue entries), due (of them, due by `now`), deadLetters, and the date of
     the oldest entry (`oldest`, None when the queue is empty)."""
     queue, name = db[QUEUE], _name(name)
-    first = list(queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
     out = {
         "backlog": int(queue.count_documents({"sink": name})),
         "deadLetters": int(db[DEAD].count_documents({"sink": name})),
-        "oldest": first[0].get("date") if first else None,
+        "oldest": oldest(queue, name),
     }
     if now is not None:
         out["due"] = int(queue.count_documents({"sink": name, "nextAt": {"$lte": now}}))
     return out
+
+
+def oldest(queue: Any, name: Any) -> datetime | None:
+    """The earliest `date` among the sink's queue entries, which its lag counts from (the metric, the stats and
+    `collector sinks status` alike): a new item's since it was stored, a backfill's or replay's entry's since it
+    was queued (mover.queue_entry). Dates only, within Python's calendar: a text or an odd date a shell wrote
+    (text sorts before every date) would hide the real lag."""
+    dates = {"$type": "date", "$gte": CALENDAR[0], "$lte": CALENDAR[1]}
+    first = list(queue.find({"sink": name, "date": dates}, {"date": 1}).sort("date", ASCENDING).limit(1))
+    date = first[0].get("date") if first else None
+    return date if isinstance(date, datetime) else None
 
 
 def dead_letters(db: Any, name: str, limit: int = 20) -> list[dict]:
