@@ -211,7 +211,9 @@ class SinkStore:
         if renewed.matched_count:
             return True
         fields = {"owner": owner, "host": host, "pid": pid, "leaseUntil": until, "beatAt": now, "since": now}
-        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$exists": False}}]}
+        # lapsed, never taken, or a `leaseUntil` a shell made something else than a date (no service could renew
+        # that one: every service would stand by for ever)
+        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
         try:
             self.sinks.update_one({"_id": SERVICE_ID, **lapsed}, {"$set": fields, "$inc": {"epoch": 1}}, upsert=True)
         except DuplicateKeyError:  # held by another, who renewed it

@@ -210,3 +210,13 @@ def test_one_sinks_deliveries_failing_on_a_bad_value_leave_the_others_going_and_
     monkeypatch.setattr(svc.store, "due", due)
     assert not rounds(svc, clock, 3)
     assert len(dests["a"].received) == 3
+
+
+@pytest.mark.parametrize("until", ["tomorrow", None, 5])
+def test_a_lease_document_whose_lease_until_a_shell_made_no_date_is_taken_over(db, until):
+    add_items(db, 2)
+    db["sinks"].insert_one({"_id": "~service", "owner": "gone", "leaseUntil": until})
+    clock, dest = Clock(), Destination()
+    svc = service(db, sink_settings("a"), clock, {"a": dest})
+    assert not rounds(svc, clock, 3)
+    assert svc.holds_lease and len(dest.received) == 2
