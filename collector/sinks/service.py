@@ -284,8 +284,9 @@ class SinkService:
                 continue
             try:
                 pairs.append((entry, as_doc(item)))
-            except DocRefused as exc:
-                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {exc}"), "rejected", final=True)
+            except Exception as exc:  # DocRefused, or a value no one foresaw: that item only, never the sink's round
+                why = str(exc) if isinstance(exc, DocRefused) else f"{type(exc).__name__}: {exc}"
+                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
                 self.outcomes.add(lane.name, [entry], [verdict])
         return pairs
 

@@ -220,3 +220,23 @@ def test_a_lease_document_whose_lease_until_a_shell_made_no_date_is_taken_over(d
     svc = service(db, sink_settings("a"), clock, {"a": dest})
     assert not rounds(svc, clock, 3)
     assert svc.holds_lease and len(dest.received) == 2
+
+
+def test_an_item_that_fails_to_become_a_doc_for_an_unforeseen_reason_is_dead_lettered_alone(db, monkeypatch):
+    from collector.sinks import service as service_module
+
+    ids = add_items(db, 3)
+    as_doc = service_module.as_doc
+
+    def fragile(item):
+        if item.get("itemId") == "1":
+            raise RecursionError("a value no one foresaw")
+        return as_doc(item)
+
+    monkeypatch.setattr(service_module, "as_doc", fragile)
+    clock, dest = Clock(), Destination()
+    svc = service(db, sink_settings("a"), clock, {"a": dest})
+    assert not rounds(svc, clock, 3)
+    assert set(dest.received) == {ids[0], ids[2]}
+    (letter,) = db[DEAD].find({"sink": "a"})
+    assert letter["reason"] == "the item cannot be sent: RecursionError: a value no one foresaw"
