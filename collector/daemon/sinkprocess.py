@@ -339,9 +339,21 @@ def start_service(client: Any, settings: Settings, registry: Any) -> Any:
     """The service on the settings' database, once MongoDB answered (PyMongoError when it does not)."""
     from ..sinks.service import SinkService
 
-    db = client.get_default_database("likeastore")
+    db = service_database(client)
     db.command("ping")
     return SinkService(db, settings, owner=owner_id(), registry=registry)
+
+
+def service_database(client: Any) -> Any:
+    """The settings' database as the service reads it: an item is a document anyone may have written, so a date
+    outside Python's calendar (JavaScript's Date reaches year 275760) is read as a DatetimeMS and a string that is
+    not valid UTF-8 with U+FFFD — one such value must not make a read fail, round after round, for every sink."""
+    from bson.codec_options import DatetimeConversion
+
+    codec = client.codec_options.with_options(
+        datetime_conversion=DatetimeConversion.DATETIME_AUTO, unicode_decode_error_handler="replace"
+    )
+    return client.get_default_database("likeastore", codec_options=codec)
 
 
 def start_metrics(process: SinkProcess, port: int, addr: str) -> Any:

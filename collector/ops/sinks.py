@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
-from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SINKS, lease_doc, outbox_pending
+from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SINKS, lease_doc, oldest, outbox_pending
 from ..textout import printable
 from .pauses import who
 from .statusfields import count, text
@@ -71,12 +71,10 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
 
 
 def queue_figures(db: Any, name: Any, now: datetime) -> dict[str, Any]:
-    """A sink's backlog (queue entries), its lag (the oldest entry's item date, 0 when none) and the dead letters
-    kept for it now."""
+    """A sink's backlog (queue entries), its lag (since the date of its oldest entry, as the service's metric
+    counts it: sinks/store.py `oldest`; 0 when none) and the dead letters kept for it now."""
     backlog = db[QUEUE].count_documents({"sink": name})
-    # the oldest date (store.counts's `oldest` sorts whatever `date` holds: a string written by hand sorts first)
-    oldest = list(db[QUEUE].find({"sink": name, "date": {"$type": "date"}}, {"date": 1}).sort("date", 1).limit(1))
-    lag = max(age(now, oldest[0].get("date")) or 0.0, 0.0) if oldest else 0.0
+    lag = max(age(now, oldest(db[QUEUE], name)) or 0.0, 0.0)
     return {"backlog": backlog, "lagSeconds": lag, "deadLetters": db[DEAD].count_documents({"sink": name})}
 
 

@@ -51,7 +51,7 @@ class Walks:
             return 0
         since = walk.get("since") if isinstance(walk.get("since"), datetime) else None
         items = self.store.walk(walk.get("cursor"), since, config.services, allowance)
-        self.store.enqueue([queue_entry(config.name, item, now) for item in items])
+        self.store.enqueue([queue_entry(config.name, item, now, walked=True) for item in items])
         cursor = items[-1]["_id"] if items else walk.get("cursor")
         self.store.advance(config.name, cursor, len(items), now if len(items) < allowance else None)
         self.tokens[config.name] -= len(items)

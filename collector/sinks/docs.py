@@ -1,6 +1,8 @@
 """One stored item as a destination receives it (sdk.Doc): its `_id` as text, its other fields made JSON-ready —
-ObjectIds as their 24 hex digits, dates ISO 8601 in UTC, bytes as hex, Decimal128 as text, a NaN or an infinity as
-null, any other value as its text — without `_id` and the collector's bookkeeping field (`sinkPending`).
+ObjectIds as their 24 hex digits, dates ISO 8601 in UTC (one outside Python's calendar, which the service's
+client reads as a DatetimeMS — JavaScript's Date reaches year 275760 — as null), bytes as hex, Decimal128 as
+text, a NaN or an infinity as null, any other value as its text — without `_id` and the collector's bookkeeping
+field (`sinkPending`).
 
 An item is a document anyone may have written: one nested deeper than MAX_DEPTH, or larger than MAX_BYTES once
 encoded, is refused with DocRefused (the delivery dead-letters it at once with that reason), never a crash and
@@ -13,7 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
-from bson import Decimal128, ObjectId
+from bson import DatetimeMS, Decimal128, ObjectId
+from bson.errors import InvalidBSON
 
 from .sdk import Doc
 
@@ -106,6 +109,11 @@ def _scalar(value: Any) -> Any:
         if len(value) > MAX_BYTES:
             raise DocRefused(f"the item is larger than {MAX_BYTES // 1024} KiB as JSON")
         return bytes(value).hex()
+    if isinstance(value, DatetimeMS):
+        try:
+            return _scalar(value.as_datetime())
+        except (InvalidBSON, OverflowError, ValueError):  # past year 9999 or before year 1: no destination reads it
+            return None
     if isinstance(value, Decimal128):
         number = value.to_decimal()
         return str(number) if number.is_finite() else None

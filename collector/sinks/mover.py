@@ -17,14 +17,16 @@ from .store import SinkStore, entry_id
 MOVE_BATCH = 1000  # marked items moved per round at most
 
 
-def queue_entry(sink: str, item: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """The queue entry of `item` for `sink`, due now; dated by the item's date (else now), which its lag reads."""
+def queue_entry(sink: str, item: Mapping[str, Any], now: datetime, walked: bool = False) -> dict[str, Any]:
+    """The queue entry of `item` for `sink`, due now, dated from when it became due, which the lag counts from: a
+    new item's date (when it was stored; now if it has none a client can read), a backfill's or replay's (`walked`)
+    now — an old item walked is not late, and months of "lag" would hide the lag of new items."""
     date = item.get("date")
     return {
         "_id": entry_id(sink, item["_id"]),
         "sink": sink,
         "item": item["_id"],
-        "date": date if isinstance(date, datetime) else now,
+        "date": date if isinstance(date, datetime) and not walked else now,
         "at": now,
         "nextAt": now,
         "tries": 0,

@@ -9,15 +9,23 @@ round writes them (every write may be done twice without harm). The counters are
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..engine.store import unavailable
+from ..sdk.redaction import clip
+from ..textout import printable
 from .delivery import AUTH, DONE, GONE, REJECT, RETRY, Verdict, backoff
-from .store import SinkStore
+from .store import SinkStore, whole
+
+log = logging.getLogger("collector.sinks")
+STATUS = re.compile(r"([1-9][0-9]{2})(?=[\s:]|$)")  # ASCII digits only: "²³⁴".isdigit() is true, int() refuses it
 
 
 @dataclass
@@ -56,6 +64,7 @@ class Outcomes:
         self.pending: list[Finished] = []
         self.unsaved: dict[str, Counter[str]] = {}  # counters not yet added to the sinks' documents
         self.totals: dict[str, Counter[str]] = {}  # this process's, for its metrics
+        self.said: set[tuple[str, str]] = set()  # (sink, error) already logged: a write that keeps failing, once
 
     def add(self, sink: str, entries: list[dict], verdicts: list[Verdict]) -> None:
         self.pending.append(Finished(sink, entries, verdicts))
@@ -66,7 +75,7 @@ class Outcomes:
         refused: dict[str, str] = {}
         while self.pending:
             batch = self.pending[0]
-            dead = self._write(batch, now, max_tries, cap)
+            dead = self._write_or_drop(batch, now, max_tries, cap)
             self.pending.pop(0)
             counts = counts_of(batch.verdicts, dead)
             self.unsaved.setdefault(batch.sink, Counter()).update(counts)
@@ -84,8 +93,33 @@ class Outcomes:
     def flush(self) -> None:
         """Add the counters written so far to the sinks' documents."""
         for sink in list(self.unsaved):
-            self.store.add_counts(sink, self.unsaved[sink])
+            try:
+                self.store.add_counts(sink, self.unsaved[sink])
+            except Exception as exc:  # that sink's document only: its counters wait, the others are written
+                if unavailable(exc):
+                    raise
+                self._say(sink, "its counters cannot be written", exc)
+                continue
             del self.unsaved[sink]
+
+    def _say(self, sink: str, what: str, exc: Exception) -> None:
+        """One ERROR line per sink and kind of error: a write that keeps failing is not logged every round."""
+        if (sink, type(exc).__name__) in self.said:
+            return
+        self.said.add((sink, type(exc).__name__))
+        error = printable(clip(f"{type(exc).__name__}: {exc}", 300))
+        log.error("sink %s: %s (%s); the entries stay queued, the other sinks go on", sink, what, error)
+
+    def _write_or_drop(self, batch: Finished, now: datetime, max_tries: int, cap: float) -> int:
+        """The batch's writes; one that fails for another reason than the database being away is dropped with one
+        ERROR line (its entries stay queued as they were: delivered again), never kept at the head for ever."""
+        try:
+            return self._write(batch, now, max_tries, cap)
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            self._say(batch.sink, f"the outcomes of a batch of {len(batch.entries)} cannot be written", exc)
+            return 0
 
     def _write(self, batch: Finished, now: datetime, max_tries: int, cap: float) -> int:
         """The batch's writes; the number of entries dead-lettered."""
@@ -96,7 +130,7 @@ class Outcomes:
             if verdict.outcome == RETRY:
                 self._retry(entry, verdict, now, cap, reject=False)
             elif verdict.outcome == REJECT:
-                if verdict.final or int(entry.get("rejects", 0)) + 1 >= max_tries:
+                if verdict.final or whole(entry.get("rejects")) + 1 >= max_tries:
                     self.store.dead_letter(entry, verdict.reason, _status(verdict), now)
                     dead += 1
                 else:
@@ -104,12 +138,12 @@ class Outcomes:
         return dead
 
     def _retry(self, entry: Mapping[str, Any], verdict: Verdict, now: datetime, cap: float, reject: bool) -> None:
-        wait = backoff(int(entry.get("tries", 0)), cap, self.rng, verdict.retry_after)
+        wait = backoff(whole(entry.get("tries")), cap, self.rng, verdict.retry_after)
         error = {"kind": verdict.kind or verdict.outcome, "message": verdict.reason, "at": now}
-        self.store.reschedule(entry["_id"], now + timedelta(seconds=wait), error, reject)
+        self.store.reschedule(entry, now + timedelta(seconds=wait), error, reject)
 
 
 def _status(verdict: Verdict) -> int | None:
     """An HTTP status a reason starts with ("400 ..."), for the dead letter's `status`."""
-    head = verdict.reason.split(" ", 1)[0].rstrip(":")
-    return int(head) if head.isdigit() and len(head) == 3 else None
+    found = STATUS.match(verdict.reason)
+    return int(found.group(1)) if found else None

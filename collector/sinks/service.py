@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from importlib import import_module
 from typing import Any
 
@@ -27,6 +28,7 @@ from .config import secret_values, sink_configs
 from .delivery import REJECT, VANISHED, Verdict
 from .docs import DocRefused, as_doc
 from .figures import SinkFigures, Stats
+from .guard import Guard
 from .lane import Lane
 from .mover import MOVE_BATCH, move, register_new
 from .outcomes import Outcomes
@@ -69,6 +71,7 @@ class SinkService:
         self.outcomes = Outcomes(self.store, self.rng)
         self.walks = Walks(self.store)
         self.stats = Stats(self.store)
+        self.guard = Guard()  # one sink's part of a round failing on a bad value: logged, the others go on
         self.lanes: dict[str, Lane] = {}
         self.retiring: list[Lane] = []
         self.holds_lease = False
@@ -179,10 +182,12 @@ class SinkService:
             for name in added:
                 walk = "its backfill started" if "backfill" in docs.get(name, {}) else "new items only"
                 log.info("sink %s registered (%s): %s", name, self.lanes[name].config.kind, walk)
-        moved = move(self.store, configs, now)
-        self.walks.round(configs, docs, now)
+        # each part scoped: a bad value fails that part only (logged once), the database being away the round
+        moved = self.guard.run("the mover", partial(move, self.store, configs, now)) or 0
+        for config in configs:
+            self.guard.run(f"sink {config.name}'s walk", partial(self.walks.round, [config], docs, now))
         for name, lane in self.lanes.items():
-            self._deliver(lane, docs.get(name, {}), now)
+            self.guard.run(f"sink {name}'s deliveries", partial(self._deliver, lane, docs.get(name, {}), now))
         self._write_outcomes(now)
         self.stats.maybe_write(self.lanes, now, self.owner)
         # finished deliveries and prepares set `wakeup`; a walk goes at its pace, a round a second
@@ -264,20 +269,36 @@ class SinkService:
             lane.reset()
 
     def _docs(self, lane: Lane, entries: list[dict]) -> list[tuple[dict, Any]]:
-        """(entry, Doc) for each entry whose item can be sent; the others get their verdict at once."""
-        items = self.store.load_items([e["item"] for e in entries])
+        """(entry, Doc) for each entry whose item can be sent; the others get their verdict at once (an entry a
+        shell wrote without an item, or naming one by a list or a document, is dead-lettered)."""
+        named = [e for e in entries if _names_item(e)]
+        for entry in (e for e in entries if not _names_item(e)):
+            verdict = Verdict(REJECT, "the queue entry names no item (no `item`, or not an id)", "rejected", final=True)
+            self.outcomes.add(lane.name, [entry], [verdict])
+        items = self.store.load_items([e["item"] for e in named])
         pairs = []
-        for entry in entries:
+        for entry in named:
             item = items.get(entry["item"])
             if item is None:
                 self.outcomes.add(lane.name, [entry], [VANISHED])
                 continue
             try:
                 pairs.append((entry, as_doc(item)))
-            except DocRefused as exc:
-                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {exc}"), "rejected", final=True)
+            except Exception as exc:  # DocRefused, or a value no one foresaw: that item only, never the sink's round
+                why = str(exc) if isinstance(exc, DocRefused) else f"{type(exc).__name__}: {exc}"
+                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
                 self.outcomes.add(lane.name, [entry], [verdict])
         return pairs
+
+
+def _names_item(entry: dict) -> bool:
+    """Whether a queue entry names an item one can look up by: present, not null, hashable."""
+    item = entry.get("item")
+    try:
+        hash(item)
+    except TypeError:
+        return False
+    return item is not None
 
 
 __all__ = ["SinkFigures", "SinkService", "utcnow"]

@@ -10,12 +10,14 @@ operator's commands use (pause, resume, replay, sink_docs, counts, dead_letters)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+from ..engine.store import unavailable
 
 QUEUE = "sinkQueue"
 DEAD = "sinkDeadLetters"
@@ -26,10 +28,18 @@ DUPLICATE_KEY = 11000
 REASON_MAX = 500  # characters of a dead letter's reason
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
 FAILED = ("refused", "tooLarge", "rejected", "auth")
+CALENDAR = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))  # dates any client can decode
 
 
 def entry_id(sink: str, item: Any) -> dict[str, Any]:
     return {"s": sink, "i": item}
+
+
+def whole(value: Any) -> int:
+    """A count read from a document anyone may have edited: a whole number as it is, anything else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0
+    return int(max(0, min(value, 2**62)))
 
 
 def new_counts() -> dict[str, Any]:
@@ -52,7 +62,9 @@ class SinkStore:
 
     # --- the sinks' documents -------------------------------------------------------------------------------------
     def sink_docs(self) -> dict[str, dict]:
-        return {doc["_id"]: doc for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}})}
+        """The sinks' documents by name (one a shell gave an `_id` that is no text names no sink: left out)."""
+        found = self.sinks.find({"_id": {"$ne": SERVICE_ID}})
+        return {doc["_id"]: doc for doc in found if isinstance(doc.get("_id"), str)}
 
     def register(self, name: str, kind: str, backfill: bool, owner: str, now: datetime) -> None:
         """The document of a sink seen for the first time, its backfill started unless `backfill` is false."""
@@ -72,8 +84,24 @@ class SinkStore:
 
     def add_counts(self, name: str, counts: Mapping[str, int]) -> None:
         """`$inc` the sink's counters: {"delivered": 3, "failed.refused": 1, ...}."""
-        if any(counts.values()):
-            self.sinks.update_one({"_id": name}, {"$inc": {f"counts.{k}": v for k, v in counts.items() if v}})
+        inc = {k: v for k, v in counts.items() if v}
+        if not inc:
+            return
+        try:
+            self.sinks.update_one({"_id": name}, {"$inc": {f"counts.{k}": v for k, v in inc.items()}})
+        except (OperationFailure, TypeError, ValueError) as exc:  # a counter edited into text, `counts` into null
+            if unavailable(exc):
+                raise
+            self._mend_counts(name, inc)
+
+    def _mend_counts(self, name: str, inc: Mapping[str, int]) -> None:
+        """The sink's counters set again whole: each one a number kept, anything else 0, plus `inc`."""
+        doc = self.sinks.find_one({"_id": name}, {"counts": 1}) or {}
+        old: dict = doc["counts"] if isinstance(doc.get("counts"), dict) else {}
+        failed: dict = old["failed"] if isinstance(old.get("failed"), dict) else {}
+        mended: dict[str, Any] = {k: whole(old.get(k)) + inc.get(k, 0) for k in COUNTS}
+        mended["failed"] = {k: whole(failed.get(k)) + inc.get(f"failed.{k}", 0) for k in FAILED}
+        self.sinks.update_one({"_id": name}, {"$set": {"counts": mended}})
 
     def write_stats(self, name: str, stats: Mapping[str, Any]) -> None:
         self.sinks.update_one({"_id": name}, {"$set": {"stats": dict(stats)}})
@@ -143,19 +171,23 @@ class SinkStore:
         if ids:
             self.queue.delete_many({"_id": {"$in": ids}})
 
-    def reschedule(self, entry_key: dict, next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
-        inc = {"tries": 1, "rejects": 1} if reject else {"tries": 1}
-        self.queue.update_one({"_id": entry_key}, {"$set": {"nextAt": next_at, "lastError": dict(error)}, "$inc": inc})
+    def reschedule(self, entry: Mapping[str, Any], next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
+        """The entry due again at `next_at`, one more try (and reject); its counts set from what was read (a count
+        edited into text counts as 0: `$inc` would fail on it every time)."""
+        fields = {"nextAt": next_at, "lastError": dict(error), "tries": whole(entry.get("tries")) + 1}
+        if reject:
+            fields["rejects"] = whole(entry.get("rejects")) + 1
+        self.queue.update_one({"_id": entry["_id"]}, {"$set": fields})
 
     def dead_letter(self, entry: Mapping[str, Any], reason: str, status: int | None, now: datetime) -> None:
         """Move an entry to sinkDeadLetters (replacing one there for the same sink and item), then delete it."""
         letter = {
             "_id": entry["_id"],
-            "sink": entry["sink"],
-            "item": entry["item"],
+            "sink": entry.get("sink"),
+            "item": entry.get("item"),
             "reason": reason[:REASON_MAX],
-            "tries": int(entry.get("tries", 0)) + 1,
-            "rejects": int(entry.get("rejects", 0)) + 1,
+            "tries": whole(entry.get("tries")) + 1,
+            "rejects": whole(entry.get("rejects")) + 1,
             "at": now,
         }
         if status is not None:
@@ -164,8 +196,8 @@ class SinkStore:
         self.queue.delete_one({"_id": entry["_id"]})
 
     def oldest_date(self, name: str) -> datetime | None:
-        first = list(self.queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
-        return first[0].get("date") if first else None
+        """The date the sink's lag counts from (`oldest`)."""
+        return oldest(self.queue, name)
 
     # --- the service's lease --------------------------------------------------------------------------------------
     def hold_lease(self, owner: str, host: str, pid: int, now: datetime, seconds: float) -> bool:
@@ -179,7 +211,9 @@ class SinkStore:
         if renewed.matched_count:
             return True
         fields = {"owner": owner, "host": host, "pid": pid, "leaseUntil": until, "beatAt": now, "since": now}
-        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$exists": False}}]}
+        # lapsed, never taken, or a `leaseUntil` a shell made something else than a date (no service could renew
+        # that one: every service would stand by for ever)
+        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
         try:
             self.sinks.update_one({"_id": SERVICE_ID, **lapsed}, {"$set": fields, "$inc": {"epoch": 1}}, upsert=True)
         except DuplicateKeyError:  # held by another, who renewed it
@@ -227,15 +261,25 @@ def counts(db: Any, name: str, now: datetime | None = None) -> dict[str, Any]:
     """What waits for a sink: backlog (queue entries), due (of them, due by `now`), deadLetters, and the date of
     the oldest entry (`oldest`, None when the queue is empty)."""
     queue, name = db[QUEUE], _name(name)
-    first = list(queue.find({"sink": name}, {"date": 1}).sort("date", ASCENDING).limit(1))
     out = {
         "backlog": int(queue.count_documents({"sink": name})),
         "deadLetters": int(db[DEAD].count_documents({"sink": name})),
-        "oldest": first[0].get("date") if first else None,
+        "oldest": oldest(queue, name),
     }
     if now is not None:
         out["due"] = int(queue.count_documents({"sink": name, "nextAt": {"$lte": now}}))
     return out
+
+
+def oldest(queue: Any, name: Any) -> datetime | None:
+    """The earliest `date` among the sink's queue entries, which its lag counts from (the metric, the stats and
+    `collector sinks status` alike): a new item's since it was stored, a backfill's or replay's entry's since it
+    was queued (mover.queue_entry). Dates only, within Python's calendar: a text or an odd date a shell wrote
+    (text sorts before every date) would hide the real lag."""
+    dates = {"$type": "date", "$gte": CALENDAR[0], "$lte": CALENDAR[1]}
+    first = list(queue.find({"sink": name, "date": dates}, {"date": 1}).sort("date", ASCENDING).limit(1))
+    date = first[0].get("date") if first else None
+    return date if isinstance(date, datetime) else None
 
 
 def dead_letters(db: Any, name: str, limit: int = 20) -> list[dict]:

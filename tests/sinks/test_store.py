@@ -35,7 +35,7 @@ def test_the_indexes_are_made_the_marker_one_sparse(db):
 def test_an_entry_enqueued_twice_is_one_entry_left_as_it_was(db):
     store = SinkStore(db)
     store.enqueue([entry("a", 1), entry("a", 2)])
-    store.reschedule(entry_id("a", 1), T0 + timedelta(seconds=9), {"kind": "refused"}, reject=False)
+    store.reschedule(entry("a", 1), T0 + timedelta(seconds=9), {"kind": "refused"}, reject=False)
     store.enqueue([entry("a", 1), entry("a", 3), entry("b", 1)])
     assert db[QUEUE].count_documents({}) == 4
     assert db[QUEUE].find_one({"_id": entry_id("a", 1)})["tries"] == 1
@@ -60,7 +60,7 @@ def test_outcome_writes_delete_reschedule_and_dead_letter(db):
     store = SinkStore(db)
     store.enqueue([entry("a", i) for i in range(4)])
     store.delete([entry_id("a", 0)])
-    store.reschedule(entry_id("a", 1), T0 + timedelta(seconds=5), {"kind": "rejected", "message": "400"}, reject=True)
+    store.reschedule(entry("a", 1), T0 + timedelta(seconds=5), {"kind": "rejected", "message": "400"}, reject=True)
     first = db[QUEUE].find_one({"_id": entry_id("a", 2)})
     store.dead_letter(first, "400 " + "x" * 900, 400, T0)
     store.dead_letter(first, "400 again", 400, T0)  # done twice: one letter
