@@ -18,7 +18,8 @@ def since_arg(text: str) -> datetime:
     of the calendar (years 1 to 9999) in UTC included, is ArgumentTypeError: argparse's one usage line, exit 2."""
     from datetime import UTC
 
-    shown = repr(text[:40] + ("..." if len(text) > 40 else ""))
+    shown = repr(text[:60])  # escaped, then clipped: any text gives a short line
+    shown = shown if len(shown) <= 60 and len(text) <= 60 else shown[:56] + "..."
     try:
         at = datetime.fromisoformat(text.strip())
         return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
