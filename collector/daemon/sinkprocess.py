@@ -351,9 +351,15 @@ def start_metrics(process: SinkProcess, port: int, addr: str) -> Any:
         return None
     from .. import __version__
     from .metrics import progress_bound
-    from .sinkmetrics import SinkMetrics, SinkMetricsServer
+    from .sinkmetrics import LEASE_SECONDS, SinkMetrics, SinkMetricsServer
 
-    metrics = SinkMetrics((c.name for c in process.configs), __version__, owner_id(), progress_bound(process.settings))
+    metrics = SinkMetrics(
+        (c.name for c in process.configs),
+        __version__,
+        owner_id(),
+        progress_bound(process.settings),
+        lease_seconds=float(getattr(process.service, "lease_seconds", LEASE_SECONDS)),
+    )
     try:
         server = SinkMetricsServer(metrics, addr, port)
     except OSError as exc:
