@@ -14,16 +14,21 @@ from .common import Commands, complain, dumps, on_database, printable
 
 
 def since_arg(text: str) -> datetime:
-    """An ISO 8601 date or date and time, UTC unless it names a zone."""
+    """An ISO 8601 date or date and time, UTC unless it names a zone. Anything else, a date whose zone moves it out
+    of the calendar (years 1 to 9999) in UTC included, is ArgumentTypeError: argparse's one usage line, exit 2."""
     from datetime import UTC
 
+    shown = repr(text[:60])  # escaped, then clipped: any text gives a short line
+    shown = shown if len(shown) <= 60 and len(text) <= 60 else shown[:56] + "..."
     try:
         at = datetime.fromisoformat(text.strip())
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC
+        raise argparse.ArgumentTypeError(f"invalid date {shown}: out of the years 1 to 9999 once in UTC") from None
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"invalid date {text!r}: give an ISO 8601 date or date and time (2026-11-30, 2026-11-30T08:00Z)"
+            f"invalid date {shown}: give an ISO 8601 date or date and time (2026-11-30, 2026-11-30T08:00Z)"
         ) from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def register(commands: Commands) -> None:

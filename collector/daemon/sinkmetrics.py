@@ -10,8 +10,11 @@ They tell the truth when things fail:
   last said, and `collector_sink_stats_timestamp_seconds` says when that was (an outage makes them age, visibly,
   with `collector_sink_database_up` 0);
 - `collector_sink_stopped` is 1 for a sink stopped by its destination (refused credentials) until an operator
-  resumes it; `collector_sink_lease_held` is 1 only in the process that works. A process standing by measures
-  nothing: its gauges of each sink are NaN (unknown), which `max by (sink)` over every process leaves out.
+  resumes it; `collector_sink_lease_held` is 1 only in the process that works, and only while it can confirm it:
+  a round MongoDB did not answer makes it 0 at once, and so does the lease's time passing with no round since
+  that saw it held (a process cut off or stuck never says 1 beside the one that took the lapsed lease over). A
+  process standing by measures nothing: its gauges of each sink are NaN (unknown), which `max by (sink)` over every
+  process leaves out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, PlatformC
 from .httpserver import HttpServer
 from .procmetrics import SandboxProcessCollector
 
+LEASE_SECONDS = 30.0  # the service lease's length (sinks/service.py LEASE_SECONDS), unless told
 FAILURES = ("refused", "too_large", "rejected", "auth")  # the `kind` label of collector_sink_failed_total
 KIND_ALIASES = {"tooLarge": "too_large", "too_large": "too_large", "refused": "refused", "rejected": "rejected"}
 KIND_ALIASES |= {"auth": "auth", "reject": "rejected", "authFailed": "auth"}
@@ -49,7 +53,7 @@ def figure(figures: Any, *names: str) -> Any:
 
 class SinkMetrics:
     """The metrics of one `collector sink` process. `bound`: seconds without a loop round after which /healthz
-    fails; `clock`: Unix time."""
+    fails; `clock`: Unix time; `lease_seconds`: the service lease's length (sinks/service.py)."""
 
     def __init__(
         self,
@@ -58,8 +62,13 @@ class SinkMetrics:
         instance: str,
         bound: float,
         clock: Callable[[], float] = time.time,
+        lease_seconds: float = LEASE_SECONDS,
     ):
         self.bound, self.clock = bound, clock
+        # a round that saw the lease held: it was renewed a sixth of its length ago at most (the service renews it
+        # then), so it surely lasts five sixths of its length from that round
+        self.lease_confirmed = lease_seconds * 5 / 6
+        self.lease_until: float | None = None  # (clock) until when this process surely holds the lease
         self.registry = CollectorRegistry()
         SandboxProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -106,9 +115,10 @@ class SinkMetrics:
         )
         self.lease = Gauge(
             "collector_sink_lease_held",
-            "1 while this process holds the service lease (and works), 0 standing by",
+            "1 while this process holds the service lease (and works), 0 standing by or unable to confirm it",
             registry=r,
         )
+        self.lease.set_function(self.lease_held)
         self.measured = Gauge(
             "collector_sink_stats_timestamp_seconds",
             "when backlog, lag and outbox were last read from MongoDB (Unix time)",
@@ -159,7 +169,7 @@ class SinkMetrics:
         self.alive = self.clock()
         self.up = True
         self.database_up.set(1)
-        self.lease.set(1 if holds_lease else 0)
+        self.lease_until = self.alive + self.lease_confirmed if holds_lease else None
         for name, figures in snapshot.items():
             if name in self.sinks:  # a sink no longer configured: no series for it
                 self.count_figures(name, figures)
@@ -205,11 +215,19 @@ class SinkMetrics:
         self.seen[key] = value
 
     def round_failed(self, database: bool) -> None:
-        """A round that raised: the loop is alive; with `database`, MongoDB did not answer (figures kept)."""
+        """A round that raised: the loop is alive; with `database`, MongoDB did not answer (figures kept; the
+        lease cannot be confirmed: another process may take it over)."""
         self.alive = self.clock()
         if database:
             self.up = False
             self.database_up.set(0)
+            self.lease_until = None
+
+    def lease_held(self) -> float:
+        """collector_sink_lease_held, when scraped: 1 until the time the last round that saw the lease held
+        confirms it for."""
+        until = self.lease_until
+        return 1.0 if until is not None and self.clock() < until else 0.0
 
     def health(self) -> tuple[bool, str]:
         silent = self.clock() - self.alive

@@ -1,10 +1,12 @@
 """The sink service's process (`collector sink`): the SinkService's rounds (sinks/service.py) on the main thread,
 signals, reload, /metrics and /healthz (sinkmetrics.py), systemd's notify protocol.
 
-First SIGTERM/SIGINT: no new delivery starts, the ones in flight finish (each is bounded by its sink's timeout;
-the wait by the longest of them plus STOP_MARGIN), their outcomes are written, the service lease is let go, exit 0.
-An item not delivered stays queued and is sent again by whoever works next (at least once). A second signal
-exits at once. SIGHUP reads the settings again: a bad new setting keeps every old one (one warning line naming
+First SIGTERM/SIGINT: no new delivery starts, and a delivery in flight sends no further request (the rest of a
+batch split by bytes or halved on 413 waits); the requests still running finish, each bounded by its sink's
+timeout, and the whole stop by the longest of them plus STOP_MARGIN: a request still running near that end is cut.
+The outcomes of what finished are written, the service lease is let go, exit 0. An item not delivered (not sent,
+or cut) stays queued as it was and is sent again by whoever works next (at least once). A second signal exits at
+once. SIGHUP reads the settings again: a bad new setting keeps every old one (one warning line naming
 it). With once=True: one round, its deliveries finished, exit 1 if the round failed.
 
 Exit codes at the start: 2 for a bad setting (a sink's named), 3 when MongoDB cannot be reached.
@@ -363,9 +365,15 @@ def start_metrics(process: SinkProcess, port: int, addr: str) -> Any:
         return None
     from .. import __version__
     from .metrics import progress_bound
-    from .sinkmetrics import SinkMetrics, SinkMetricsServer
+    from .sinkmetrics import LEASE_SECONDS, SinkMetrics, SinkMetricsServer
 
-    metrics = SinkMetrics((c.name for c in process.configs), __version__, owner_id(), progress_bound(process.settings))
+    metrics = SinkMetrics(
+        (c.name for c in process.configs),
+        __version__,
+        owner_id(),
+        progress_bound(process.settings),
+        lease_seconds=float(getattr(process.service, "lease_seconds", LEASE_SECONDS)),
+    )
     try:
         server = SinkMetricsServer(metrics, addr, port)
     except OSError as exc:

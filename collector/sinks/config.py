@@ -2,15 +2,18 @@
 fields every sink takes (settings/sinkfields.py) and the Options of its kind (the kind's Sink class, found in the
 registry). A bad one is a SettingsError naming the setting: a bad name, an unknown kind, a missing URL or required
 option, a value its parser refuses, a setting the kind does not take. Values of secret options (and of options
-named like secrets) are in `SinkConfig.secret_values`, for redaction, and `secret_names` names them for
+named like secrets) are in `SinkConfig.secret_values`, for redaction, with the forms they take on the wire (a
+server or a proxy may echo them: base64 of `user:password`, an API key decoded), and `secret_names` names them for
 `--check-config`, whatever their names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import base64
+import binascii
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..sdk.redaction import clip
+from ..sdk.redaction import MIN_LENGTH, clip
 from ..settings import SECRET_WORDS, Settings, SettingsError, mask
 from ..settings.parsers import SINK_NAME
 from ..settings.sinkfields import BY_FIELD, SINK_FIELDS, SinkField, sink_keys, sink_prefix
@@ -94,7 +97,8 @@ def _options(
     except KindBroken:  # the service reports the kind as broken; nothing here can be checked
         declared = None
     if declared is None:
-        return extra, tuple(v for v in extra.values() if v)
+        values = [v for v in extra.values() if v]
+        return extra, tuple(dict.fromkeys([*values, *wire_forms({}, (), values)]))
     by_name = {option.name: option for option in declared}
     for field in extra:
         if field not in by_name:
@@ -107,7 +111,42 @@ def _options(
             raise SettingsError(prefix + option.name, f"is missing (a {kind} sink needs it: {option.help})")
         options[option.name] = value
     secret = [options[o.name] for o in declared if o.secret or any(w in o.name for w in SECRET_WORDS)]
-    return options, tuple(v for v in secret if v)
+    values = [v for v in secret if v]
+    return options, tuple(dict.fromkeys([*values, *wire_forms(options, declared, values)]))
+
+
+def wire_forms(options: Mapping[str, str], declared: Sequence[Option], secrets: Sequence[str]) -> list[str]:
+    """The forms the sink's secrets take on the wire, which a server or a proxy may echo without the scheme word the
+    redaction knows (`Basic`, `ApiKey`): base64 of `user:password` (basic authentication: each USER option of the
+    kind with each PASSWORD), each secret in base64, and a secret that is base64 of `id:key` itself (an
+    Elasticsearch or OpenSearch API key, sent as `ApiKey <it>`) decoded, and its key alone."""
+    named = [(o.name, options.get(o.name, "")) for o in declared]
+    users = [value for name, value in named if "USER" in name and value]
+    passwords = [value for name, value in named if "PASSWORD" in name and value]
+    forms = [_b64(f"{user}:{password}") for user in users for password in passwords]
+    for secret in secrets:
+        forms.append(_b64(secret))
+        decoded = _unb64(secret)
+        if decoded is not None:
+            forms += [decoded, decoded.partition(":")[2]]
+    forms += [form.rstrip("=") for form in forms]  # echoed without its padding
+    return [form for form in dict.fromkeys(forms) if len(form) >= max(MIN_LENGTH, 8)]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _unb64(text: str) -> str | None:
+    """`text` decoded from (standard or URL-safe) base64, when that gives printable `id:key` text; else None."""
+    for alphabet in (None, b"-_"):
+        try:
+            decoded = base64.b64decode(text.encode(), altchars=alphabet, validate=True).decode()
+        except (binascii.Error, ValueError):
+            continue
+        if ":" in decoded and decoded.isprintable():
+            return decoded
+    return None
 
 
 def _parse(prefix: str, field: SinkField, text: str) -> Any:

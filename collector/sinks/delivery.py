@@ -1,12 +1,18 @@
 """One delivery, on a sink's worker thread: a batch handed to `Sink.deliver`, split first when it would encode
 larger than the sink's `max_batch_bytes`, split in halves when the destination says it is too large (one document
 too large is rejected), and every document given its Verdict. No database here: the verdicts go back to the
-service's thread, which writes them (outcomes.py). Also the back-off the service reschedules with."""
+service's thread, which writes them (outcomes.py). Also the back-off the service reschedules with.
+
+A stop (`halt` set) sends nothing more: a batch handed to a thread sends its first request, but no other run or
+half starts after it, and a request that failed once it was set (the service cuts the requests still running) is
+CUT — its documents' outcomes are not written, their entries stay queued as they were and are delivered again
+later."""
 
 from __future__ import annotations
 
 import json
 import random
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +20,7 @@ from typing import Any
 from ..sdk.redaction import clip
 from .sdk import AuthFailed, BatchRefused, Doc, Done, Reject, Retry, Sink, TooLarge
 
-DONE, RETRY, REJECT, AUTH, GONE = "done", "retry", "reject", "auth", "gone"
+DONE, RETRY, REJECT, AUTH, GONE, CUT = "done", "retry", "reject", "auth", "gone", "cut"
 REASON_LIMIT = 500
 BACKOFF_BASE = 1.0  # seconds before the first retry, at most; doubling with each try, up to SINK_RETRY_MAX
 
@@ -35,6 +41,7 @@ class Verdict:
 
 DELIVERED = Verdict(DONE)
 VANISHED = Verdict(GONE)  # the item is no longer in `items`: its entry is dropped
+UNSENT = Verdict(CUT, "not sent: the service is stopping", whole=True)  # nothing written: the entry stays queued
 
 
 def encoded_size(doc: Doc) -> int:
@@ -57,39 +64,54 @@ def split_by_bytes(docs: Sequence[Doc], limit: int) -> list[list[int]]:
     return [run for run in runs if run]
 
 
-def deliver(sink: Sink, docs: Sequence[Doc], scrub: Callable[[str], str]) -> list[Verdict]:
+def deliver(
+    sink: Sink, docs: Sequence[Doc], scrub: Callable[[str], str], halt: threading.Event | None = None
+) -> list[Verdict]:
     """Deliver `docs` to `sink` (on a worker thread): one Verdict per document, in order. `scrub` makes any
-    reason safe to store and log (secrets masked, clipped)."""
+    reason safe to store and log (secrets masked, clipped); `halt`, once set, sends nothing more (UNSENT)."""
+    halt = halt if halt is not None else threading.Event()
     verdicts: list[Verdict | None] = [None] * len(docs)
     stop: Verdict | None = None
-    for run in split_by_bytes(docs, sink.max_batch_bytes):
+    for number, run in enumerate(split_by_bytes(docs, sink.max_batch_bytes)):
+        if stop is None and number and halt.is_set():
+            stop = UNSENT
         if stop is not None:  # the destination refused the batch or our credentials: the rest waits the same
             for index in run:
                 verdicts[index] = stop
             continue
-        for index, verdict in zip(run, _send(sink, [docs[i] for i in run], scrub), strict=True):
+        for index, verdict in zip(run, _send(sink, [docs[i] for i in run], scrub, halt), strict=True):
             verdicts[index] = verdict
             if verdict.whole:
                 stop = verdict
     return [v if v is not None else Verdict(RETRY, "not sent", "refused") for v in verdicts]
 
 
-def _send(sink: Sink, docs: list[Doc], scrub: Callable[[str], str]) -> list[Verdict]:
+def _send(sink: Sink, docs: list[Doc], scrub: Callable[[str], str], halt: threading.Event) -> list[Verdict]:
     try:
         outcomes = sink.deliver(docs)
     except TooLarge as exc:
         if len(docs) == 1:
             return [Verdict(REJECT, scrub(f"too large for the destination: {exc}"), "tooLarge")]
-        half = len(docs) // 2
-        return _send(sink, docs[:half], scrub) + _send(sink, docs[half:], scrub)
+        verdicts: list[Verdict] = []
+        for half in (docs[: len(docs) // 2], docs[len(docs) // 2 :]):  # neither sent once the service stops
+            verdicts += [UNSENT] * len(half) if halt.is_set() else _send(sink, half, scrub, halt)
+        return verdicts
     except AuthFailed as exc:
         return [Verdict(AUTH, scrub(f"authentication refused: {exc}"), "auth", whole=True)] * len(docs)
-    except BatchRefused as exc:
-        wait = _seconds(exc.retry_after)
-        return [Verdict(RETRY, scrub(f"refused: {exc}"), "refused", wait, whole=True)] * len(docs)
-    except Exception as exc:  # any other failure of the sink's code counts as a refused batch
-        return [Verdict(RETRY, scrub(f"refused: {type(exc).__name__}: {exc}"), "refused", whole=True)] * len(docs)
+    except Exception as exc:
+        if halt.is_set():  # cut by the stop, most likely: not the destination's verdict
+            return [UNSENT] * len(docs)
+        return _failed(exc, len(docs), scrub)
     return _verdicts(outcomes, len(docs), scrub)
+
+
+def _failed(exc: Exception, count: int, scrub: Callable[[str], str]) -> list[Verdict]:
+    """The verdicts of a batch whose delivery raised: refused, all of it (with the destination's Retry-After); any
+    failure of the sink's own code counts as a refused batch too."""
+    if isinstance(exc, BatchRefused):
+        wait = _seconds(exc.retry_after)
+        return [Verdict(RETRY, scrub(f"refused: {exc}"), "refused", wait, whole=True)] * count
+    return [Verdict(RETRY, scrub(f"refused: {type(exc).__name__}: {exc}"), "refused", whole=True)] * count
 
 
 def _verdicts(outcomes: Any, count: int, scrub: Callable[[str], str]) -> list[Verdict]:

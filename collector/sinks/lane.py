@@ -1,7 +1,7 @@
 """One configured sink inside the service: its Sink (made, then prepared, on a worker thread), its worker threads
 (a ThreadPoolExecutor of SINK_<NAME>_CONCURRENCY), its batches in flight. No database here: the service reads the
 due entries and writes the verdicts on its own thread; a lane only hands batches to threads and gives back what
-finished."""
+finished. A stop (`cut`) sends nothing more and cuts the requests still running at its cutoff (delivery.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..textout import printable
-from .delivery import RETRY, Verdict, backoff, deliver, scrubber
+from .delivery import CUT, RETRY, Verdict, backoff, deliver, scrubber
 from .sdk import AuthFailed, Doc, Sink, SinkConfig
 
 log = logging.getLogger("collector.sinks")
@@ -36,6 +36,7 @@ class Lane:
         self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"sink-{config.name}")
         self.sink: Sink | None = None
         self.flights: list[Flight] = []
+        self.halt = threading.Event()  # the service is stopping: nothing more is sent
         self.preparing: Future[None] | None = None
         self.ready = False
         self.stopped = False
@@ -67,6 +68,8 @@ class Lane:
     def _prepare(self) -> None:
         if self.sink is None:
             self.sink = self.make_sink(self.config)
+        if self.halt.is_set():  # stopping: nothing to prepare for (a prepare under way is cut with the rest)
+            return
         self.sink.prepare()
 
     def poll_prepare(self, now: datetime, rng: random.Random, cap: float) -> str | None:
@@ -98,7 +101,7 @@ class Lane:
         sink = self.sink
         if sink is None:  # pragma: no cover - the service submits to ready lanes only
             raise RuntimeError("the sink is not ready")
-        future = self.pool.submit(deliver, sink, list(docs), self.scrub)
+        future = self.pool.submit(deliver, sink, list(docs), self.scrub, self.halt)
         future.add_done_callback(lambda _: self.wakeup.set())
         self.flights.append(Flight(entries, future))
 
@@ -106,7 +109,16 @@ class Lane:
         """The batches that finished since the last call, with their verdicts."""
         done = [f for f in self.flights if f.future.done()]
         self.flights = [f for f in self.flights if not f.future.done()]
-        return [(f.entries, _verdicts(f)) for f in done]
+        return [pair for f in done if (pair := _sent(f.entries, _verdicts(f)))[0]]
+
+    def cut(self, seconds: float) -> None:
+        """The service is stopping: no run or half of a batch starts any more, and the requests of the lane's
+        client still running `seconds` from now are cut (sinks/http.py SinkHttp.interrupt_after; a client without
+        it, a plugin's own, is left to its own timeout)."""
+        self.halt.set()
+        interrupt = getattr(getattr(self.sink, "http", None), "interrupt_after", None)
+        if callable(interrupt):
+            interrupt(seconds)
 
     def wait(self, timeout: float) -> None:
         wait_for([f.future for f in self.flights], timeout=max(0.0, timeout))
@@ -123,6 +135,13 @@ class Lane:
                     close()
             except Exception as exc:  # a sink that fails to close is logged, never a crash
                 log.warning("sink %s did not close cleanly: %s", self.name, printable(self.scrub(repr(exc))))
+
+
+def _sent(entries: list[dict], verdicts: list[Verdict]) -> tuple[list[dict], list[Verdict]]:
+    """The entries of a batch with their verdicts, less those a stop kept from being sent (or cut): those stay
+    queued as they were, nothing written."""
+    kept = [(entry, verdict) for entry, verdict in zip(entries, verdicts, strict=True) if verdict.outcome != CUT]
+    return [entry for entry, _ in kept], [verdict for _, verdict in kept]
 
 
 def _verdicts(flight: Flight) -> list[Verdict]:

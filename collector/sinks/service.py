@@ -39,6 +39,7 @@ from .store import SinkStore
 log = logging.getLogger("collector.sinks")
 
 LEASE_SECONDS = 30.0  # the service lease, renewed every 5 s; a stand-by takes over this long after a silence
+CUT_MARGIN = 1.0  # seconds before the end of a stop's wait at which the requests still running are cut
 BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
 HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
 
@@ -114,10 +115,14 @@ class SinkService:
         self._configure(configs)
 
     def stop(self, timeout: float) -> None:
-        """No new deliveries; wait up to `timeout` for those in flight, write their outcomes, let the lease go.
-        Deliveries still in flight then are delivered again later (their entries stay in the queue)."""
+        """No new deliveries, and no more requests of those in flight (the rest of a split batch is not sent);
+        wait up to `timeout` for them, all lanes together, write their outcomes, let the lease go. The requests
+        still running near the end of `timeout` are cut: their documents' outcomes are not written, and their
+        entries, still queued, are delivered again later."""
         self.stopping = True
         deadline = time.monotonic() + timeout
+        for lane in self._all_lanes():  # cut a little before the deadline: the cut threads end within it
+            lane.cut(max(0.0, timeout - min(CUT_MARGIN, timeout / 4)))
         for lane in self._all_lanes():
             lane.wait(deadline - time.monotonic())
         now = self.clock()

@@ -4,6 +4,7 @@ the values redaction hides, also a kind's secret option with an innocent name; t
 
 from __future__ import annotations
 
+import base64
 from importlib.metadata import EntryPoint
 
 import pytest
@@ -18,6 +19,12 @@ from collector.sinks.sdk import Option, Sink
 from helpers.fakesink import SECRET, SHADE, FakeSink, registry, sink_settings
 
 
+def in_base64(*values: str) -> set[str]:
+    """The base64 forms of secret values, with their padding and without (config.wire_forms)."""
+    encoded = [base64.b64encode(value.encode()).decode() for value in values]
+    return {*encoded, *(value.rstrip("=") for value in encoded)}
+
+
 def settings_with(**environ: str):
     return load_settings(environ=environ, env="test", read_dotenv=False)
 
@@ -29,7 +36,7 @@ def test_a_sink_is_read_with_its_defaults_and_options():
     assert (config.batch, config.concurrency, config.timeout, config.pace) == (500, 2, 30.0, 500.0)
     assert config.services == ("github", "reddit") and config.backfill is False
     assert config.options == {"INDEX": "items", "TOKEN": SECRET, "SHADE": SHADE}
-    assert set(config.secret_values) == {SECRET, SHADE}
+    assert set(config.secret_values) == {SECRET, SHADE, *in_base64(SECRET, SHADE)}  # as they are, and as sent
 
 
 def test_the_kind_defaults_to_the_name_when_it_is_a_kind():
@@ -115,7 +122,7 @@ def test_options_of_a_kind_that_cannot_load_are_all_taken_as_secret():
     broken._points = {"fake": EntryPoint("fake", "no_such_module_here:Sink", registry_module.GROUP)}
     settings = sink_settings("search")
     (config,) = sink_configs(settings, broken)
-    assert set(config.secret_values) == {SECRET, SHADE}  # every option given, unchecked
+    assert set(config.secret_values) == {SECRET, SHADE, *in_base64(SECRET, SHADE)}  # every option given, unchecked
     assert "SINK_SEARCH_SHADE" in secret_names(settings, broken)
     with pytest.raises(KindBroken, match="failed to load"):
         broken.get("fake")

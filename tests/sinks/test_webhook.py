@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 from standardwebhooks import Webhook
 
-from collector.settings import SettingsError, settings_for_tests
+from collector.settings import SettingsError, load_settings, settings_for_tests
 from collector.sinks.builtin.webhook import WebhookSink, message_id, sign
 from collector.sinks.http import make_http
 from collector.sinks.sdk import AuthFailed, BatchRefused, Doc, TooLarge
+from collector.sinks.service import SinkService
+from collector.sinks.store import DEAD, QUEUE
 from collector.testing.sinkkit import check_sink, item_docs, sink_config
 
+from helpers.fakesink import Clock, add_items, run
 from helpers.sinkservers import WEBHOOK_SECRET, FaultProxy, Reply, WebhookReceiver
 
 pytestmark = pytest.mark.system
@@ -116,23 +120,50 @@ def test_a_receiver_that_cannot_verify_the_signature_stops_the_sink(receiver):
     assert OTHER_SECRET not in str(caught.value) and WEBHOOK_SECRET not in str(caught.value)
 
 
-@pytest.mark.parametrize("status", [400, 404, 410, 422])
-def test_another_4xx_rejects_every_document_with_the_status(receiver, status):
-    receiver.replies.append(Reply(status, body=b"no thanks"))
-    outcomes = make(receiver.url).deliver(item_docs(2))
-    assert [(o.kind, o.reason) for o in outcomes] == [
-        ("reject", f"{status}: refused by the receiver: POST 127.0.0.1/hooks/likes")
-    ] * 2
+@pytest.mark.parametrize("status", [400, 404, 409, 410, 422])
+def test_another_4xx_refuses_the_batch_for_now_and_rejects_no_document(receiver, status):
+    receiver.replies.append(Reply(status, {"Retry-After": "7"}, body=b"no thanks"))
+    with pytest.raises(BatchRefused) as caught:
+        make(receiver.url).deliver(item_docs(2))
+    assert type(caught.value) is BatchRefused and caught.value.retry_after == 7.0
+    assert str(caught.value) == f"{status}: batch refused by the receiver: POST 127.0.0.1/hooks/likes"
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
-def test_a_redirect_is_not_followed_and_rejects_the_batch_saying_so(receiver, status):
+def test_a_redirect_is_not_followed_and_refuses_the_batch_saying_so(receiver, status):
     with WebhookReceiver() as elsewhere:
         receiver.replies.append(Reply(status, {"Location": elsewhere.url}))
-        outcomes = make(receiver.url).deliver(item_docs(2))
-        assert [o.kind for o in outcomes] == ["reject", "reject"]
-        assert outcomes[0].reason == f"{status}: the receiver answered with a redirect, not followed"
+        with pytest.raises(BatchRefused) as caught:
+            make(receiver.url).deliver(item_docs(2))
+        assert str(caught.value) == f"{status}: redirect not followed: POST 127.0.0.1/hooks/likes"
         assert elsewhere.batches == [] and elsewhere.refused == 0
+
+
+@pytest.mark.parametrize("reply", [Reply(404, body=b"no route"), Reply(308, {"Location": "https://elsewhere.test/"})])
+def test_a_receiver_answering_the_whole_request_badly_for_a_while_dead_letters_nothing(db, receiver, reply):
+    """A route missing during a deploy, a proxy's 404, an endpoint moved: more answers than SINK_MAX_TRIES, then
+    the receiver is back — every item delivered, none dead-lettered, the refusals counted as such."""
+    ids = add_items(db, 5)
+    receiver.replies = [reply] * 4
+    settings = load_settings(
+        environ={
+            "SINKS": "hooks",
+            "SINK_HOOKS_KIND": "webhook",
+            "SINK_HOOKS_URL": receiver.url,
+            "SINK_HOOKS_SECRET": WEBHOOK_SECRET,
+            "ALLOW_PRIVATE_HOSTS": "true",
+        },
+        env="test",
+        read_dotenv=False,
+    )
+    clock = Clock()
+    svc = SinkService(db, settings, owner="one", clock=clock, rng=random.Random(3))
+    run(svc, clock, rounds=10, tick=700)
+    figures = svc.snapshot()["hooks"]
+    svc.stop(5)
+    assert db[DEAD].count_documents({}) == 0 and db[QUEUE].count_documents({}) == 0
+    assert receiver.ids() == set(ids)
+    assert figures.failed["refused"] == 4 and figures.failed["rejected"] == 0 and figures.dead_lettered == 0
 
 
 def test_a_slow_receiver_is_cut_at_the_timeout(receiver):

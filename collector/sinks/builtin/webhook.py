@@ -7,9 +7,11 @@ the batch's item ids: the same batch sent again has the same id, so a receiver c
 (integer seconds) and `webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with
 the secret (SECRET, `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix).
 
-The receiver's answer decides, for the whole batch: 2xx done; 429, 5xx (and 408) BatchRefused, its Retry-After
-read; 413 TooLarge; 401/403 AuthFailed; a redirect is not followed: every document rejected, saying so; any other
-4xx: every document rejected with the status.
+The receiver's answer decides, for the whole batch: 2xx done; 413 TooLarge; 401/403 AuthFailed; any other status
+BatchRefused (tried again after a back-off, as long as it takes; a Retry-After read): 429, 5xx, 408, a redirect
+(never followed) and every other 4xx alike. A whole-request answer names no document: a missing route during a
+deploy, a proxy's 404, an endpoint moved with a 308 must not dead-letter the items, so no answer of a webhook
+receiver ever rejects a document (a receiver that cannot take an item answers 2xx and drops it itself).
 
 The URL is a user host (`checks_addresses`): https, and only public addresses are connected to, unless
 ALLOW_PRIVATE_HOSTS (sinks/http.py).
@@ -28,8 +30,8 @@ from typing import Any
 from ...sdk._urls import where
 from ...sdk.timeutil import utcnow
 from ...settings import SettingsError
-from ..http import answer_failure, json_headers, scrub
-from ..sdk import DONE, Doc, Option, Outcome, Reject, Sink, SinkConfig
+from ..http import answer_failure, json_headers, retry_after
+from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Sink, SinkConfig
 from ._common import dumps, setting, with_id, within
 
 EVENT = "items.created"
@@ -55,13 +57,11 @@ class WebhookSink(Sink):
         answer = self.http.request("POST", url, body=body, headers=headers)
         if 200 <= answer.status < 300:
             return [DONE] * len(batch)
-        if 300 <= answer.status < 400:
-            return [Reject(f"{answer.status}: the receiver answered with a redirect, not followed")] * len(batch)
-        failure = answer_failure(answer, what, now)
+        failure = answer_failure(answer, what, now)  # 401/403, 413, 408/429/5xx, a redirect (not followed)
         if failure is not None:
             raise failure
-        reason = scrub(f"{answer.status}: refused by the receiver: {what}", self.config)
-        return [Reject(reason)] * len(batch)
+        # any other status (404, 400, 409, 410, 422, ...) is about the request, not one document: refused for now
+        raise BatchRefused(f"{answer.status}: batch refused by the receiver: {what}", retry_after(answer.headers, now))
 
 
 def signing_key(config: SinkConfig, secret: str) -> bytes:
