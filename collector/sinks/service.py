@@ -24,7 +24,7 @@ from ..settings import Settings
 from ..textout import printable
 from .backfill import Walks
 from .config import secret_values, sink_configs
-from .delivery import REJECT, VANISHED, Verdict
+from .delivery import AUTH, REJECT, RETRY, VANISHED, Verdict
 from .docs import DocRefused, as_doc
 from .figures import SinkFigures, Stats
 from .lane import Lane
@@ -207,8 +207,9 @@ class SinkService:
     def _collect(self) -> None:
         """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
         for lane in self._all_lanes():
+            current = self.lanes.get(lane.name) is lane
             for entries, verdicts in lane.finished():
-                self.outcomes.add(lane.name, entries, verdicts)
+                self.outcomes.add(lane.name, entries, verdicts if current else superseded(verdicts))
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
@@ -278,6 +279,18 @@ class SinkService:
                 verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {exc}"), "rejected", final=True)
                 self.outcomes.add(lane.name, [entry], [verdict])
         return pairs
+
+
+def superseded(verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts of a delivery made with settings since replaced (a reload): a refused authentication is about
+    the old credentials, so its entries are tried again (with the new ones) and the sink is not stopped. One new
+    verdict per old one (a whole-batch failure stays one object: counted once)."""
+    new: dict[int, Verdict] = {}
+    for verdict in verdicts:
+        if verdict.outcome == AUTH and id(verdict) not in new:
+            reason = f"{verdict.reason} (with the settings replaced since: tried again with the new ones)"
+            new[id(verdict)] = Verdict(RETRY, reason, verdict.kind, whole=verdict.whole)
+    return [new.get(id(v), v) for v in verdicts]
 
 
 __all__ = ["SinkFigures", "SinkService", "utcnow"]
