@@ -264,12 +264,22 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
 
 
 def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> tuple[bool, str]:
-    """Start a replay walk of the items dated `since` or later (replacing a walk under way)."""
+    """Start a replay walk of the items dated `since` or later; a walk under way is taken over (the new walk
+    starts from the first item and covers both), and the line says so."""
     from ..sinks import store
 
-    if not store.replay(db, name, since, by if by is not None else who(), now):
+    walk = store.replay(db, name, since, by if by is not None else who(), now)
+    if walk is None:
         return False, printable(f"cannot replay sink {name}: {NOT_REGISTERED}")
+    start = walk["since"]
+    items = f"every item dated from {start:%Y-%m-%d %H:%M:%S} UTC" if start is not None else "every item"
+    joined = mapping(walk.get("joined"))
+    took = ""
+    if "since" in joined:
+        was = when(joined.get("since"))
+        old = f"a replay of items from {was:%Y-%m-%d %H:%M:%S} UTC" if was is not None else "a backfill"
+        took = f" ({old} was under way: it starts over with this one, which covers both)"
     return True, printable(
-        f"replay of sink {name} started: every item dated from {since:%Y-%m-%d %H:%M:%S} UTC is queued again, "
-        "at the sink's pace; `collector sinks status` shows how far it got"
+        f"replay of sink {name} started: {items} is queued again, at the sink's pace{took}; "
+        "`collector sinks status` shows how far it got"
     )
