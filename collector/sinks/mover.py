@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..settings.parsers import SINK_NAME
 from .sdk import SinkConfig
 from .store import SinkStore, entry_id
 
@@ -49,12 +50,27 @@ def register_new(
     return added
 
 
+def unserved(registered: Iterable[Any], configs: Iterable[SinkConfig]) -> list[str]:
+    """The registered sinks (names of the sinks' documents) the settings do not configure, by name. Only sink
+    names count: a document a shell gave another id is no sink."""
+    configured = {c.name for c in configs}
+    return sorted(n for n in registered if isinstance(n, str) and SINK_NAME.fullmatch(n) and n not in configured)
+
+
 def move(store: SinkStore, configs: list[SinkConfig], now: datetime, limit: int = MOVE_BATCH) -> int:
     """One round: up to `limit` marked items queued for every sink that wants them, then unmarked. The number of
-    items moved (`limit` means more may wait). With no sink configured nothing moves: the first sink gets them."""
+    items moved (`limit` means more may wait). With no sink configured nothing moves: the first sink gets them.
+    An item is unmarked only when queued for every registered sink: while the database knows a sink these settings
+    do not configure (another service's, or one removed from SINKS), the items stay marked (nothing is lost; the
+    service says so). That is looked at after the enqueue: a sink registered before it is found here, and one
+    registered after it starts its backfill after these items were stored, so its walk finds them."""
     if not configs:
         return 0
     items = store.pending_items(limit)
+    if not items:
+        return 0
     store.enqueue([queue_entry(c.name, item, now) for item in items for c in configs if wants(c, item)])
+    if unserved(store.sink_names(), configs):
+        return 0
     store.unmark([item["_id"] for item in items])
     return len(items)

@@ -56,6 +56,18 @@ class SinkStore:
     def sink_docs(self) -> dict[str, dict]:
         return {doc["_id"]: doc for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}})}
 
+    def sink_names(self) -> list[Any]:
+        """The ids of the sinks' documents (the registered sinks), nothing else read."""
+        return [doc["_id"] for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1})]
+
+    def set_blocked(self, owner: str, names: list[str], now: datetime) -> None:
+        """Say in the lease document (while `owner` holds it) which registered sinks its settings do not serve:
+        while there are any, the mover queues nothing and unsets no marker (`sinks status`, `status --check`)."""
+        change = (
+            {"$set": {"blocked": {"owner": owner, "sinks": names, "at": now}}} if names else {"$unset": {"blocked": ""}}
+        )
+        self.sinks.update_one({"_id": SERVICE_ID, "owner": owner}, change)
+
     def register(self, name: str, kind: str, backfill: bool, owner: str, now: datetime) -> None:
         """The document of a sink seen for the first time, its backfill started unless `backfill` is false."""
         fields: dict[str, Any] = {"kind": kind, "createdAt": now, "counts": new_counts()}
@@ -253,6 +265,17 @@ def earlier(since: datetime | None, other: Any) -> datetime | None:
     if since is None or not isinstance(other, datetime):
         return None
     return min(as_utc(since), as_utc(other))
+
+
+def forget(db: Any, name: str) -> int | None:
+    """A sink removed from the settings on purpose: its queue entries, then its document, deleted (its dead letters
+    kept). The queue entries deleted, or None when there is no such sink."""
+    name = _name(name)
+    if db[SINKS].find_one({"_id": name}, {"_id": 1}) is None:
+        return None
+    queued = int(db[QUEUE].delete_many({"sink": name}).deleted_count)
+    db[SINKS].delete_one({"_id": name})
+    return queued
 
 
 def counts(db: Any, name: str, now: datetime | None = None) -> dict[str, Any]:
