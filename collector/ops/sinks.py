@@ -67,7 +67,18 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
         "live": until is not None and until > now,
         "beatAt": when(beat),
         "beatAge": age(now, beat),
+        "blocked": blocked_by(doc),
     }
+
+
+def blocked_by(doc: Mapping[str, Any]) -> list[str]:
+    """The registered sinks the lease holder's settings do not configure, as it said (the mover holds the items
+    marked meanwhile); what another holder said before is not its."""
+    said = mapping(doc.get("blocked"))
+    names = said.get("sinks")
+    if said.get("owner") != doc.get("owner") or not isinstance(names, list):
+        return []
+    return [text(n) for n in names[:MAX_SINKS]]
 
 
 def queue_figures(db: Any, name: Any, now: datetime) -> dict[str, Any]:
@@ -261,6 +272,35 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
     if not was or not store.resume(db, name, now):
         return False, printable(f"sink {name} is neither paused nor stopped")
     return True, printable(f"resumed sink {name} (was {' and '.join(was)})")
+
+
+def forget(db: Any, name: str, now: datetime) -> tuple[bool, str]:
+    """Forget a sink removed from the settings on purpose: its document and queue entries deleted, its dead
+    letters kept. Refused while a live sink service still serves it (its figures written in the last minute)."""
+    from ..sinks import store
+
+    doc = mapping(db[SINKS].find_one({"_id": name}))
+    stats, service = mapping(doc.get("stats")), lease(db, now)
+    fresh = age(now, stats.get("at"))
+    if (
+        service
+        and service["live"]
+        and service["owner"] == text(stats.get("owner"))
+        and fresh is not None
+        and fresh <= 60
+    ):
+        return False, printable(
+            f"cannot forget sink {name}: the sink service {service['owner']} still serves it; remove it from "
+            "that service's SINKS first"
+        )
+    queued = store.forget(db, name)
+    if queued is None:
+        return False, printable(f"cannot forget sink {name}: {NOT_REGISTERED}")
+    dead = db[DEAD].count_documents({"sink": name})
+    return True, printable(
+        f"forgot sink {name}: its document and {queued} queue entries deleted; its {dead} dead letters are kept "
+        "(sinkDeadLetters); configured again later, it is a new sink (with a backfill unless BACKFILL is false)"
+    )
 
 
 def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> tuple[bool, str]:

@@ -7,15 +7,18 @@ found by that sink's walk)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from ..settings.parsers import SINK_NAME
+from ..textout import printable
 from .sdk import SinkConfig
 from .store import SinkStore, entry_id
 
 MOVE_BATCH = 1000  # marked items moved per round at most
+log = logging.getLogger("collector.sinks")
 
 
 def queue_entry(sink: str, item: Mapping[str, Any], now: datetime) -> dict[str, Any]:
@@ -74,3 +77,28 @@ def move(store: SinkStore, configs: list[SinkConfig], now: datetime, limit: int 
         return 0
     store.unmark([item["_id"] for item in items])
     return len(items)
+
+
+class Unserved:
+    """The registered sinks the service's settings do not configure: while there are any, the mover waits (the
+    items stay marked). Said once in the log and in the lease document, and again when the set changes."""
+
+    def __init__(self, store: SinkStore, owner: str):
+        self.store, self.owner = store, owner
+        self.said: list[str] | None = None  # as last said (None: not yet, since the lease was taken)
+
+    def check(self, registered: Iterable[Any], configs: Iterable[SinkConfig], now: datetime) -> bool:
+        unknown = unserved(registered, configs)
+        if unknown != self.said:
+            self.store.set_blocked(self.owner, unknown, now)
+            if unknown:
+                log.warning(
+                    "sinks: new items are not queued for any sink (kept marked, nothing lost): sink(s) %s registered "
+                    "in MongoDB, not configured here (SINKS); configure them, or `collector sinks forget NAME` one "
+                    "removed on purpose",
+                    printable(", ".join(unknown)),
+                )
+            elif self.said:
+                log.info("sinks: every registered sink is configured: new items are queued again")
+            self.said = unknown
+        return bool(unknown)

@@ -28,7 +28,7 @@ from .delivery import AUTH, REJECT, RETRY, VANISHED, Verdict
 from .docs import DocRefused, as_doc
 from .figures import SinkFigures, Stats
 from .lane import Lane
-from .mover import MOVE_BATCH, move, register_new, unserved
+from .mover import MOVE_BATCH, Unserved, move, register_new
 from .outcomes import Outcomes
 from .registry import SinkRegistry
 from .sdk import Sink, SinkConfig
@@ -78,7 +78,7 @@ class SinkService:
         self.settings = settings
         self._secrets: list[str] = []
         self._renewed: datetime | None = None
-        self._blocked: list[str] | None = None  # the registered sinks not configured here, as last said
+        self.unserved = Unserved(self.store, owner)  # registered sinks not configured here: the mover waits
         self._configure(sink_configs(settings, self.kinds))
 
     # --- the public API ---------------------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ class SinkService:
             for name in added:
                 walk = "its backfill started" if "backfill" in docs.get(name, {}) else "new items only"
                 log.info("sink %s registered (%s): %s", name, self.lanes[name].config.kind, walk)
-        blocked = self._blocking(unserved(docs, configs), now)
+        blocked = self.unserved.check(docs, configs, now)
         moved = 0 if blocked else move(self.store, configs, now)
         self.walks.round(configs, docs, now)
         for name, lane in self.lanes.items():
@@ -202,29 +202,11 @@ class SinkService:
         held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
         self._renewed = now if held else None
         if held and not self.holds_lease:
-            self._blocked = None  # the lease document may say another holder's: say ours
+            self.unserved.said = None  # the lease document may say another holder's: say ours
         if held != self.holds_lease:
             log.info("sinks: %s the service lease", "took" if held else "stand by: another service holds")
         self.holds_lease = held
         return held
-
-    def _blocking(self, unknown: list[str], now: datetime) -> bool:
-        """Whether registered sinks these settings do not configure hold the mover (the items stay marked); said
-        once in the log and in the lease document, and again when the set changes."""
-        if unknown != self._blocked:
-            self.store.set_blocked(self.owner, unknown, now)
-            names = ", ".join(unknown)
-            if unknown:
-                log.warning(
-                    "sinks: new items are not queued for any sink (kept marked, nothing lost): sink(s) %s registered "
-                    "in MongoDB, not configured here (SINKS); configure them, or `collector sinks forget NAME` one "
-                    "removed on purpose",
-                    printable(names),
-                )
-            elif self._blocked:
-                log.info("sinks: every registered sink is configured: new items are queued again")
-            self._blocked = unknown
-        return bool(unknown)
 
     def _collect(self) -> None:
         """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
