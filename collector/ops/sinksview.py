@@ -102,7 +102,10 @@ def row_notes(row: Mapping[str, Any]) -> list[str]:
         status = f" ({letter['status']})" if letter["status"] else ""
         notes.append(f"  item {letter['item']} at {at(letter['at'])}{status}: {letter['reason'] or '?'}")
     if row["configured"] is False:
-        notes.append("no longer configured (SINKS does not name it): its queue waits, nothing is delivered")
+        notes.append(
+            "no longer configured (SINKS does not name it): its queue waits, nothing is delivered; removed on "
+            "purpose: `collector sinks forget NAME`"
+        )
     elif not row["registered"]:
         notes.append("configured; no sink service has registered it yet")
     return notes

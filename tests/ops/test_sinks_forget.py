@@ -81,3 +81,15 @@ def test_forget_refuses_a_sink_still_configured_or_served(world, monkeypatch):
     code, out, err = run(monkeypatch, ["sinks", "forget", "old"])
     assert code == 1 and "still serves it" in out and world.sinks.find_one({"_id": "old"}) is not None
     assert world.sinkQueue.count_documents({"sink": "old"}) == 3
+
+
+def test_whatever_the_lease_document_says_is_blocked_is_shown_clearly(world, monkeypatch):
+    hostile = ["\x1b[2Jold", "a|b\u202e", 5, None, {"x": 1}]
+    world.sinks.update_one({"_id": "~service"}, {"$set": {"blocked.sinks": hostile}})
+    code, out, err = run(monkeypatch, ["sinks", "status"])
+    assert code == 0 and "NEW ITEMS WAIT" in out and "\x1b" not in out and "\u202e" not in out
+    code, line = check(gather(world, utcnow(), 15), settings_for_tests(sinks=("search",)))
+    assert code == WARNING and line.count("|") == 1 and "\x1b" not in line
+    world.sinks.update_one({"_id": "~service"}, {"$set": {"blocked": "junk"}})
+    code, out, err = run(monkeypatch, ["sinks", "status"])
+    assert code == 0 and "NEW ITEMS WAIT" not in out
