@@ -253,10 +253,20 @@ def replay(db: Any, name: str, since: datetime | None, by: str, now: datetime) -
         if isinstance(old, dict) and not old.get("doneAt"):
             walk["since"] = earlier(since, old.get("since"))
             walk["joined"] = {k: old.get(k) for k in ("since", "startedAt", "by", "enqueued")}
-        current = old.get("id") if isinstance(old, dict) else None
-        if sinks.update_one({"_id": name, "backfill.id": current}, {"$set": {"backfill": walk}}).matched_count:
+        if sinks.update_one({"_id": name, **same_walk(doc)}, {"$set": {"backfill": walk}}).matched_count:
             return walk
-    raise RuntimeError(f"the walk of sink {name} keeps changing: try the replay again")
+    walk = new_walk(None, by, now)  # the walk never held still: every item, which covers whatever it was
+    found = sinks.update_one({"_id": name}, {"$set": {"backfill": walk}}).matched_count
+    return walk if found else None
+
+
+def same_walk(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A filter matching the sink's document only while it holds the walk `doc` holds: by its id, else (a walk
+    from before ids, or whatever a shell wrote) by its whole value."""
+    old = doc.get("backfill")
+    if isinstance(old, dict) and isinstance(old.get("id"), ObjectId):
+        return {"backfill.id": old["id"]}
+    return {"backfill": old} if "backfill" in doc else {"backfill": {"$exists": False}}
 
 
 def earlier(since: datetime | None, other: Any) -> datetime | None:

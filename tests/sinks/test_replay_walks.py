@@ -81,3 +81,21 @@ def test_a_walk_from_before_walks_had_ids_still_advances(db):
     svc.stop(5)
     assert set(ids) <= set(dest.received)
     assert db[SINKS].find_one({"_id": "a"})["backfill"]["doneAt"] is not None
+
+
+def test_a_replay_over_whatever_a_shell_wrote_as_the_walk_starts_one_that_covers_it(db):
+    at = T0 - timedelta(days=1)
+    legacy = {"since": None, "cursor": None, "startedAt": T0, "by": "old", "enqueued": 3}  # running, no id
+    db[SINKS].insert_many(
+        [
+            {"_id": "a", "backfill": "junk"},
+            {"_id": "b", "backfill": {"id": [1, 2], "since": "yesterday"}},
+            {"_id": "c"},
+            {"_id": "d", "backfill": legacy},
+        ]
+    )
+    walks = {name: sinks_store.replay(db, name, at, "ann", T0) for name in "abcd"}
+    assert all(walk is not None for walk in walks.values())
+    since = {name: db[SINKS].find_one({"_id": name})["backfill"]["since"] for name in "abcd"}
+    assert since["a"] == since["c"] == at.replace(tzinfo=since["a"].tzinfo)  # nothing under way: from `at`
+    assert since["b"] is None and since["d"] is None  # under way over every item: the replay covers every item
