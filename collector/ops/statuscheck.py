@@ -140,7 +140,7 @@ def sink_state(row: dict[str, Any], warn: float) -> list[Problem]:
         return [
             (
                 WARNING,
-                f"sink {name} paused{since} by {paused['by'] or '?'}"
+                f"sink {name} paused{since} by {plain(paused['by']) or '?'}"
                 + (f": {plain(paused['reason'])}" if paused["reason"] else ""),
             )
         ]

@@ -93,3 +93,9 @@ def test_whatever_the_lease_document_says_is_blocked_is_shown_clearly(world, mon
     world.sinks.update_one({"_id": "~service"}, {"$set": {"blocked": "junk"}})
     code, out, err = run(monkeypatch, ["sinks", "status"])
     assert code == 0 and "NEW ITEMS WAIT" not in out
+
+
+def test_a_pause_by_someone_with_a_bar_in_the_name_keeps_the_check_to_one_bar(world, monkeypatch):
+    world.sinks.update_one({"_id": "search"}, {"$set": {"paused": {"by": {"at": "|"}, "at": utcnow()}}})
+    code, line = check(gather(world, utcnow(), 15), settings_for_tests(sinks=("search",)))
+    assert code == WARNING and "paused" in line and line.count("|") == 1, line
