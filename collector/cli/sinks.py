@@ -1,6 +1,7 @@
-"""`collector sinks list|status|pause|resume|replay`: the sinks as configured and as the database says they stand,
-and the operator's pause, resume and replay. Exit codes: 0 done, 1 no such sink (or nothing to resume), 2 a bad
-setting or argument, 3 MongoDB unreachable. The queries and writes are ops/sinks.py's; the text ops/sinksview.py's."""
+"""`collector sinks list|status|pause|resume|replay|forget`: the sinks as configured and as the database says they
+stand, and the operator's pause, resume, replay and forget. Exit codes: 0 done, 1 no such sink (or nothing to
+resume, or a sink still configured to forget), 2 a bad setting or argument, 3 MongoDB unreachable. The queries
+and writes are ops/sinks.py's; the text ops/sinksview.py's."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def since_arg(text: str) -> datetime:
 
 def register(commands: Commands) -> None:
     sinks = commands.add_parser(
-        "sinks", help="the sinks (where new items are handed on): list, status, pause, resume, replay"
+        "sinks", help="the sinks (where new items are handed on): list, status, pause, resume, replay, forget"
     )
     verbs = sinks.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = verbs.add_parser(
@@ -67,6 +68,13 @@ def register(commands: Commands) -> None:
         metavar="DATE",
         help="ISO 8601 date or date and time (UTC unless given)",
     )
+    forgetting = verbs.add_parser(
+        "forget",
+        help="a sink removed from SINKS on purpose: delete its document and queue entries (dead letters kept), so "
+        "the sink service queues new items again without it",
+    )
+    forgetting.add_argument("name", metavar="NAME")
+    forgetting.set_defaults(handler=forget)
     listing.set_defaults(handler=list_sinks)
     status.set_defaults(handler=show_status)
     pausing.set_defaults(handler=pause)
@@ -170,5 +178,20 @@ def replay(args: argparse.Namespace, settings: Settings, db: Any) -> int:
         complain(printable(f"sink {args.name!r} is no longer configured (SINKS): nothing would deliver a replay"))
         return EXIT_NO
     done, line = sinks.replay(db, args.name, args.since, now)
+    print(line)
+    return EXIT_OK if done else EXIT_NO
+
+
+@on_database
+def forget(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    from ..ops import sinks
+    from ..sdk.timeutil import utcnow
+
+    if not known_or_say(db, settings, args.name):
+        return EXIT_NO
+    if args.name in settings.sinks:
+        complain(printable(f"sink {args.name!r} is configured (SINKS names it): forget is for a sink removed from it"))
+        return EXIT_NO
+    done, line = sinks.forget(db, args.name, utcnow())
     print(line)
     return EXIT_OK if done else EXIT_NO

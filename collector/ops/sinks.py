@@ -67,7 +67,18 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
         "live": until is not None and until > now,
         "beatAt": when(beat),
         "beatAge": age(now, beat),
+        "blocked": blocked_by(doc),
     }
+
+
+def blocked_by(doc: Mapping[str, Any]) -> list[str]:
+    """The registered sinks the lease holder's settings do not configure, as it said (the mover holds the items
+    marked meanwhile); what another holder said before is not its."""
+    said = mapping(doc.get("blocked"))
+    names = said.get("sinks")
+    if said.get("owner") != doc.get("owner") or not isinstance(names, list):
+        return []
+    return [text(n) for n in names[:MAX_SINKS]]
 
 
 def queue_figures(db: Any, name: Any, now: datetime) -> dict[str, Any]:
@@ -261,13 +272,52 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
     return True, printable(f"resumed sink {name} (was {' and '.join(was)})")
 
 
-def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> tuple[bool, str]:
-    """Start a replay walk of the items dated `since` or later (replacing a walk under way)."""
+def forget(db: Any, name: str, now: datetime) -> tuple[bool, str]:
+    """Forget a sink removed from the settings on purpose: its document and queue entries deleted, its dead
+    letters kept. Refused while a live sink service still serves it (its figures written in the last minute)."""
     from ..sinks import store
 
-    if not store.replay(db, name, since, by if by is not None else who(), now):
-        return False, printable(f"cannot replay sink {name}: {NOT_REGISTERED}")
+    doc = mapping(db[SINKS].find_one({"_id": name}))
+    stats, service = mapping(doc.get("stats")), lease(db, now)
+    fresh = age(now, stats.get("at"))
+    if (
+        service
+        and service["live"]
+        and service["owner"] == text(stats.get("owner"))
+        and fresh is not None
+        and fresh <= 60
+    ):
+        return False, printable(
+            f"cannot forget sink {name}: the sink service {service['owner']} still serves it; remove it from "
+            "that service's SINKS first"
+        )
+    queued = store.forget(db, name)
+    if queued is None:
+        return False, printable(f"cannot forget sink {name}: {NOT_REGISTERED}")
+    dead = db[DEAD].count_documents({"sink": name})
     return True, printable(
-        f"replay of sink {name} started: every item dated from {since:%Y-%m-%d %H:%M:%S} UTC is queued again, "
-        "at the sink's pace; `collector sinks status` shows how far it got"
+        f"forgot sink {name}: its document and {queued} queue entries deleted; its {dead} dead letters are kept "
+        "(sinkDeadLetters); configured again later, it is a new sink (with a backfill unless BACKFILL is false)"
+    )
+
+
+def replay(db: Any, name: str, since: datetime, now: datetime, by: str | None = None) -> tuple[bool, str]:
+    """Start a replay walk of the items dated `since` or later; a walk under way is taken over (the new walk
+    starts from the first item and covers both), and the line says so."""
+    from ..sinks import store
+
+    walk = store.replay(db, name, since, by if by is not None else who(), now)
+    if walk is None:
+        return False, printable(f"cannot replay sink {name}: {NOT_REGISTERED}")
+    start = walk["since"]
+    items = f"every item dated from {start:%Y-%m-%d %H:%M:%S} UTC" if start is not None else "every item"
+    joined = mapping(walk.get("joined"))
+    took = ""
+    if "since" in joined:
+        was = when(joined.get("since"))
+        old = f"a replay of items from {was:%Y-%m-%d %H:%M:%S} UTC" if was is not None else "a backfill"
+        took = f" ({old} was under way: it starts over with this one, which covers both)"
+    return True, printable(
+        f"replay of sink {name} started: {items} is queued again, at the sink's pace{took}; "
+        "`collector sinks status` shows how far it got"
     )

@@ -37,8 +37,21 @@ def service_line(report: Mapping[str, Any]) -> str:
     return f"sink service: {service['owner']} (host {service['host']}, pid {service['pid']}) {held}{beat}"
 
 
+def blocked_lines(report: Mapping[str, Any]) -> list[str]:
+    """The registered sinks the lease holder does not configure: it queues no new item meanwhile."""
+    service = report["service"]
+    if service is None or not service["live"] or not service.get("blocked"):
+        return []
+    names = ", ".join(service["blocked"])
+    return [
+        f"  NEW ITEMS WAIT: this service does not configure sink(s) {names}, registered in MongoDB: new items stay "
+        "marked (nothing lost) and are queued for no sink until its SINKS names them, or `collector sinks forget "
+        "NAME` for a sink removed on purpose"
+    ]
+
+
 def render_status(report: Mapping[str, Any]) -> str:
-    lines = [f"sinks at {at(report['at'])}", service_line(report)]
+    lines = [f"sinks at {at(report['at'])}", service_line(report), *blocked_lines(report)]
     if report["outboxPending"] is not None:
         lines.append(f"items stored, not yet queued for the sinks: {report['outboxPending']}")
     lines += [
@@ -89,7 +102,10 @@ def row_notes(row: Mapping[str, Any]) -> list[str]:
         status = f" ({letter['status']})" if letter["status"] else ""
         notes.append(f"  item {letter['item']} at {at(letter['at'])}{status}: {letter['reason'] or '?'}")
     if row["configured"] is False:
-        notes.append("no longer configured (SINKS does not name it): its queue waits, nothing is delivered")
+        notes.append(
+            "no longer configured (SINKS does not name it): its queue waits, nothing is delivered; removed on "
+            "purpose: `collector sinks forget NAME`"
+        )
     elif not row["registered"]:
         notes.append("configured; no sink service has registered it yet")
     return notes

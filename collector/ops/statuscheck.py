@@ -91,8 +91,9 @@ SINK_LAG_WARN = 900.0  # seconds, when the settings do not say (SINK_LAG_WARN)
 
 
 def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem], list[str]]:
-    """WARNING for a configured sink stopped (its credentials refused), paused, or lagging past SINK_LAG_WARN, and
-    for sinks configured while no sink service holds the lease; the backlog and lag of each, as performance data.
+    """WARNING for a configured sink stopped (its credentials refused), paused, or lagging past SINK_LAG_WARN, for
+    registered sinks the lease holder does not configure (it queues no new item), and for sinks configured while
+    no sink service holds the lease; the backlog and lag of each, as performance data.
     Sinks the database knows and the settings no longer name are not judged."""
     configured = set(getattr(settings, "sinks", ()) or ())
     warn = float(getattr(settings, "sink_lag_warn", SINK_LAG_WARN))
@@ -107,6 +108,15 @@ def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem],
         ]
         problems += sink_state(row, warn)
     service = report["service"]
+    if service is not None and service["live"] and service.get("blocked"):
+        names = plain(", ".join(service["blocked"]))
+        problems.append(
+            (
+                WARNING,
+                f"sink service {plain(service['owner'])} does not configure sink(s) {names}, registered in MongoDB: "
+                "new items are queued for no sink (kept marked) until it does, or `collector sinks forget NAME`",
+            )
+        )
     if configured and (service is None or not service["live"]):
         since = (
             f" (lease expired {service['leaseUntil']:%Y-%m-%d %H:%M} UTC)" if service and service["leaseUntil"] else ""
@@ -130,7 +140,7 @@ def sink_state(row: dict[str, Any], warn: float) -> list[Problem]:
         return [
             (
                 WARNING,
-                f"sink {name} paused{since} by {paused['by'] or '?'}"
+                f"sink {name} paused{since} by {plain(paused['by']) or '?'}"
                 + (f": {plain(paused['reason'])}" if paused["reason"] else ""),
             )
         ]

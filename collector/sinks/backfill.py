@@ -53,7 +53,8 @@ class Walks:
         items = self.store.walk(walk.get("cursor"), since, config.services, allowance)
         self.store.enqueue([queue_entry(config.name, item, now, walked=True) for item in items])
         cursor = items[-1]["_id"] if items else walk.get("cursor")
-        self.store.advance(config.name, cursor, len(items), now if len(items) < allowance else None)
+        done_at = now if len(items) < allowance else None
+        self.store.advance(config.name, cursor, len(items), done_at, walk_id=walk.get("id"))
         self.tokens[config.name] -= len(items)
         return len(items)
 

@@ -1,7 +1,8 @@
 """The verdicts of finished deliveries, written on the service's thread: done -> the entry deleted; retry ->
-tries + 1 and due again after a back-off (full jitter, capped; forever); reject -> rejects + 1, and after
-SINK_MAX_TRIES rejects the entry moves to sinkDeadLetters with its reason; gone -> the entry deleted; auth -> the
-sink stopped (the entries stay due for when it is resumed).
+tries + 1 and due again after a back-off (full jitter, capped; forever); reject -> rejects + 1, due again no sooner
+than 30 s, 60 s, 120 s ... (capped) after each reject, and after SINK_MAX_TRIES rejects the entry moves to
+sinkDeadLetters with its reason; gone -> the entry deleted; auth -> the sink stopped (the entries stay due for
+when it is resumed).
 
 Finished batches wait here until their writes succeeded: a database that is away keeps them in memory and the next
 round writes them (every write may be done twice without harm). The counters are added to the sinks' documents
@@ -26,6 +27,8 @@ from .store import SinkStore, whole
 
 log = logging.getLogger("collector.sinks")
 STATUS = re.compile(r"([1-9][0-9]{2})(?=[\s:]|$)")  # ASCII digits only: "²³⁴".isdigit() is true, int() refuses it
+
+REJECT_SPACING = 30.0  # seconds at least between the first reject of an entry and its next try; doubling after
 
 
 @dataclass
@@ -139,8 +142,17 @@ class Outcomes:
 
     def _retry(self, entry: Mapping[str, Any], verdict: Verdict, now: datetime, cap: float, reject: bool) -> None:
         wait = backoff(whole(entry.get("tries")), cap, self.rng, verdict.retry_after)
+        if reject:  # a destination-wide hiccup reported per item (an index made again) must outlast the tries
+            wait = max(wait, reject_floor(whole(entry.get("rejects")), cap))
         error = {"kind": verdict.kind or verdict.outcome, "message": verdict.reason, "at": now}
         self.store.reschedule(entry, now + timedelta(seconds=wait), error, reject)
+
+
+def reject_floor(rejects: int, cap: float) -> float:
+    """The least wait before the try after reject number `rejects + 1`: REJECT_SPACING doubling with each reject,
+    up to SINK_RETRY_MAX (`cap`). With the defaults (3 tries, 600 s) the last reject comes 90 s or more after the
+    first, so a per-item refusal that lasts less than that does not dead-letter."""
+    return min(cap, REJECT_SPACING * 2 ** min(max(rejects, 0), 30))
 
 
 def _status(verdict: Verdict) -> int | None:

@@ -25,12 +25,12 @@ from ..settings import Settings
 from ..textout import printable
 from .backfill import Walks
 from .config import secret_values, sink_configs
-from .delivery import REJECT, VANISHED, Verdict
+from .delivery import AUTH, REJECT, RETRY, VANISHED, Verdict
 from .docs import DocRefused, as_doc
 from .figures import SinkFigures, Stats
 from .guard import Guard
 from .lane import Lane
-from .mover import MOVE_BATCH, move, register_new
+from .mover import MOVE_BATCH, Unserved, move, register_new
 from .outcomes import Outcomes
 from .registry import SinkRegistry
 from .sdk import Sink, SinkConfig
@@ -82,6 +82,7 @@ class SinkService:
         self.settings = settings
         self._secrets: list[str] = []
         self._renewed: datetime | None = None
+        self.unserved = Unserved(self.store, owner)  # registered sinks not configured here: the mover waits
         self._configure(sink_configs(settings, self.kinds))
 
     # --- the public API ---------------------------------------------------------------------------------------------
@@ -188,7 +189,8 @@ class SinkService:
                 walk = "its backfill started" if "backfill" in docs.get(name, {}) else "new items only"
                 log.info("sink %s registered (%s): %s", name, self.lanes[name].config.kind, walk)
         # each part scoped: a bad value fails that part only (logged once), the database being away the round
-        moved = self.guard.run("the mover", partial(move, self.store, configs, now)) or 0
+        blocked = self.unserved.check(docs, configs, now)
+        moved = 0 if blocked else self.guard.run("the mover", partial(move, self.store, configs, now)) or 0
         for config in configs:
             self.guard.run(f"sink {config.name}'s walk", partial(self.walks.round, [config], docs, now))
         for name, lane in self.lanes.items():
@@ -209,6 +211,8 @@ class SinkService:
             return True
         held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
         self._renewed = now if held else None
+        if held and not self.holds_lease:
+            self.unserved.said = None  # the lease document may say another holder's: say ours
         if held != self.holds_lease:
             log.info("sinks: %s the service lease", "took" if held else "stand by: another service holds")
         self.holds_lease = held
@@ -217,8 +221,9 @@ class SinkService:
     def _collect(self) -> None:
         """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
         for lane in self._all_lanes():
+            current = self.lanes.get(lane.name) is lane
             for entries, verdicts in lane.finished():
-                self.outcomes.add(lane.name, entries, verdicts)
+                self.outcomes.add(lane.name, entries, verdicts if current else superseded(verdicts))
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
@@ -304,6 +309,18 @@ def _names_item(entry: dict) -> bool:
     except TypeError:
         return False
     return item is not None
+
+
+def superseded(verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts of a delivery made with settings since replaced (a reload): a refused authentication is about
+    the old credentials, so its entries are tried again (with the new ones) and the sink is not stopped. One new
+    verdict per old one (a whole-batch failure stays one object: counted once)."""
+    new: dict[int, Verdict] = {}
+    for verdict in verdicts:
+        if verdict.outcome == AUTH and id(verdict) not in new:
+            reason = f"{verdict.reason} (with the settings replaced since: tried again with the new ones)"
+            new[id(verdict)] = Verdict(RETRY, reason, verdict.kind, whole=verdict.whole)
+    return [new.get(id(v), v) for v in verdicts]
 
 
 __all__ = ["SinkFigures", "SinkService", "utcnow"]

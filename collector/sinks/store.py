@@ -19,6 +19,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from ..engine.store import unavailable
 
+from ..sdk.timeutil import as_utc
+
 QUEUE = "sinkQueue"
 DEAD = "sinkDeadLetters"
 SINKS = "sinks"
@@ -66,11 +68,23 @@ class SinkStore:
         found = self.sinks.find({"_id": {"$ne": SERVICE_ID}})
         return {doc["_id"]: doc for doc in found if isinstance(doc.get("_id"), str)}
 
+    def sink_names(self) -> list[Any]:
+        """The ids of the sinks' documents (the registered sinks), nothing else read."""
+        return [doc["_id"] for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1})]
+
+    def set_blocked(self, owner: str, names: list[str], now: datetime) -> None:
+        """Say in the lease document (while `owner` holds it) which registered sinks its settings do not serve:
+        while there are any, the mover queues nothing and unsets no marker (`sinks status`, `status --check`)."""
+        change = (
+            {"$set": {"blocked": {"owner": owner, "sinks": names, "at": now}}} if names else {"$unset": {"blocked": ""}}
+        )
+        self.sinks.update_one({"_id": SERVICE_ID, "owner": owner}, change)
+
     def register(self, name: str, kind: str, backfill: bool, owner: str, now: datetime) -> None:
         """The document of a sink seen for the first time, its backfill started unless `backfill` is false."""
         fields: dict[str, Any] = {"kind": kind, "createdAt": now, "counts": new_counts()}
         if backfill:
-            fields["backfill"] = {"since": None, "cursor": None, "startedAt": now, "by": owner, "enqueued": 0}
+            fields["backfill"] = new_walk(None, owner, now)
         try:
             self.sinks.update_one({"_id": name}, {"$setOnInsert": fields}, upsert=True)
         except DuplicateKeyError:  # registered meanwhile by another service: theirs stands
@@ -144,11 +158,15 @@ class SinkStore:
         found = self.items.find(query, {"_id": 1, "type": 1, "date": 1}).sort("_id", ASCENDING).limit(limit)
         return list(found)
 
-    def advance(self, name: str, cursor: Any, enqueued: int, done_at: datetime | None) -> None:
+    def advance(self, name: str, cursor: Any, enqueued: int, done_at: datetime | None, walk_id: Any = None) -> None:
+        """The walk `walk_id` (None: a walk from before walks had ids) went on to `cursor`, done at `done_at`. A
+        walk a replay replaced meanwhile (another id) is left as it is: the replay is not marked done by the old
+        walk's last step, nor given its cursor."""
         fields: dict[str, Any] = {"backfill.cursor": cursor}
         if done_at is not None:
             fields["backfill.doneAt"] = done_at
-        self.sinks.update_one({"_id": name}, {"$set": fields, "$inc": {"backfill.enqueued": enqueued}})
+        query = {"_id": name, "backfill.id": walk_id}  # None matches a walk without an id only
+        self.sinks.update_one(query, {"$set": fields, "$inc": {"backfill.enqueued": enqueued}})
 
     def queue_size(self, name: str, limit: int = 0) -> int:
         """The sink's queue entries (counted up to `limit` when given: "at least that many")."""
@@ -250,11 +268,58 @@ def resume(db: Any, name: str, now: datetime) -> bool:
     return bool(found.matched_count)
 
 
-def replay(db: Any, name: str, since: datetime | None, by: str, now: datetime) -> bool:
-    """Enqueue again, at the sink's pace, every item dated `since` or later (None: every item). Starts the walk
-    over, replacing one under way. False when there is no such sink."""
-    walk = {"since": since, "cursor": None, "startedAt": now, "by": by, "enqueued": 0}
-    return bool(db[SINKS].update_one({"_id": _name(name)}, {"$set": {"backfill": walk}}).matched_count)
+def new_walk(since: datetime | None, by: str, now: datetime) -> dict[str, Any]:
+    """A backfill (`since` None: every item) or replay walk, from the start; its id tells it from the next one."""
+    return {"id": ObjectId(), "since": since, "cursor": None, "startedAt": now, "by": by, "enqueued": 0}
+
+
+def replay(db: Any, name: str, since: datetime | None, by: str, now: datetime) -> dict[str, Any] | None:
+    """Enqueue again, at the sink's pace, every item dated `since` or later (None: every item): the walk written,
+    or None when there is no such sink. A walk under way is not lost: the new one starts from the first item and
+    covers both (from the earlier of the two dates; its `joined` says which walk it took over)."""
+    sinks, name = db[SINKS], _name(name)
+    for _ in range(20):  # compare and swap: a walk that changed meanwhile (the service, another replay) is read again
+        doc = sinks.find_one({"_id": name}, {"backfill": 1})
+        if doc is None:
+            return None
+        old = doc.get("backfill")
+        walk = new_walk(since, by, now)
+        if isinstance(old, dict) and not old.get("doneAt"):
+            walk["since"] = earlier(since, old.get("since"))
+            walk["joined"] = {k: old.get(k) for k in ("since", "startedAt", "by", "enqueued")}
+        if sinks.update_one({"_id": name, **same_walk(doc)}, {"$set": {"backfill": walk}}).matched_count:
+            return walk
+    walk = new_walk(None, by, now)  # the walk never held still: every item, which covers whatever it was
+    found = sinks.update_one({"_id": name}, {"$set": {"backfill": walk}}).matched_count
+    return walk if found else None
+
+
+def same_walk(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A filter matching the sink's document only while it holds the walk `doc` holds: by its id, else (a walk
+    from before ids, or whatever a shell wrote) by its whole value."""
+    old = doc.get("backfill")
+    if isinstance(old, dict) and isinstance(old.get("id"), ObjectId):
+        return {"backfill.id": old["id"]}
+    return {"backfill": old} if "backfill" in doc else {"backfill": {"$exists": False}}
+
+
+def earlier(since: datetime | None, other: Any) -> datetime | None:
+    """The earlier of two walks' dates; None (every item) when either is (a date that is no datetime: every item,
+    as the walk reads it)."""
+    if since is None or not isinstance(other, datetime):
+        return None
+    return min(as_utc(since), as_utc(other))
+
+
+def forget(db: Any, name: str) -> int | None:
+    """A sink removed from the settings on purpose: its queue entries, then its document, deleted (its dead letters
+    kept). The queue entries deleted, or None when there is no such sink."""
+    name = _name(name)
+    if db[SINKS].find_one({"_id": name}, {"_id": 1}) is None:
+        return None
+    queued = int(db[QUEUE].delete_many({"sink": name}).deleted_count)
+    db[SINKS].delete_one({"_id": name})
+    return queued
 
 
 def counts(db: Any, name: str, now: datetime | None = None) -> dict[str, Any]:

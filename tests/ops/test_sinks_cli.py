@@ -162,8 +162,15 @@ def test_pause_resume_and_replay_write_what_they_say(world, monkeypatch):
     assert code == 0 and "was stopped" in out and "stopped" not in world.sinks.find_one({"_id": "hook"})
     code, out, err = run(monkeypatch, ["sinks", "replay", "search", "--since", "2026-11-30"])
     assert code == 0 and "replay of sink search started" in out, err
+    # the backfill under way is not lost: the replay takes it over and covers both (every item)
+    assert "every item is queued again" in out and "a backfill was under way" in out
     walk = world.sinks.find_one({"_id": "search"})["backfill"]
-    assert walk["since"] == datetime(2026, 11, 30, tzinfo=UTC) and "@" in walk["by"]
+    assert walk["since"] is None and "@" in walk["by"] and walk["joined"]["enqueued"] == 40
+    world.sinks.update_one({"_id": "search"}, {"$set": {"backfill.doneAt": now}})
+    code, out, err = run(monkeypatch, ["sinks", "replay", "search", "--since", "2026-11-30"])
+    assert code == 0 and "every item dated from 2026-11-30 00:00:00 UTC is queued again" in out, err
+    walk = world.sinks.find_one({"_id": "search"})["backfill"]
+    assert walk["since"] == datetime(2026, 11, 30, tzinfo=UTC) and "joined" not in walk
 
 
 def test_unknown_names_bad_dates_and_unconfigured_replays_are_one_line_each(world, monkeypatch):

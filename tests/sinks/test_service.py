@@ -271,6 +271,9 @@ def test_a_reload_adds_a_sink_which_gets_everything_stored(db):
     assert set(destinations["a"].received.values()) == {1}
     svc.apply_settings(sink_settings("a", SINK_A_BATCH="2"))  # a changed sink starts again with its settings
     more = add_items(db, 5, start=10)
+    run(svc, clock, rounds=4)  # b is removed from SINKS but still registered: the items stay marked for it
+    assert not set(more) & set(destinations["a"].received) and svc.outbox_pending == 5
+    assert sinks_store.forget(db, "b") is not None  # removed on purpose: the operator forgets it
     run(svc, clock, rounds=4)
     assert set(more) <= set(destinations["a"].received) and max(destinations["a"].batches[-3:]) <= 2
     assert "b" not in svc.snapshot()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from bson import ObjectId
 
 from collector.sinks import store as sinks_store
 from collector.sinks.store import DEAD, QUEUE, SERVICE_ID, SinkStore, entry_id
@@ -132,6 +133,7 @@ def test_pause_resume_and_replay_for_the_operator(db):
     assert not {"paused", "stopped"} & set(store.sink_docs()["a"])
     assert sinks_store.replay(db, "a", T0, "ann", T0 + timedelta(hours=1))
     walk = store.sink_docs()["a"]["backfill"]
+    assert isinstance(walk.pop("id"), ObjectId)  # tells this walk from the next one
     assert walk == {"since": T0, "cursor": None, "startedAt": T0 + timedelta(hours=1), "by": "ann", "enqueued": 0}
     with pytest.raises(ValueError):
         sinks_store.pause(db, SERVICE_ID, "ann", "", T0)
