@@ -18,7 +18,6 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from ..engine.store import unavailable
-
 from ..sdk.timeutil import as_utc
 
 QUEUE = "sinkQueue"
