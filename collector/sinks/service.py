@@ -250,7 +250,7 @@ class SinkService:
 
     def _deliver(self, lane: Lane, doc: dict, now: datetime) -> int:
         """Hand the lane's due entries to its threads; the batches started."""
-        self._follow(lane, doc)
+        follow(lane, doc)
         lane.paused = bool(doc.get("paused"))
         if lane.stopped or lane.paused or self.stopping:
             return 0
@@ -270,13 +270,6 @@ class SinkService:
         for chunk in chunks:
             lane.submit([e for e, _ in chunk], [d for _, d in chunk])
         return len(chunks)
-
-    def _follow(self, lane: Lane, doc: dict) -> None:
-        """The lane follows its document: stopped there (by an earlier service), or resumed by the operator."""
-        if doc.get("stopped") and not lane.stopped:
-            lane.stopped, lane.ready = True, False
-        elif lane.stopped and doc and not doc.get("stopped"):
-            lane.reset()
 
     def _docs(self, lane: Lane, entries: list[dict]) -> list[tuple[dict, Any]]:
         """(entry, Doc) for each entry whose item can be sent; the others get their verdict at once (an entry a
@@ -299,6 +292,14 @@ class SinkService:
                 verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
                 self.outcomes.add(lane.name, [entry], [verdict])
         return pairs
+
+
+def follow(lane: Lane, doc: dict) -> None:
+    """The lane follows its document: stopped there (by an earlier service), or resumed by the operator."""
+    if doc.get("stopped") and not lane.stopped:
+        lane.stopped, lane.ready = True, False
+    elif lane.stopped and doc and not doc.get("stopped"):
+        lane.reset()
 
 
 def _names_item(entry: dict) -> bool:
