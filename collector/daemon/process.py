@@ -39,6 +39,14 @@ HOUSEKEEPING_SECONDS = 60.0
 GAUGES_SECONDS = 30.0
 
 
+def exit_if_second(count: int, signum: int) -> None:
+    """The second stop signal (`count` 2 or more) ends the process at once, 128 + the signal, waiting for nothing."""
+    if count > 1:
+        sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+
 class Daemon:
     def __init__(self, collector: Collector, mode: str):
         self.collector = collector
@@ -92,10 +100,7 @@ class Daemon:
 
     def on_signal(self, signum: int, frame=None) -> None:
         self.signals += 1
-        if self.signals > 1:
-            sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
-            sys.stderr.flush()
-            os._exit(128 + signum)
+        exit_if_second(self.signals, signum)
         log.info(
             "%s received: finishing the networks in flight (at most %gs), then exiting",
             signal.Signals(signum).name,

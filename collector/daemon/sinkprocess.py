@@ -29,7 +29,7 @@ from pymongo.errors import PyMongoError
 
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..settings import Settings, SettingsError
-from .process import StartupSignals, StopDuringStartup, restored_signals
+from .process import StartupSignals, StopDuringStartup, exit_if_second, restored_signals
 from .reload import changed, merge
 from .systemd import Notifier
 
@@ -122,10 +122,7 @@ class SinkProcess:
 
     def on_signal(self, signum: int, frame: object = None) -> None:
         self.signals += 1
-        if self.signals > 1:
-            sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
-            sys.stderr.flush()
-            os._exit(128 + signum)
+        exit_if_second(self.signals, signum)
         log.info(
             "%s received: finishing the deliveries in flight (at most %gs), then exiting",
             signal.Signals(signum).name,
