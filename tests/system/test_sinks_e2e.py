@@ -214,9 +214,16 @@ def test_an_auth_failure_stops_one_sink_loudly_while_the_others_deliver_and_resu
             try:
                 wait_until(lambda: walked(db, 3), timeout=90)
                 stored = hex_ids(db)
-                # refused twice, then acknowledged: nothing of the webhook's is left waiting
-                wait_until(lambda: db.sinkQueue.count_documents({"sink": "hooks"}) == 0, timeout=60)
-                assert hook.ids() == stored
+                # refused twice, then acknowledged: every item received, nothing of the webhook's left waiting
+                # (neither marked nor queued)
+                wait_until(
+                    lambda: (
+                        hook.ids() == stored
+                        and db.items.count_documents({"sinkPending": True}) == 0
+                        and db.sinkQueue.count_documents({"sink": "hooks"}) == 0
+                    ),
+                    timeout=60,
+                )
                 wait_until(lambda: scrape(port).get(("collector_sink_stopped", (("sink", "ts"),))) == 1, timeout=60)
                 check = run(["status", "--check"], env)
                 assert check.returncode == 1 and "ts" in check.stdout and "WARNING" in check.stdout
