@@ -21,6 +21,7 @@ from typing import Any
 
 from bson import Decimal128, ObjectId, json_util
 from bson.binary import Binary, UuidRepresentation
+from bson.code import Code
 from bson.errors import InvalidId
 from bson.timestamp import Timestamp
 
@@ -111,7 +112,7 @@ def query_in(value: Any, depth: int = 0) -> str | None:
         return None
     if isinstance(value, list):
         return next((why for why in (query_in(v, depth + 1) for v in value) if why is not None), None)
-    if isinstance(value, VALUES):
+    if isinstance(value, VALUES) and not isinstance(value, Code):  # (Code is a str)
         return None
     return f"a {printable(type(value).__name__)}"  # Regex, re.Pattern, Code, DBRef, MinKey, …
 
