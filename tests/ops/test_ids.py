@@ -9,14 +9,16 @@ import json
 from datetime import timedelta
 
 import pytest
-from bson import ObjectId
+from bson import ObjectId, json_util
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector import cli
 from collector.devtools.fakeapi import make_stars
 from collector.ops import ids
 from collector.sdk import utcnow
 
-from helpers import TOKEN, GitHubStub, add_network
+from helpers import TOKEN, GitHubStub, add_network, examples
 
 QUERIES = [
     '{"$ne": null}',
@@ -68,6 +70,38 @@ def test_parse_id_refuses_a_query_whatever_its_spelling(query):
         ids.parse_id(query)
     line = str(refused.value)
     assert "is a query, not an id" in line and "\n" not in line and len(line) < 300
+
+
+KEYS = st.text(alphabet="ab$._ ", min_size=1, max_size=4).filter(lambda k: not k.startswith("$"))
+PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**62), 2**62), st.text(max_size=6), st.builds(ObjectId)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, min_size=1, max_size=3),
+    max_leaves=10,
+)
+OPERATORS = st.sampled_from(["$ne", "$gt", "$regex", "$where", "$in", "$exists", "$expr", "$", "$$x"])
+
+
+def hide(value, operator: str, path: list[int]):
+    """`value` with `{operator: 1}` put somewhere inside it (the path's numbers pick where)."""
+    if not path:
+        return {operator: 1}
+    if isinstance(value, list) and value:
+        at = path[0] % len(value)
+        return [hide(v, operator, path[1:]) if i == at else v for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        key = sorted(value)[path[0] % len(value)]
+        return {**value, key: hide(value[key], operator, path[1:])}
+    return [value, {"x": {operator: 1}}]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(value=PLAIN, operator=OPERATORS, path=st.lists(st.integers(0, 5), max_size=5))
+def test_an_operator_hidden_anywhere_in_a_value_is_refused_and_the_plain_value_is_an_id(value, operator, path):
+    text = json_util.dumps(value, json_options=ids.ID_JSON)
+    if isinstance(value, (dict, list)):  # (a scalar prints in its own form: a string as it is, and so on)
+        assert ids.parse_id(text) == value
+    with pytest.raises(ids.NotAnId):
+        ids.parse_id(json_util.dumps(hide(value, operator, path), json_options=ids.ID_JSON))
 
 
 @pytest.mark.parametrize(
