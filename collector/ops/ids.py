@@ -105,7 +105,7 @@ def query_in(value: Any, depth: int = 0) -> str | None:
     if isinstance(value, Mapping):
         for key, inner in value.items():
             if not isinstance(key, str) or key.startswith("$") or "\x00" in key:
-                return f"the key {printable(clip(repr(key), 40))}"
+                return f"a document keyed {printable(clip(repr(key), 40))}"
             why = query_in(inner, depth + 1)
             if why is not None:
                 return why
