@@ -59,11 +59,17 @@ class Monitor:
             return error.code, json.loads(error.read())
 
     def search(self, q: str) -> list[dict]:
-        url = f"http://127.0.0.1:{self.port}/api/networks?" + urllib.parse.urlencode({"q": q})
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            found = json.loads(reply.read())
-        assert found["error"] is None
+        status, found = self.ask(q)
+        assert status == 200 and found["error"] is None, found
         return found["networks"]
+
+    def ask(self, q: str) -> tuple[int, dict]:
+        url = f"http://127.0.0.1:{self.port}/api/networks?" + urllib.parse.urlencode({"q": q})
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
 
     def snapshot(self) -> dict[str, list]:
         """Every document of every collection the monitor reads or writes (the stand-in lists no collections)."""
@@ -128,9 +134,14 @@ def test_a_pause_names_its_scope_by_name_only(monitor, action):
     assert monitor.snapshot() == before
 
 
-def test_a_search_for_a_query_finds_nothing_and_a_string_with_a_dollar_is_an_id(monitor):
+def test_a_search_for_a_query_is_refused_with_400_and_a_string_with_a_dollar_is_an_id(monitor):
     for query in QUERIES:
-        assert monitor.search(query) == [], query
+        status, answer = monitor.ask(query)
+        assert status == 400 and answer["networks"] == [], (query, answer)
+        assert "is a query, not an id" in answer["error"] and "\n" not in answer["error"]
+    for text in ('{"s": "github"', "{not json", ".*", "^ada"):  # no JSON, no email: a search of users' emails
+        assert monitor.search(text) == [], text
+    assert [n["user"] for n in monitor.search("ad")] == ["ada@x.test"]
     assert [n["user"] for n in monitor.search('"$ne"')] == ["eve@x.test"]
     assert [n["user"] for n in monitor.search("$ne")] == ["eve@x.test"]
     assert [n["user"] for n in monitor.search(format_id({"s": "github", "i": 7}))] == ["dee@x.test"]
