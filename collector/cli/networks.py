@@ -1,6 +1,7 @@
 """`collector networks list|show|enable|run|reset`: what they print and the exit code each returns — 0 done, 1 a
-bad id, no such network, or one left alone because a collector holds it, 3 MongoDB unreachable. The queries and
-rules are the operator tools' (ops/networks.py); `run` is the engine's own run of one network."""
+bad id, no such network, or one left alone because a collector holds it, 2 a query given as an id (a document
+with `$` keys, a regular expression: ops/ids.py), 3 MongoDB unreachable. The queries and rules are the operator
+tools' (ops/networks.py); `run` is the engine's own run of one network."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..exitcodes import EXIT_NO, EXIT_OK
+from ..exitcodes import EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..ops import STATES
 from ..settings import Settings
 from .common import Commands, Handler, complain, dumps, on_database, printable
@@ -70,15 +71,19 @@ def register(commands: Commands) -> None:
 
 def on_networks(work: Callable[[argparse.Namespace, Settings, Any], int]) -> Handler:
     """A networks command: on the database (exit 3 when it cannot be reached), and a bad id or a network not
-    found (ops/networks.py `AdminError`) is exit 1, said on standard error."""
+    found (ops/ids.py `AdminError`) is exit 1, a query given as an id (`NotAnId`) exit 2, said on standard
+    error."""
 
     @on_database
     @functools.wraps(work)
     def handler(args: argparse.Namespace, settings: Settings, db: Any) -> int:
-        from ..ops.networks import AdminError
+        from ..ops.ids import AdminError, NotAnId
 
         try:
             return work(args, settings, db)
+        except NotAnId as exc:
+            complain(printable(str(exc)))
+            return EXIT_USAGE
         except AdminError as exc:
             complain(printable(str(exc)))
             return EXIT_NO
@@ -136,11 +141,11 @@ def run_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     """`networks run`: the network's requests as they happen, then its items and state change; exit 1 when the
     run failed."""
     from ..engine import Collector
-    from ..ops.networks import AdminError, parse_id
+    from ..ops.ids import AdminError, parse_id
     from ..sdk.http import Http, where
     from ..sdk.timeutil import utcnow
 
-    now = utcnow()
+    now, network_id = utcnow(), parse_id(args.id)  # a query given as an id: refused before anything is made
 
     def show(response: Any, *_: Any, **__: Any) -> None:
         ms = response.elapsed.total_seconds() * 1000
@@ -157,7 +162,7 @@ def run_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
         ensure_indexes=not args.dry_run,
     )
     try:
-        result, saved = collector.run_one(parse_id(args.id), now, dry_run=args.dry_run)
+        result, saved = collector.run_one(network_id, now, dry_run=args.dry_run)
     except LookupError as exc:
         raise AdminError(str(exc)) from None
     finally:

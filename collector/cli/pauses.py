@@ -1,5 +1,6 @@
 """`collector pause` and `collector resume`: one line saying what changed; exit 1 when there was nothing to
-resume, 2 for a bad --until, 3 when MongoDB cannot be reached. The pause itself is ops/pauses.py's."""
+resume, 2 for a bad --until or a --service that is no name ("*"), 3 when MongoDB cannot be reached. The pause
+itself is ops/pauses.py's."""
 
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ def pause(args: argparse.Namespace, settings: Settings, db: Any) -> int:
 def resume(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     from ..ops import pauses
 
-    done, line = pauses.resume(db, args.mode, args.service)
+    try:
+        done, line = pauses.resume(db, args.mode, args.service)
+    except ValueError as exc:
+        complain(str(exc))
+        return EXIT_USAGE
     print(line)
     return EXIT_OK if done else EXIT_NO

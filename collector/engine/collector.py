@@ -153,7 +153,7 @@ class Collector:
         LookupError when no such network exists or another collector holds its lease."""
         claimed = self.read_one(network_id, now) if dry_run else self.claims.claim_one(network_id, now)
         if claimed is None:
-            held = self.store.networks.find_one({"_id": network_id}, {"leaseOwner": 1, "leaseUntil": 1})
+            held = self.store.networks.find_one({"_id": {"$eq": network_id}}, {"leaseOwner": 1, "leaseUntil": 1})
             raise LookupError(
                 f"no network with id {network_id!r}"
                 if held is None
@@ -175,7 +175,7 @@ class Collector:
 
     def read_one(self, network_id: Any, now: datetime) -> Claimed | None:
         """A network read without a lease (a dry run): None when absent; LookupError when another holds it."""
-        network = self.store.networks.find_one({"_id": network_id})
+        network = self.store.networks.find_one({"_id": {"$eq": network_id}})
         if network is None:
             return None
         until = network.get("leaseUntil")

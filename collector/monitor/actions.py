@@ -99,6 +99,10 @@ def parse(request: Request) -> Action:
     network = text_field(body, "id", 200)
     if not network:
         raise Invalid('name the network: {"id": ...}')
+    try:
+        networks.key_filter(network)  # an id is an id: a query given as one (ops/ids.py) is refused here, unrun
+    except networks.AdminError as bad:
+        raise Invalid(str(bad)) from None
     change = networks.enable if name == "enable" else networks.reset
     return Action(f"{name} {printable(network)}", by, lambda db, now: changed(change, db, now, network))
 
@@ -109,7 +113,9 @@ def scope(body: dict[str, Any]) -> tuple[str | None, str | None]:
     if mode not in (*MODES, ""):
         raise Invalid("mode is initial, normal, or empty for every mode")
     service = body.get("service")
-    if service not in (None, "") and (not isinstance(service, str) or not service.strip() or len(service) > 100):
+    if service not in (None, "") and (
+        not isinstance(service, str) or not service.strip() or len(service) > 100 or service.strip() == pauses.ANY
+    ):
         raise Invalid("service is a service's name (at most 100 characters), or empty for every service")
     return mode or None, (service.strip() if service else None)
 

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from pymongo.errors import ConnectionFailure
 
+from ..ops.ids import NotAnId
 from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
 from ..textout import printable
@@ -239,6 +240,8 @@ class Monitor:
             found = await self.on_db(find)
         except actions.Busy:
             return Answer.json(503, {"networks": [], "query": view.text(query, 200), "error": "busy, try again"})
+        except NotAnId as refused:  # an id is an id: a query typed as one is refused, never run
+            return Answer.json(400, {"networks": [], "query": view.text(query, 200), "error": str(refused)})
         except Exception as exc:
             error = f"cannot search ({type(exc).__name__})"
             return Answer.json(503, {"networks": [], "query": view.text(query, 200), "error": error})

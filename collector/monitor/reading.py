@@ -18,7 +18,8 @@ from typing import Any
 from ..engine.store import due_query
 from ..engine.store.control import read as read_pause
 from ..ops import status
-from ..ops.networks import AdminError, find
+from ..ops.ids import AdminError, NotAnId
+from ..ops.networks import find
 
 MAX_COLLECTORS = 1000  # a fleet is tens; the newest heartbeats first, so a flood of junk cannot hide them
 BEHIND = 10  # networks most behind, per mode
@@ -81,12 +82,15 @@ def due_by_service(db: Any, mode: str, now: datetime) -> list[dict[str, Any]]:
 
 
 def search(db: Any, query: str) -> list[dict[str, Any]]:
-    """Networks by id, by user (an email, exactly), or by the start of a user's email: at most FOUND."""
+    """Networks by id, by user (an email, exactly), or by the start of a user's email: at most FOUND. NotAnId for
+    a query given as an id (ops/ids.py)."""
     query = query.strip()[:200]
     if not query:
         return []
     try:
         found = find(db, query)
+    except NotAnId:  # a query given as an id: said to the viewer, never run (nor searched as an email)
+        raise
     except AdminError:
         found = []
     if not found:

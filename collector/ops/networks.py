@@ -6,29 +6,19 @@ Secrets are never shown; a network leased to a running collector is not changed 
 
 from __future__ import annotations
 
-import json
-import re
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
-
-from bson import ObjectId, json_util
-from bson.binary import Binary, UuidRepresentation
-from bson.errors import InvalidId
 
 from ..engine.store import Store, due_query
 from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
 from ..textout import printable
+from .ids import AdminError, equal, format_id, parse_id
 
 # the connector's walk through the history: unset by `reset` so the next run starts from the first page
 PROGRESS_FIELDS = ("page", "cursor", "seenIds", "sinceLikedAt", "etag", "prevMode", "skippedItems")
-
-
-class AdminError(Exception):
-    """A bad id, a network that cannot be changed now: one line for the operator."""
 
 
 class Changes(list):
@@ -69,64 +59,21 @@ def state_of(network: Mapping[str, Any], now: datetime) -> str:
     return "erroring" if _errors(network) else "waiting"
 
 
-ID_JSON = json_util.RELAXED_JSON_OPTIONS.with_options(uuid_representation=UuidRepresentation.STANDARD)
-HEX24 = re.compile(r"[0-9a-fA-F]{24}")
-INTEGER = re.compile(r"-?\d{1,19}")
-BARE = re.compile(r"[A-Za-z0-9_.:@+/=-]{1,200}")  # a string id printed as it is (no quotes needed)
-
-
-def format_id(value: Any) -> str:
-    """A network `_id` as `networks list` prints it, in a form `parse_id` reads back to the same BSON value: an
-    ObjectId as 24 hex digits, an integer as digits, a plain string as it is, a string that would read as
-    something else (24 hex digits, digits, JSON, spaces or control characters) as a JSON string, any other type
-    (a compound id, a float, a UUID, …) as relaxed Extended JSON. ASCII only."""
-    if isinstance(value, ObjectId):
-        return str(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        if BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value) and value[0] != "-":
-            return value
-        return json.dumps(value)  # (a leading "-" would read as an option on the command line)
-    text = json_util.dumps(value, json_options=ID_JSON)
-    if text.startswith("-") and not INTEGER.fullmatch(text):  # -1.5e-07: an option to argparse, so the canonical
-        text = json_util.dumps(value, json_options=json_util.CANONICAL_JSON_OPTIONS)  # {"$numberDouble": ...}
-    return text
-
-
-def _reads_as_other(text: str) -> bool:
-    if INTEGER.fullmatch(text) or text in ("true", "false", "null"):
-        return True
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def parse_id(text: str) -> Any:
-    """The BSON value `format_id` printed as `text` (and, for a bare word, the word itself)."""
-    text = text.strip()
-    if HEX24.fullmatch(text):
-        return ObjectId(text)
-    if INTEGER.fullmatch(text) and -(2**63) <= int(text) < 2**63:
-        return int(text)
-    if text[:1] in ('"', "{", "[") or _reads_as_other(text):
-        try:
-            value = json_util.loads(text, json_options=ID_JSON)
-        except (ValueError, TypeError, InvalidId, RecursionError) as exc:
-            raise AdminError(f"id {printable(clip(text, 80))} is not valid JSON ({printable(clip(exc, 80))})") from None
-        # a UUID goes back as the Binary the database holds (a client without a UUID representation sends that)
-        return Binary.from_uuid(value) if isinstance(value, uuid.UUID) else value
-    return text
+def key_filter(key: str) -> dict[str, Any]:
+    """The filter `find` runs for `key`: the user with this email, or the network with this id (ids.parse_id:
+    AdminError for an id that is no JSON, NotAnId for a query given as an id); by equality only."""
+    if "@" in key and key.strip()[:1] not in ('"', "{", "["):
+        return {"user": equal(key)}
+    return {"_id": equal(parse_id(key))}
 
 
 def find(db: Any, key: str) -> list[dict]:
     """The network with this id, or the networks of the user with this email."""
-    if "@" in key and key.strip()[:1] not in ('"', "{", "["):
-        found = list(db.networks.find({"user": key}).sort("service", 1))
+    query = key_filter(key)
+    if "user" in query:
+        found = list(db.networks.find(query).sort("service", 1))
     else:
-        found = [d for d in [db.networks.find_one({"_id": parse_id(key)})] if d is not None]
+        found = [d for d in [db.networks.find_one(query)] if d is not None]
     if not found:
         raise AdminError(f"no network {'of user ' if '@' in key else 'with id '}{printable(clip(key, 200))}")
     return found
@@ -135,9 +82,9 @@ def find(db: Any, key: str) -> list[dict]:
 def list_query(now: datetime, service: str | None, user: str | None, state: str | None) -> dict[str, Any]:
     query: dict[str, Any] = {}
     if service:
-        query["service"] = service
+        query["service"] = equal(service)
     if user:
-        query["user"] = user
+        query["user"] = equal(user)
     if state:
         query.update(state_filter(state, now))
     return query
@@ -317,9 +264,9 @@ def _chosen(db: Any, ids: Iterable[str], service: str | None, kind: str | None) 
         return [n for key in ids for n in find(db, key)]
     if not service:
         raise AdminError("give network ids or --service")
-    query: dict[str, Any] = {"service": service, "$or": [{"disabled": True}, {"errors": {"$gt": 0}}]}
+    query: dict[str, Any] = {"service": equal(service), "$or": [{"disabled": True}, {"errors": {"$gt": 0}}]}
     if kind:
-        query["lastError.kind"] = kind
+        query["lastError.kind"] = equal(kind)
     return list(db.networks.find(query).sort("_id", 1))
 
 

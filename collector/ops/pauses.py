@@ -23,6 +23,13 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def check_service(service: str | None) -> None:
+    """A pause's service is a service's name, taken as it is: "*" would name every service (the scope's own
+    wildcard), so it is refused (ValueError) and every service is said by giving none."""
+    if service == ANY:
+        raise ValueError(f"service {ANY!r} is not a service's name: give none for every service")
+
+
 def pause(
     db: Any,
     now: datetime,
@@ -35,6 +42,7 @@ def pause(
     """Record the pause of this scope (who: `by`, or this process's user@host) and say what it does."""
     if until is not None and until <= now:
         raise ValueError("--until must be in the future")
+    check_service(service)
     scope = scope_id(mode, service)
     fields = {
         "mode": mode or ANY,
@@ -54,6 +62,8 @@ def pause(
 
 
 def resume(db: Any, mode: str | None, service: str | None) -> tuple[bool, str]:
+    """Lift the pause of this scope; ValueError for a service that is no name (check_service)."""
+    check_service(service)
     scope = scope_id(mode, service)
     removed = Store(db).clear_pause(scope)
     what = f"mode {mode or 'every mode'}, service {service or 'every service'}"

@@ -19,6 +19,7 @@ from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
 from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SINKS, lease_doc, oldest, outbox_pending
 from ..textout import printable
+from .ids import equal
 from .pauses import who
 from .statusfields import count, text
 
@@ -265,7 +266,7 @@ def resume(db: Any, name: str, now: datetime) -> tuple[bool, str]:
     """Lift a pause and a stop (credentials refused); (False, why) when the sink was neither."""
     from ..sinks import store
 
-    doc = mapping(db[SINKS].find_one({"_id": name}))
+    doc = mapping(db[SINKS].find_one({"_id": equal(name)}))
     was = [word for word in ("paused", "stopped") if doc.get(word)]
     if not was or not store.resume(db, name, now):
         return False, printable(f"sink {name} is neither paused nor stopped")
@@ -277,7 +278,7 @@ def forget(db: Any, name: str, now: datetime) -> tuple[bool, str]:
     letters kept. Refused while a live sink service still serves it (its figures written in the last minute)."""
     from ..sinks import store
 
-    doc = mapping(db[SINKS].find_one({"_id": name}))
+    doc = mapping(db[SINKS].find_one({"_id": equal(name)}))
     stats, service = mapping(doc.get("stats")), lease(db, now)
     fresh = age(now, stats.get("at"))
     if (

@@ -88,9 +88,10 @@ class NetworkStore:
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now."""
         token, claim = lease_claim(owner, until)
-        self.networks.update_many({"_id": network_id, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
-        self.networks.update_one({"_id": network_id, **lease_free(now)}, claim)
-        return self.networks.find_one({"_id": network_id, "leaseToken": token})
+        one = {"$eq": network_id}  # an operator's id, compared whole: a document is never run as a query
+        self.networks.update_many({"_id": one, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
+        self.networks.update_one({"_id": one, **lease_free(now)}, claim)
+        return self.networks.find_one({"_id": one, "leaseToken": token})
 
     def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
         for network_id in ids:
@@ -210,4 +211,5 @@ class NetworkStore:
     def change_unless_leased(self, network_id: Any, lease_read: Any, update: dict) -> bool:
         """An operator's change of one network, fenced on the lease as it was read: False when a collector
         claimed the network meanwhile (the write matched nothing)."""
-        return self.networks.update_one({"_id": network_id, "leaseUntil": lease_read}, update).matched_count == 1
+        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
+        return self.networks.update_one(fence, update).matched_count == 1
