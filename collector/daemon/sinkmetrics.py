@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, PlatformCollector, make_wsgi_app
 
+from ..lifecycle import health_routes
 from .httpserver import HttpServer
 from .procmetrics import SandboxProcessCollector
 
@@ -52,7 +53,8 @@ def figure(figures: Any, *names: str) -> Any:
 
 
 class SinkMetrics:
-    """The metrics of one `collector sink` process. `bound`: seconds without a loop round after which /healthz
+    """The metrics and health status (lifecycle.HealthStatus) of one `collector sink` process. `bound`: seconds
+    without a loop round after which /healthz
     fails; `clock`: Unix time; `lease_seconds`: the service lease's length (sinks/service.py)."""
 
     def __init__(
@@ -244,20 +246,8 @@ class SinkMetrics:
 
 
 def app(metrics: SinkMetrics) -> Callable[[dict, Callable], Iterable[bytes]]:
-    exposition = make_wsgi_app(metrics.registry)
-    checks = {"/healthz": metrics.health, "/readyz": metrics.readiness}
-
-    def serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
-        check = checks.get(environ.get("PATH_INFO", ""))
-        if check is not None:
-            healthy, reason = check()
-            start_response(
-                "200 OK" if healthy else "503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")]
-            )
-            return [reason.encode() + b"\n"]
-        return exposition(environ, start_response)
-
-    return serve
+    """/healthz and /readyz from the metrics' typed status (the lifecycle's health routing), /metrics beside."""
+    return health_routes(metrics, make_wsgi_app(metrics.registry))
 
 
 class SinkMetricsServer(HttpServer):
