@@ -113,15 +113,17 @@ class Notifier:
 class Lifecycle:
     """One process's stop, reload and notify state. `on_stop(signum)`: the process's own first-signal work (its log
     line, cutting what runs), called before `stopping` is set; `wakeup`: the event its loop waits on between
-    rounds (a stop or a reload ends the wait)."""
+    rounds (a stop or a reload ends the wait); `on_reload`: called once a SIGHUP set `reload_wanted`, for a loop
+    that does not wait on `wakeup` (the monitor's asyncio loop, whose handlers run on the loop itself)."""
 
     def __init__(
         self,
         on_stop: Callable[[int], object] | None = None,
         wakeup: threading.Event | None = None,
         notifier: Notifier | None = None,
+        on_reload: Callable[[], object] | None = None,
     ):
-        self.on_stop = on_stop
+        self.on_stop, self.on_reload = on_stop, on_reload
         self.stopping = threading.Event()
         self.wakeup = wakeup if wakeup is not None else threading.Event()
         self.notifier = notifier if notifier is not None else Notifier()
@@ -169,6 +171,8 @@ class Lifecycle:
         """SIGHUP: a reload, applied by the process's loop at its next round (never inside the handler)."""
         self.reload_wanted = True
         self.wakeup.set()
+        if self.on_reload is not None:
+            self.on_reload()
 
     def ready(self, status: str) -> None:
         self.notifier.send("READY=1", status)
