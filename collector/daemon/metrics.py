@@ -50,8 +50,8 @@ def progress_bound(settings: Settings) -> float:
 
 class Metrics(Observer):
     """The collector's metrics and its health status (lifecycle.HealthStatus). `bound`: seconds of loop silence
-    after which /healthz fails; `database`: the health /readyz reports;
-    `services` and `jobs`: the label values whose counters start at 0."""
+    after which /healthz fails; `database`: the health /readyz reports; `services` and `jobs`: the label values
+    whose counters start at 0."""
 
     def __init__(
         self,

@@ -54,8 +54,8 @@ def figure(figures: Any, *names: str) -> Any:
 
 class SinkMetrics:
     """The metrics and health status (lifecycle.HealthStatus) of one `collector sink` process. `bound`: seconds
-    without a loop round after which /healthz
-    fails; `clock`: Unix time; `lease_seconds`: the service lease's length (sinks/service.py)."""
+    without a loop round after which /healthz fails; `clock`: Unix time; `lease_seconds`: the service lease's
+    length (sinks/service.py)."""
 
     def __init__(
         self,
@@ -77,7 +77,18 @@ class SinkMetrics:
         Info("collector_sink", "this sink service", registry=self.registry).info(
             {"version": version, "instance_id": instance}
         )
-        r = self.registry
+        self.declare(self.registry)
+        self.sinks: tuple[str, ...] = ()
+        self.seen: dict[tuple[str, str], float] = {}  # the cumulative figures already counted
+        self.stopping = False
+        self.up = True
+        self.alive = self.clock()
+        self.database_up.set(1)
+        self.outbox.set(NAN)
+        self.configure(sinks)
+
+    def declare(self, r: CollectorRegistry) -> None:
+        """The counters and gauges of the sinks, in `r`."""
         self.delivered = Counter(
             "collector_sink_delivered", "documents the destination took (done), by sink", ("sink",), registry=r
         )
@@ -131,14 +142,6 @@ class SinkMetrics:
             "1 while MongoDB answers the sink service, 0 after a round it failed",
             registry=r,
         )
-        self.sinks: tuple[str, ...] = ()
-        self.seen: dict[tuple[str, str], float] = {}  # the cumulative figures already counted
-        self.stopping = False
-        self.up = True
-        self.alive = self.clock()
-        self.database_up.set(1)
-        self.outbox.set(NAN)
-        self.configure(sinks)
 
     def configure(self, sinks: Iterable[str]) -> None:
         """The configured sinks (at the start and after a reload): the new ones' series start at 0 (their gauges
