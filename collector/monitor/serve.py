@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -132,12 +133,18 @@ def run(
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        lifecycle.on_stop = lambda signum: stop.set()  # the handlers run on the loop itself
+        lifecycle.on_stop = lambda signum: stopping(signum, stop)  # the handlers run on the loop itself
         with lifecycle.installed(loop):
             await monitor.run(host, port, stop, started)
 
     asyncio.run(main())
     return 0
+
+
+def stopping(signum: int, stop: asyncio.Event) -> None:
+    """The first SIGTERM or SIGINT: said, and the loop told to stop after the refresh in flight."""
+    log.info("%s received: finishing the refresh in flight, then exiting", signal.Signals(signum).name)
+    stop.set()
 
 
 def announce(host: str) -> Callable[[int], None]:
