@@ -306,3 +306,29 @@ def test_health_routes_put_the_typed_status_in_front_of_a_wsgi_app(live, ready):
         assert started[0][0] == ("200 OK" if healthy else "503 Service Unavailable")
         assert body == reason.encode() + (b"\n" if path != "/metrics" else b"")
     assert seen == ["/metrics"]
+
+
+def test_the_sink_service_and_the_monitor_give_back_the_signal_handlers_they_found(handlers, db):
+    """As the collector does (test_architecture_dispatch.py): each process's own path, its handlers given back."""
+    from collector.daemon import sinkprocess
+    from collector.monitor import serve
+    from collector.monitor.app import Monitor
+    from collector.settings import settings_for_tests
+
+    for signum in lifecycle.HANDLED:
+        signal.signal(signum, mine)
+    settings = settings_for_tests(mongodb_uri="mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=200")
+    assert sinkprocess.serve(settings, once=True, env_file=None, metrics_port=0, metrics_addr="127.0.0.1") == 3
+    assert all(signal.getsignal(s) is mine for s in lifecycle.HANDLED)
+
+    monitor = Monitor(db)
+    ports: list[int] = []
+
+    def ready(port: int) -> None:  # listening: its handlers are in place, and a SIGTERM stops it
+        ports.append(port)
+        assert signal.getsignal(signal.SIGHUP) is not mine
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    assert serve.run(monitor, "127.0.0.1", 0, ready=ready) == 0
+    assert ports and ports[0] > 0
+    assert all(signal.getsignal(s) is mine for s in lifecycle.HANDLED)
