@@ -142,7 +142,14 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
 
 
 # --- rooms ---------------------------------------------------------------------------------------------------------
-KERNEL = ("collector.settings", "collector.textout", "collector.jsonout", "collector.exitcodes", "collector.modes")
+KERNEL = (
+    "collector.settings",
+    "collector.textout",
+    "collector.jsonout",
+    "collector.exitcodes",
+    "collector.modes",
+    "collector.lifecycle",
+)
 ROOMS = {  # room -> the collector modules it may import (prefixes); collector/cli/ may import everything
     "sdk": ("collector.sdk", "collector.settings", "collector.modes"),
     "engine": ("collector.engine", "collector.sdk", *KERNEL),

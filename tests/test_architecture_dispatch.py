@@ -125,20 +125,21 @@ def test_each_network_is_read_and_looked_up_once():
 
 
 def test_the_daemon_gives_back_the_signal_handlers_it_found(monkeypatch):
+    from collector import lifecycle
     from collector.daemon import process
     from collector.settings import settings_for_tests
 
     def mine(signum, frame):  # pragma: no cover - never called
         raise AssertionError
 
-    before = {s: signal.getsignal(s) for s in process.HANDLED}
+    before = {s: signal.getsignal(s) for s in lifecycle.HANDLED}
     settings = settings_for_tests(mongodb_uri="mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=200")
     try:
-        for signum in process.HANDLED:
+        for signum in lifecycle.HANDLED:
             signal.signal(signum, mine)
         code = process.serve(settings, "normal", once=True)
         assert code == 3  # MongoDB unreachable: the daemon's own path went as far as connecting
-        assert all(signal.getsignal(s) is mine for s in process.HANDLED)
+        assert all(signal.getsignal(s) is mine for s in lifecycle.HANDLED)
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)

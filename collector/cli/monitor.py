@@ -25,8 +25,11 @@ def register(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from functools import partial
+
     from ..daemon.logs import setup_logging
     from ..monitor import serve
+    from ..settings import load_settings
     from .common import DATABASE
 
     host = args.host if args.host is not None else settings.monitor_host
@@ -40,8 +43,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     setup_logging(settings.log_level, settings.log_format)
     counted = serve.Counted()
     db = serve.client(settings.mongodb_uri, counted).get_default_database(DATABASE)
+    monitor = serve.monitor_for(db, settings, counted)
+    reread = partial(load_settings, env_file=args.env_file)
+    process = serve.MonitorProcess(monitor, settings, reread, setup_logging)  # SIGHUP: read again
     try:
-        return serve.run(serve.monitor_for(db, settings, counted), host, port)
+        return serve.run(monitor, host, port, process=process)
     except OSError as exc:
         complain(printable(f"cannot listen on {host} port {port}: {exc.strerror or exc}"))
         return EXIT_USAGE

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, make_w
 from ..engine.events import Observer, Saved
 from ..engine.run import Status
 from ..engine.store import OPERATIONS, unavailable
+from ..lifecycle import health_routes
 from .httpserver import HttpServer
 from .instruments import declare
 
@@ -48,8 +49,9 @@ def progress_bound(settings: Settings) -> float:
 
 
 class Metrics(Observer):
-    """`bound`: seconds of loop silence after which /healthz fails; `database`: the health /readyz reports;
-    `services` and `jobs`: the label values whose counters start at 0."""
+    """The collector's metrics and its health status (lifecycle.HealthStatus). `bound`: seconds of loop silence
+    after which /healthz fails; `database`: the health /readyz reports; `services` and `jobs`: the label values
+    whose counters start at 0."""
 
     def __init__(
         self,
@@ -204,23 +206,9 @@ class Metrics(Observer):
         return True, "ok: database answering"
 
 
-CHECKS: dict[str, Callable[[Metrics], tuple[bool, str]]] = {"/healthz": Metrics.health, "/readyz": Metrics.readiness}
-
-
 def app(metrics: Metrics) -> Callable[[dict, Callable], Iterable[bytes]]:
-    exposition = make_wsgi_app(metrics.registry)
-
-    def serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
-        check = CHECKS.get(environ.get("PATH_INFO", ""))
-        if check is not None:
-            healthy, reason = check(metrics)
-            start_response(
-                "200 OK" if healthy else "503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")]
-            )
-            return [reason.encode() + b"\n"]
-        return exposition(environ, start_response)
-
-    return serve
+    """/healthz and /readyz from the metrics' typed status (the lifecycle's health routing), /metrics beside."""
+    return health_routes(metrics, make_wsgi_app(metrics.registry))
 
 
 class MetricsServer(HttpServer):

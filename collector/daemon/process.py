@@ -1,5 +1,6 @@
 """The long-running process for one mode: the continuous dispatch loop (engine.Collector.serve), the recurring
-jobs beside it (jobs.py: heartbeat, stats, housekeeping, gauges, the inactive sweep), signals, --once.
+jobs beside it (jobs.py: heartbeat, stats, housekeeping, gauges, the inactive sweep), --once; its signals, reload
+and notify through the one process lifecycle (collector/lifecycle.py).
 
 First SIGTERM/SIGINT: the jobs stop, networks in flight finish (their requests are cut after HTTP_TIMEOUT at
 most) and are saved, claimed networks not started are given back, then the loop exits 0.
@@ -8,14 +9,12 @@ A second signal exits at once. With once=True: one pass, no jobs, exit 1 if that
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import PyMongoError
 
@@ -24,10 +23,10 @@ from ..engine.events import Observer
 from ..engine.sizing import seats
 from ..engine.store import IndexRefused
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
+from ..lifecycle import Lifecycle, Notifier, StartupSignals, StopDuringStartup, restored_signals
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError, load_settings
-from .reload import changed, merge
-from .systemd import Notifier, Watchdog
+from .systemd import Watchdog
 
 if TYPE_CHECKING:  # pragma: no cover
     from .heartbeat import Heartbeat
@@ -39,80 +38,89 @@ HOUSEKEEPING_SECONDS = 60.0
 GAUGES_SECONDS = 30.0
 
 
-def exit_if_second(count: int, signum: int) -> None:
-    """The second stop signal (`count` 2 or more) ends the process at once, 128 + the signal, waiting for nothing."""
-    if count > 1:
-        sys.stderr.write(f"collector: second {signal.Signals(signum).name}, exiting now\n")
-        sys.stderr.flush()
-        os._exit(128 + signum)
-
-
 class Daemon:
+    """One collector's process: its loop, its jobs and its lifecycle (collector/lifecycle.py: signals, reload,
+    notify). It gives the lifecycle's reload its settings, and /healthz and /readyz their status (Metrics)."""
+
     def __init__(self, collector: Collector, mode: str):
         self.collector = collector
         self.mode = mode
-        self.stopping = threading.Event()
-        self.wakeup = threading.Event()  # an idle loop looks again at once: a stop, or a job waiting for it
-        self.signals = 0
-        self.notifier = Notifier()
+        # an idle loop looks again at once when woken: a stop, a reload, or a job waiting for it
+        self.lifecycle = Lifecycle(on_stop=self.on_stop)
         self.metrics_server: MetricsServer | None = None
         self.metrics: Metrics | None = None
         self.jobs: Jobs | None = None
         self.heartbeat: Heartbeat | None = None
-        self.reload_wanted = False
         self.load_settings: Callable[[], Settings] = load_settings
         self.configure_logging: Callable[[str, str], None] | None = None  # the CLI's: level and format
         self.on_idle: Callable[[], object] | None = None  # called before each idle wait (the demo stars something)
         self.before_exit: Callable[[], object] | None = None  # called after the loop, before the heartbeat goes
 
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.on_signal)
-        signal.signal(signal.SIGINT, self.on_signal)
-        signal.signal(signal.SIGHUP, self.on_hangup)
+    # --- the lifecycle's parts, by their old names -----------------------------------------------------------------
+    @property
+    def stopping(self) -> threading.Event:
+        return self.lifecycle.stopping
 
-    def on_hangup(self, signum: int, frame=None) -> None:
-        self.reload_wanted = True  # applied on the dispatch loop's thread, at its next round
+    @property
+    def wakeup(self) -> threading.Event:
+        return self.lifecycle.wakeup
 
-    def reload(self) -> list[str]:
-        """Read the settings again and apply what may change while running; returns the names applied. A bad
-        value, or a settings file that cannot be read, keeps every old setting (one error line naming it); the
-        daemon never stops over a reload."""
-        self.reload_wanted = False
-        old = self.collector.settings
-        try:
-            new = self.load_settings()
-        except SettingsError as exc:
-            log.error("reload refused, settings unchanged: %s", exc)
-            return []
-        merged, kept = merge(old, new)
-        if kept:
-            log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
-        applied = changed(old, merged)
-        self.collector.apply_settings(merged)  # the engine first, then everyone who follows settings (observers)
-        if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
-            self.configure_logging(merged.log_level, merged.log_format)
-        log.info(
-            "reload: %s (read %s)",
-            "applied " + ", ".join(applied) if applied else "no change",
-            ", ".join(merged.sources) or "nothing",
-        )
-        return applied
+    @property
+    def notifier(self) -> Notifier:
+        return self.lifecycle.notifier
 
-    def on_signal(self, signum: int, frame=None) -> None:
-        self.signals += 1
-        exit_if_second(self.signals, signum)
+    @property
+    def reload_wanted(self) -> bool:
+        return self.lifecycle.reload_wanted
+
+    @reload_wanted.setter
+    def reload_wanted(self, wanted: bool) -> None:
+        self.lifecycle.reload_wanted = wanted
+
+    def install_signal_handlers(self) -> dict[int, Any]:
+        """The lifecycle's handlers; returns the ones found (the caller may give them back)."""
+        return self.lifecycle.install()
+
+    def on_signal(self, signum: int, frame: object = None) -> None:
+        self.lifecycle.on_signal(signum, frame)
+
+    def on_stop(self, signum: int) -> None:
+        """The first SIGTERM or SIGINT: said, /readyz 503 from now on, requests still running after one deadline
+        cut and no new one started (the stop is bounded)."""
         log.info(
             "%s received: finishing the networks in flight (at most %gs), then exiting",
             signal.Signals(signum).name,
             self.collector.settings.http_timeout,
         )
-        self.stopping.set()
-        self.wakeup.set()
         if self.metrics is not None:
-            self.metrics.stopping = True  # /readyz: 503 from now on
-        self.notifier.send("STOPPING=1")
-        # requests still running after one deadline are cut and no new one starts: the stop is bounded
+            self.metrics.stopping = True
         self.collector.cut_requests_after(self.collector.settings.http_timeout)
+
+    # --- reload (lifecycle.Reloading) --------------------------------------------------------------------------------
+    def reload(self) -> list[str]:
+        """Read the settings again and apply what may change while running (lifecycle.reload); the engine first,
+        then everyone who follows settings (observers). Returns the names applied."""
+        return self.lifecycle.reload(self)
+
+    @property
+    def settings(self) -> Settings:
+        return self.collector.settings
+
+    def read_settings(self) -> Settings:
+        return self.load_settings()
+
+    def check_settings(self, new: Settings) -> None:
+        """Nothing more than reading them checks: every collector setting is checked as it is read."""
+
+    def apply_settings(self, merged: Settings) -> None:
+        self.collector.apply_settings(merged)
+
+    def refusal(self, exc: SettingsError) -> tuple[int, str]:
+        return logging.ERROR, str(exc)
+
+    def reconfigure_logging(self, settings: Settings) -> None:
+        if self.configure_logging is not None:
+            self.configure_logging(settings.log_level, settings.log_format)
 
     def idle(self, seconds: float) -> None:
         """The loop's wait when nothing is due: until `seconds` pass, a stop, or a job is handed to the loop."""
@@ -244,7 +252,7 @@ class Daemon:
         self.collector.observe(self.heartbeat)
         self.first_beat()
         # MongoDB answered and the indexes exist (the Collector made them): ready
-        self.notifier.send("READY=1", f"STATUS={self.mode}: started")
+        self.lifecycle.ready(f"STATUS={self.mode}: started")
         self.collector.observe(Watchdog(self.notifier, self.mode, self.collector.health))
         self.collector.observe(Reloader(self))
         if self.metrics_server is None:  # (the demo serves them from its first pass on)
@@ -277,31 +285,6 @@ class Daemon:
             log.warning("the first heartbeat failed (%s); the heartbeat job tries again", type(exc).__name__)
 
 
-class StopDuringStartup(Exception):
-    """SIGTERM or SIGINT arrived before the daemon was ready (MongoDB slow to answer, indexes being built)."""
-
-
-class StartupSignals:
-    """The handlers from the first line of `serve` until the daemon's own are installed: a SIGHUP is remembered
-    (and applied at the loop's first round), a SIGTERM or SIGINT ends the start-up at once, so no signal an
-    operator or systemd sends while MongoDB is slow to answer kills the process with a traceback."""
-
-    def __init__(self) -> None:
-        self.hangup = False
-
-    def install(self) -> StartupSignals:
-        signal.signal(signal.SIGHUP, self.on_hangup)
-        signal.signal(signal.SIGTERM, self.on_stop)
-        signal.signal(signal.SIGINT, self.on_stop)
-        return self
-
-    def on_hangup(self, signum: int, frame: object = None) -> None:
-        self.hangup = True
-
-    def on_stop(self, signum: int, frame: object = None) -> None:
-        raise StopDuringStartup(signal.Signals(signum).name)
-
-
 class Reloader(Observer):
     """Applies a SIGHUP's reload on the dispatch loop's thread (it goes round at least every HEARTBEAT_SECONDS)."""
 
@@ -311,21 +294,6 @@ class Reloader(Observer):
     def on_tick(self, inflight: int) -> None:
         if self.daemon.reload_wanted:
             self.daemon.reload()
-
-
-HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def restored_signals(signals: tuple[int, ...] = HANDLED) -> Iterator[None]:
-    """The handlers of `signals` as they were before, put back when the block ends (as uvicorn's
-    `capture_signals`): a daemon run inside a longer-lived program (tests, an embedding) leaves its signals alone."""
-    before = {signum: signal.getsignal(signum) for signum in signals}
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def serve(
@@ -390,10 +358,10 @@ def _serve(
     daemon = Daemon(collector, mode)
     daemon.configure_logging = setup_logging
     daemon.load_settings = partial(load_settings, env_file=env_file)
-    daemon.install_signal_handlers()
     daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
     try:
-        return daemon.run(once=once)
+        with daemon.lifecycle.installed():
+            return daemon.run(once=once)
     finally:
         collector.close()
         client.close()

@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, PlatformCollector, make_wsgi_app
 
+from ..lifecycle import health_routes
 from .httpserver import HttpServer
 from .procmetrics import SandboxProcessCollector
 
@@ -52,8 +53,9 @@ def figure(figures: Any, *names: str) -> Any:
 
 
 class SinkMetrics:
-    """The metrics of one `collector sink` process. `bound`: seconds without a loop round after which /healthz
-    fails; `clock`: Unix time; `lease_seconds`: the service lease's length (sinks/service.py)."""
+    """The metrics and health status (lifecycle.HealthStatus) of one `collector sink` process. `bound`: seconds
+    without a loop round after which /healthz fails; `clock`: Unix time; `lease_seconds`: the service lease's
+    length (sinks/service.py)."""
 
     def __init__(
         self,
@@ -75,7 +77,18 @@ class SinkMetrics:
         Info("collector_sink", "this sink service", registry=self.registry).info(
             {"version": version, "instance_id": instance}
         )
-        r = self.registry
+        self.declare(self.registry)
+        self.sinks: tuple[str, ...] = ()
+        self.seen: dict[tuple[str, str], float] = {}  # the cumulative figures already counted
+        self.stopping = False
+        self.up = True
+        self.alive = self.clock()
+        self.database_up.set(1)
+        self.outbox.set(NAN)
+        self.configure(sinks)
+
+    def declare(self, r: CollectorRegistry) -> None:
+        """The counters and gauges of the sinks, in `r`."""
         self.delivered = Counter(
             "collector_sink_delivered", "documents the destination took (done), by sink", ("sink",), registry=r
         )
@@ -129,14 +142,6 @@ class SinkMetrics:
             "1 while MongoDB answers the sink service, 0 after a round it failed",
             registry=r,
         )
-        self.sinks: tuple[str, ...] = ()
-        self.seen: dict[tuple[str, str], float] = {}  # the cumulative figures already counted
-        self.stopping = False
-        self.up = True
-        self.alive = self.clock()
-        self.database_up.set(1)
-        self.outbox.set(NAN)
-        self.configure(sinks)
 
     def configure(self, sinks: Iterable[str]) -> None:
         """The configured sinks (at the start and after a reload): the new ones' series start at 0 (their gauges
@@ -244,20 +249,8 @@ class SinkMetrics:
 
 
 def app(metrics: SinkMetrics) -> Callable[[dict, Callable], Iterable[bytes]]:
-    exposition = make_wsgi_app(metrics.registry)
-    checks = {"/healthz": metrics.health, "/readyz": metrics.readiness}
-
-    def serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
-        check = checks.get(environ.get("PATH_INFO", ""))
-        if check is not None:
-            healthy, reason = check()
-            start_response(
-                "200 OK" if healthy else "503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")]
-            )
-            return [reason.encode() + b"\n"]
-        return exposition(environ, start_response)
-
-    return serve
+    """/healthz and /readyz from the metrics' typed status (the lifecycle's health routing), /metrics beside."""
+    return health_routes(metrics, make_wsgi_app(metrics.registry))
 
 
 class SinkMetricsServer(HttpServer):

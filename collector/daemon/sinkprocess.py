@@ -1,5 +1,6 @@
 """The sink service's process (`collector sink`): the SinkService's rounds (sinks/service.py) on the main thread,
-signals, reload, /metrics and /healthz (sinkmetrics.py), systemd's notify protocol.
+/metrics and /healthz (sinkmetrics.py); signals, reload and systemd's notify protocol through the one process
+lifecycle (collector/lifecycle.py).
 
 First SIGTERM/SIGINT: no new delivery starts, and a delivery in flight sends no further request (the rest of a
 batch split by bytes or halved on 413 waits); the requests still running finish, each bounded by its sink's
@@ -20,18 +21,20 @@ import re
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import PyMongoError
 
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
+from ..lifecycle import Lifecycle, StartupSignals, StopDuringStartup, restored_signals
 from ..settings import Settings, SettingsError
-from .process import StartupSignals, StopDuringStartup, exit_if_second, restored_signals
-from .reload import changed, merge
-from .systemd import Notifier
+from ..sinks.status import status_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..sinks.sdk import SinkConfig
+    from ..sinks.service import SinkService
+    from .sinkmetrics import SinkMetrics
 
 log = logging.getLogger("collector.sink")
 STOP_MARGIN = 5.0  # seconds beyond the longest sink timeout that a stop waits for the deliveries in flight
@@ -54,21 +57,21 @@ def owner_id() -> str:
     return f"{socket.gethostname()}-sink-{os.getpid()}"
 
 
-def configured(settings: Settings, registry: Any) -> list[Any]:
+def configured(settings: Settings, registry: Any) -> list[SinkConfig]:
     """The sinks the settings configure (SinkConfig each); a bad one raises SettingsError naming it."""
     from ..sinks.config import sink_configs
 
     return list(sink_configs(settings, registry))
 
 
-def secrets_of(settings: Settings, configs: list[Any]) -> list[str]:
+def secrets_of(settings: Settings, configs: list[SinkConfig]) -> list[str]:
     """Every secret value a log line must never show: the settings' own and every sink's (options marked secret
     whatever their name, a password in a sink's URL)."""
     from urllib.parse import unquote, urlsplit
 
     values = list(settings.secrets())
     for config in configs:
-        values += [v for v in getattr(config, "secret_values", ()) if v]
+        values += [v for v in config.secret_values if v]
         try:
             password = urlsplit(config.url).password
         except ValueError:
@@ -78,77 +81,54 @@ def secrets_of(settings: Settings, configs: list[Any]) -> list[str]:
     return values
 
 
-def in_flight(service: Any) -> bool:
-    """Whether a sink of the service is being prepared or has deliveries in flight."""
-    lanes = getattr(service, "lanes", {})
-    return any(
-        getattr(lane, "preparing", None) is not None or getattr(lane, "flights", None)
-        for lane in (lanes.values() if isinstance(lanes, dict) else ())
-    )
-
-
-def stop_bound(configs: list[Any]) -> float:
-    return max((float(getattr(c, "timeout", DEFAULT_TIMEOUT)) for c in configs), default=DEFAULT_TIMEOUT) + STOP_MARGIN
+def stop_bound(configs: list[SinkConfig]) -> float:
+    return max((float(c.timeout) for c in configs), default=DEFAULT_TIMEOUT) + STOP_MARGIN
 
 
 class SinkProcess:
-    """The loop around one SinkService: its rounds, the waits between them, signals, reload, metrics, notify."""
+    """The loop around one SinkService: its rounds and the waits between them, metrics; its signals, reload and
+    notify through the one process lifecycle (collector/lifecycle.py). It reads the service's typed status
+    (sinks/status.py) after each round."""
 
-    def __init__(self, service: Any, settings: Settings, configs: list[Any], registry: Any = None):
+    def __init__(self, service: SinkService, settings: Settings, configs: list[SinkConfig], registry: Any = None):
         self.service, self.settings, self.configs, self.registry = service, settings, configs, registry
-        self.stopping = threading.Event()
         # a wait between rounds ends early: a delivery or a prepare finished (the service sets its own event, which
         # its step() clears), a stop, a reload to apply
-        woken = getattr(service, "wakeup", None)
-        self.wakeup: threading.Event = woken if isinstance(woken, threading.Event) else threading.Event()
-        self.signals = 0
-        self.reload_wanted = False
-        self.notifier = Notifier()
-        self.metrics: Any = None  # SinkMetrics, with --metrics-port
+        self.lifecycle = Lifecycle(on_stop=self.on_stop, wakeup=service.wakeup)
+        self.status = status_of(service)
+        self.pending = configs  # the sinks of the settings a reload checked, until it applies them
+        self.metrics: SinkMetrics | None = None  # with --metrics-port
         self.load_settings: Callable[[], Settings] | None = None
         self.configure_logging: Callable[[str, str], None] | None = None
         self.database_down = False  # the last round found MongoDB away
         self.said_down = False  # ... and this process logged it (the service logs the outages it rides out)
 
-    # --- signals ---------------------------------------------------------------------------------------------------
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.on_signal)
-        signal.signal(signal.SIGINT, self.on_signal)
-        signal.signal(signal.SIGHUP, self.on_hangup)
-
-    def on_hangup(self, signum: int, frame: object = None) -> None:
-        self.reload_wanted = True  # applied by the loop, before its next round
-        self.wakeup.set()
-
-    def on_signal(self, signum: int, frame: object = None) -> None:
-        self.signals += 1
-        exit_if_second(self.signals, signum)
+    def on_stop(self, signum: int) -> None:
+        """The first SIGTERM or SIGINT: said; /readyz 503 from now on."""
         log.info(
             "%s received: finishing the deliveries in flight (at most %gs), then exiting",
             signal.Signals(signum).name,
             stop_bound(self.configs),
         )
-        self.stopping.set()
-        self.wakeup.set()
         if self.metrics is not None:
             self.metrics.stopping = True
-        self.notifier.send("STOPPING=1")
 
     # --- the loop --------------------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> int:
         names = ", ".join(c.name for c in self.configs) or "none (SINKS is empty: nothing to deliver)"
         log.info("sink service started: sinks %s", names)
-        self.notifier.send("READY=1", "STATUS=sink service: started")
+        lifecycle = self.lifecycle
+        lifecycle.ready("STATUS=sink service: started")
         try:
             if once:
                 return EXIT_OK if self.one_pass() else EXIT_NO
-            while not self.stopping.is_set():
-                if self.reload_wanted:
+            while not lifecycle.stopping.is_set():
+                if lifecycle.reload_wanted:
                     self.reload()
                 wait, _ = self.round()
-                self.notifier.send("WATCHDOG=1", self.status())
-                if not (self.stopping.is_set() or self.reload_wanted):
-                    self.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds))
+                lifecycle.alive(self.status_line())
+                if not (lifecycle.stopping.is_set() or lifecycle.reload_wanted):
+                    lifecycle.wakeup.wait(min(max(wait, 0.0), self.settings.heartbeat_seconds))
         finally:
             self.shut_down()
             log.info("sink service stopped")
@@ -162,24 +142,24 @@ class SinkProcess:
             wait, ok = self.round()
             if not ok:
                 return False
-            if self.stopping.is_set() or not getattr(self.service, "holds_lease", False):
+            if self.lifecycle.stopping.is_set() or not self.status.holds_lease:
                 return True
-            if wait > 0 and not in_flight(self.service):
+            if wait > 0 and not self.status.busy:
                 return True
-            self.wakeup.wait(min(wait, 1.0) if wait > 0 else 0.05)
+            self.lifecycle.wakeup.wait(min(wait, 1.0) if wait > 0 else 0.05)
         return True
 
     def round(self) -> tuple[float, bool]:
         """One round of the service: the seconds to wait before the next, and whether it went through."""
         try:
             wait = float(self.service.step())
-            if not getattr(self.service, "database_up", True):  # the service kept going through an outage
+            self.status = status = status_of(self.service)
+            if not status.database_up:  # the service kept going through an outage
                 self.on_database_down()
                 return wait, False
             if self.metrics is not None:
-                self.metrics.update(
-                    self.service.snapshot(), self.service.outbox_pending, self.service.holds_lease, self.measured()
-                )
+                measured = status.measured.timestamp() if status.measured is not None else None
+                self.metrics.update(self.service.snapshot(), self.service.outbox_pending, status.holds_lease, measured)
         except PyMongoError as exc:
             self.on_database_error(exc)
             return self.settings.loop_idle_pause, False
@@ -192,11 +172,6 @@ class SinkProcess:
             log.info("MongoDB answers again: sink rounds go on")
         self.database_down = self.said_down = False
         return wait, True
-
-    def measured(self) -> float | None:
-        """When the service last counted the backlog and lag (Unix time), if it says."""
-        at = getattr(getattr(self.service, "stats", None), "at", None)
-        return at.timestamp() if isinstance(at, datetime) else None
 
     def on_database_down(self) -> None:
         """The service said MongoDB did not answer its round (it logs that itself): figures kept, readiness 503."""
@@ -219,12 +194,12 @@ class SinkProcess:
                 self.settings.loop_idle_pause,
             )
 
-    def status(self) -> str:
+    def status_line(self) -> str:
         """systemd's STATUS= line."""
         text = "STATUS=sink service: "
         if self.database_down:
             text += "database unreachable; "
-        held = bool(getattr(self.service, "holds_lease", False))
+        held = self.status.holds_lease
         return text + ("working (holds the lease)" if held else "standing by (another process holds the lease)")
 
     def shut_down(self) -> None:
@@ -242,39 +217,40 @@ class SinkProcess:
         except Exception:
             log.exception("stopping the sink service failed; undelivered items are delivered again")
 
-    # --- reload ----------------------------------------------------------------------------------------------------
+    # --- reload (lifecycle.Reloading) --------------------------------------------------------------------------------
     def reload(self) -> list[str]:
-        """Read the settings again and apply them to the service; a settings file that cannot be read or a bad
-        setting (a sink's included) keeps every old setting, said in one warning line. Returns the names applied."""
+        """Read the settings again and apply them to the service (lifecycle.reload): a settings file that cannot be
+        read or a bad setting (a sink's included: `check_settings`) keeps every old setting, said in one warning
+        line. Returns the names applied."""
+        if self.load_settings is None:
+            self.lifecycle.reload_wanted = False
+            return []
+        return self.lifecycle.reload(self)
+
+    def read_settings(self) -> Settings:
+        assert self.load_settings is not None
+        return self.load_settings()
+
+    def check_settings(self, new: Settings) -> None:
+        """The one check of new settings, at a reload: every sink's (SettingsError naming the first bad one)."""
+        self.pending = configured(new, self.registry)
+
+    def apply_settings(self, merged: Settings) -> None:
         from ..sdk.redaction import SECRETS
 
-        self.reload_wanted = False
-        if self.load_settings is None:
-            return []
-        old = self.settings
-        try:
-            new = self.load_settings()
-            configs = configured(new, self.registry)
-        except SettingsError as exc:
-            log.warning("reload refused, settings unchanged: %s", error_line(exc))
-            return []
-        merged, kept = merge(old, new)
-        if kept:
-            log.warning("reload: %s cannot change while running; kept until a restart", ", ".join(kept))
+        configs = self.pending
         SECRETS.add(secrets_of(merged, configs))
-        try:
-            self.service.apply_settings(merged)
-        except SettingsError as exc:
-            log.warning("reload refused, settings unchanged: %s", error_line(exc))
-            return []
-        applied = changed(old, merged)
+        self.service.apply_settings(merged)
         self.settings, self.configs = merged, configs
         if self.metrics is not None:
             self.metrics.configure(c.name for c in configs)
-        if self.configure_logging is not None and {"LOG_LEVEL", "LOG_FORMAT"} & set(applied):
-            self.configure_logging(merged.log_level, merged.log_format)
-        log.info("reload: %s", "applied " + ", ".join(applied) if applied else "no change")
-        return applied
+
+    def refusal(self, exc: SettingsError) -> tuple[int, str]:
+        return logging.WARNING, error_line(exc)
+
+    def reconfigure_logging(self, settings: Settings) -> None:
+        if self.configure_logging is not None:
+            self.configure_logging(settings.log_level, settings.log_format)
 
 
 def serve(settings: Settings, once: bool, env_file: str | None, metrics_port: int, metrics_addr: str) -> int:
@@ -323,18 +299,18 @@ def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: i
     process = SinkProcess(service, settings, configs, registry)
     process.load_settings = partial(load_settings, env_file=env_file)
     process.configure_logging = setup_logging
-    process.install_signal_handlers()
-    process.reload_wanted = early.hangup
+    process.lifecycle.reload_wanted = early.hangup  # a SIGHUP during start-up is applied before the first round
     server = None if once else start_metrics(process, metrics_port, metrics_addr)
     try:
-        return process.run(once=once)
+        with process.lifecycle.installed():
+            return process.run(once=once)
     finally:
         if server is not None:
             server.close()
         client.close()
 
 
-def start_service(client: Any, settings: Settings, registry: Any) -> Any:
+def start_service(client: Any, settings: Settings, registry: Any) -> SinkService:
     """The service on the settings' database, once MongoDB answered (PyMongoError when it does not)."""
     from ..sinks.service import SinkService
 
@@ -362,14 +338,14 @@ def start_metrics(process: SinkProcess, port: int, addr: str) -> Any:
         return None
     from .. import __version__
     from .metrics import progress_bound
-    from .sinkmetrics import LEASE_SECONDS, SinkMetrics, SinkMetricsServer
+    from .sinkmetrics import SinkMetrics, SinkMetricsServer
 
     metrics = SinkMetrics(
         (c.name for c in process.configs),
         __version__,
         owner_id(),
         progress_bound(process.settings),
-        lease_seconds=float(getattr(process.service, "lease_seconds", LEASE_SECONDS)),
+        lease_seconds=process.status.lease_seconds,
     )
     try:
         server = SinkMetricsServer(metrics, addr, port)

@@ -1,7 +1,8 @@
 """systemd's notify protocol (Type=notify, WatchdogSec=): READY=1 once MongoDB answered and the indexes exist,
 WATCHDOG=1 from the dispatch loop only, each time it goes round (it does at least every HEARTBEAT_SECONDS) —
 never from a free-running thread, so a stuck loop is killed and restarted by systemd —, STATUS= with a one-line
-summary, STOPPING=1 on the first signal. Without NOTIFY_SOCKET every call is a no-op.
+summary, STOPPING=1 on the first signal (the process lifecycle, collector/lifecycle.py, sends READY=1 and
+STOPPING=1 with its `Notifier`). Without NOTIFY_SOCKET every call is a no-op.
 
 The watchdog asks "is the loop alive", not "is MongoDB up": in a database outage the loop goes on (it retries,
 keeps finished runs, gives nothing up) and keeps feeding the watchdog, because a restart does not bring MongoDB
@@ -12,33 +13,16 @@ and `collector_database_up` 0.
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from typing import TYPE_CHECKING
 
 from ..engine.events import Observer, Saved
+from ..lifecycle import Notifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine import Report
     from ..engine.dbhealth import DatabaseHealth
     from ..engine.run import RunResult
-
-
-class Notifier:
-    def __init__(self, address: str | None = None):
-        address = address if address is not None else os.environ.get("NOTIFY_SOCKET", "")
-        self.address = "\0" + address[1:] if address.startswith("@") else address  # abstract namespace
-
-    def send(self, *fields: str) -> bool:
-        if not self.address:
-            return False
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-                sock.sendto("\n".join(fields).encode(), self.address)
-            return True
-        except OSError:
-            return False
 
 
 class Watchdog(Observer):

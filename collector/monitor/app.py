@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from pymongo.errors import ConnectionFailure
 
+from ..lifecycle import health_answer
 from ..ops.ids import NotAnId
 from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
@@ -38,6 +39,7 @@ log = logging.getLogger("collector.monitor")
 
 REFRESH = 1.0  # seconds between two reads of the fleet
 QUEUED = 8  # drill-downs and actions waiting for the database thread at most
+HEALTH_BOUND = 30.0  # seconds without a refresh after which /healthz answers 503 (a read waits 5-10 s at most)
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/monitor.js": ("monitor.js", "text/javascript; charset=utf-8"),
@@ -127,6 +129,7 @@ class Monitor:
         self.snapshot: bytes = b"{}"
         self.history: bytes | None = None
         self.reads = 0  # refreshes that read the database (the cost a test and the docs measure)
+        self.refreshed = time.monotonic()  # when the refresh last went round, read or not (liveness)
 
     # -- the refresh: one set of reads, one serialisation, every page --
 
@@ -139,6 +142,7 @@ class Monitor:
                 await asyncio.wait_for(stop.wait(), max(0.0, REFRESH - (loop.time() - started)))
 
     async def refresh(self) -> None:
+        self.refreshed = time.monotonic()
         now = self.clock()
         loop = asyncio.get_running_loop()
         try:
@@ -220,6 +224,9 @@ class Monitor:
             return Answer(200, self.snapshot)
         if request.path == "/api/networks":
             return await self.search(request.query.get("q", [""])[0])
+        health = health_answer(self, request.path)
+        if health is not None:
+            return Answer(health[0], health[1], "text/plain; charset=utf-8")
         return Answer.json(404, {"ok": False, "message": "no such page"})
 
     async def on_db(self, work: Callable[[], Any]) -> Any:
@@ -265,6 +272,21 @@ class Monitor:
             ok, message = False, f"not done: {type(exc).__name__}"
         log.warning("monitor: %s by %s: %s", action.name, action.by, message)
         return Answer.json(200 if ok else 409, {"ok": ok, "message": message})
+
+    # -- health (lifecycle.HealthStatus): /healthz and /readyz --
+
+    def health(self) -> tuple[bool, str]:
+        """Liveness: the refresh went round within HEALTH_BOUND (it does every second, MongoDB answering or not)."""
+        silent = time.monotonic() - self.refreshed
+        if silent > HEALTH_BOUND:
+            return False, f"refresh silent for {silent:.0f}s (bound {HEALTH_BOUND:.0f}s)"
+        return True, "ok: refreshing"
+
+    def readiness(self) -> tuple[bool, str]:
+        """Readiness: the last refresh read MongoDB (the page shows the fleet as it is)."""
+        if not self.database.ok:
+            return False, self.database.error or "database not answering"
+        return True, "ok: database answering"
 
     # -- running --
 

@@ -28,7 +28,7 @@ from .model import Settings, SettingsError
 from .parsers import DEFAULT_ENV, ENVIRONMENTS, MAX_CONCURRENCY, MAX_DAYS, MAX_SECONDS
 from .parsers import _names as _names  # the CLI parses --services with it
 
-# (environment name, Settings field, parser) of each setting parsed into a field, as daemon/reload.py reads them
+# (environment name, Settings field, parser) of each setting parsed into a field, as collector/lifecycle.py reads them
 SCHEMA: tuple[tuple[str, str, Callable[[str], Any]], ...] = tuple(
     (s.name, s.field, s.kind.parse) for s in SETTINGS if s.field
 )

@@ -1,7 +1,7 @@
 """Every setting, declared once: its environment name, the Settings field it fills, its kind (parser and bounds,
 parsers.py), its default (as config/defaults.env holds it), whether it is secret, what a reload does with it, and one
 line of help. Parsing (loading.py), `--check-config` (Settings.describe), the reload's fixed settings
-(daemon/reload.py, checked by a test), config/defaults.env and docs/reference/settings.md derive from here;
+(collector/lifecycle.py, checked by a test), config/defaults.env and docs/reference/settings.md derive from here;
 `python -m collector.settings.reference --write` writes the two files again after an edit here."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import parsers as kinds
 from .parsers import DEFAULT_ENV, Kind
 
-# What a reload (SIGHUP) does with a new value (daemon/reload.py, engine Collector.apply_settings, the observers'
+# What a reload (SIGHUP) does with a new value (collector/lifecycle.py, engine Collector.apply_settings, the observers'
 # on_settings):
 YES = "yes"  # applied from the loop's next round
 KEPT = "kept"  # kept as it was until a restart; the reload's warning names it
@@ -396,4 +396,4 @@ FAMILIES: tuple[Family, ...] = (
 
 FIELDS = tuple(s for s in SETTINGS if s.field)  # the settings parsed into a Settings field
 BY_NAME = {s.name: s for s in (ENVIRONMENT, *SETTINGS)}
-FIXED_FIELDS = tuple(s.field for s in (ENVIRONMENT, *SETTINGS) if s.reload == KEPT)  # daemon/reload.py's FIXED
+FIXED_FIELDS = tuple(s.field for s in (ENVIRONMENT, *SETTINGS) if s.reload == KEPT)  # lifecycle.py's FIXED

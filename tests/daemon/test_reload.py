@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from collector.daemon.process import Daemon, Reloader
-from collector.daemon.reload import changed, merge
 from collector.engine import Collector
+from collector.lifecycle import changed, merge
 from collector.settings import SettingsError, config_dir, load_settings
 
 from helpers import T0, bind_socket, free_port, swap

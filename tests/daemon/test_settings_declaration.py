@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.daemon import reload
+from collector import lifecycle as reload
 from collector.settings import Settings, config_dir, load_settings, read_settings_file, reference, settings_for_tests
 from collector.settings import declaration as d
 from collector.settings.masking import SECRET_WORDS
