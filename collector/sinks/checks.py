@@ -38,7 +38,7 @@ def url_problem(url: str, user_host: bool, allow_private: bool) -> str | None:
         why = "its port is not a number from 0 to 65535" if "port" in str(exc).lower() else "it cannot be parsed"
         return f"is not a valid URL ({why})"
     if parts.scheme not in ("http", "https") or not host:
-        return "must be an http(s)://host URL"
+        return "must be an http(s) URL with a host"
     if "@" in parts.netloc:
         return "must not hold credentials: give them as the sink's own options (which are masked)"
     if user_host and not allow_private:

@@ -41,7 +41,9 @@ def check_sinks(settings: Settings, registry: SinkRegistry | None = None) -> Non
     """Every configured sink's settings checked (nothing loaded, nothing connected to when SINKS is empty);
     SettingsError naming the first bad one."""
     if settings.sinks:
-        sink_configs(settings, registry or SinkRegistry())
+        from . import registry as kinds  # looked up when called: the registry of kinds as it is then
+
+        sink_configs(settings, registry or kinds.SinkRegistry())
 
 
 def load_checked(env_file: str | Path | None = None) -> Settings:
