@@ -86,10 +86,10 @@ def sink_config(
     return config
 
 
-def _class(kind: str, registry: SinkRegistry) -> type[Sink] | None:
+def _class(kind: str, kinds: SinkRegistry) -> type[Sink] | None:
     """The kind's class; None when it cannot be loaded (the service reports the kind as broken)."""
     try:
-        return registry.get(kind)
+        return kinds.get(kind)
     except KindBroken:
         return None
 
