@@ -81,12 +81,12 @@ def check_options(config: SinkConfig, cls: type[Sink]) -> None:
             text = f"its check failed: {type(exc).__name__}: {reason(exc, config, value if option.secret else '')}"
             raise SettingsError(prefix + option.name, text) from None
     try:
-        problems = list(cls.check_config(config))
-    except Exception as exc:
+        problems = [(str(name), why) for name, why in cls.check_config(config)]
+    except Exception as exc:  # a plugin's that fails, or answers what is not (option, reason) pairs
         text = f"the {config.kind} kind's check of the sink's options failed: {type(exc).__name__}: "
         raise SettingsError(prefix + "KIND", text + reason(exc, config, "")) from None
     for name, why in problems:
-        raise SettingsError(prefix + printable(str(name))[:60], reason(why, config, ""))
+        raise SettingsError(prefix + printable(name)[:60], reason(why, config, ""))
 
 
 def reason(text: object, config: SinkConfig, secret: str) -> str:

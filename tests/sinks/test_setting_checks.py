@@ -310,14 +310,26 @@ def test_a_plugins_checks_are_its_sinks_setting_errors_with_its_secrets_masked(e
     assert VAULT not in str(error) and VOWELLESS not in str(error)
 
 
-def test_a_plugins_check_config_that_crashes_is_its_sinks_setting_error():
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (KeyError, "KeyError: '***'"),
+        (None, "TypeError"),
+        ([("SHELF",)], "ValueError"),
+        ("SHELF", "ValueError"),
+        ([("SHELF", "a", "b")], "ValueError"),
+    ],
+)
+def test_a_plugins_check_config_that_crashes_or_answers_nonsense_is_its_sinks_setting_error(answer, words):
     class Boom(Plugin):
         @classmethod
         def check_config(cls, config):
-            raise KeyError(config.options.get("VAULT"))
+            if answer is KeyError:
+                raise KeyError(config.options.get("VAULT"))
+            return answer
 
-    error = refused({**PLUGIN, "SINK_P_VAULT": "xyz"}, SinkRegistry({"plugin": Boom}, discover=False))
-    assert error.name == "SINK_P_KIND" and "KeyError" in str(error) and "'***'" in str(error)
+    error = refused({**PLUGIN, "SINK_P_VAULT": VOWELLESS}, SinkRegistry({"plugin": Boom}, discover=False))
+    assert error.name == "SINK_P_KIND" and words in str(error) and VOWELLESS not in str(error), str(error)
 
 
 def test_an_option_whose_check_cannot_be_called_breaks_its_kind_when_registered():
