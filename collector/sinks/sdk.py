@@ -46,7 +46,7 @@ class Option:
     `check`, if given, is called with the option's value in effect (its default when unset; never when empty)
     wherever the settings are checked — before `collector sink` registers anything, by `--check-config`, by every
     command and at a reload — and raises ValueError with the reason when the destination cannot take it
-    (`ValueError("must be lower case")`). The reason is printed after the setting's name, the option's value
+    (`ValueError("must be lower case")`). The reason is printed after the setting's name, the sink's secrets
     masked in it; any other exception is that sink's setting error too. For checks across options, see
     `Sink.check_config`."""
 
