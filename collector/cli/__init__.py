@@ -1,6 +1,7 @@
 """The command line, one module per command or command group: `build_parser` assembles the parser from each
-module's `register` (which adds its sub-parser and sets its handler), and `main` loads the settings and runs the
-handler the arguments chose. With no command the daemon runs (daemon.py: `--mode`, `--once`, `--check-config`);
+module's `register` (which adds its sub-parser and sets its handler), and `main` loads the settings (every sink's
+checked too: a bad one is one line and exit 2, whatever the command) and runs the handler the arguments chose.
+With no command the daemon runs (daemon.py: `--mode`, `--once`, `--check-config`);
 `status`, `healthcheck`, `pause`/`resume`, `jobs`, `networks` and `sinks` are the operator's (their queries are
 ops/'s), `sink` runs the sink service (daemon/sinkprocess.py), `connectors` lists the registry, `demo` and `bench`
 are the dev tools'. What the commands share (the database or exit 3, the output) is common.py's; the exit codes
@@ -14,7 +15,7 @@ import sys
 
 from .. import __version__
 from ..exitcodes import EXIT_USAGE
-from ..settings import SettingsError, load_settings
+from ..settings import SettingsError
 from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, sink, sinks, status
 
 COMMANDS = (
@@ -58,8 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from ..sinks.config import load_checked  # every sink's settings are checked with the others
+
     try:
-        settings = load_settings(env_file=args.env_file)
+        settings = load_checked(env_file=args.env_file)
     except SettingsError as exc:
         print(f"collector: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -324,7 +324,8 @@ def _serve(
     from ..engine import Collector
     from ..engine.store import connect, short_error
     from ..sdk.redaction import SECRETS
-    from ..settings import load_settings, mask_text
+    from ..settings import mask_text
+    from ..sinks.config import load_checked
     from .logs import setup_logging
 
     log = logging.getLogger("collector")
@@ -357,7 +358,7 @@ def _serve(
         return EXIT_OK
     daemon = Daemon(collector, mode)
     daemon.configure_logging = setup_logging
-    daemon.load_settings = partial(load_settings, env_file=env_file)
+    daemon.load_settings = partial(load_checked, env_file=env_file)  # a bad sink setting refuses it too
     daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
     try:
         with daemon.lifecycle.installed():

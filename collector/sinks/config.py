@@ -4,21 +4,28 @@ registry). A bad one is a SettingsError naming the setting: a bad name, an unkno
 option, a value its parser refuses, a setting the kind does not take. Values of secret options (and of options
 named like secrets) are in `SinkConfig.secret_values`, for redaction, with the forms they take on the wire (a
 server or a proxy may echo them: base64 of `user:password`, an API key decoded), and `secret_names` names them for
-`--check-config`, whatever their names."""
+`--check-config`, whatever their names.
+
+Every check of a sink's settings is made here, by `sink_configs`, and so wherever the settings are checked: by
+every command at its start (`load_checked`, through the CLI), by `collector sink` before it registers anything, by
+`--check-config`, and at a reload, which a bad one refuses (the old settings kept). Beyond each field's parser:
+the URL and each option as the kind says (checks.py: `Option.check`, `Sink.check_config`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..sdk.redaction import MIN_LENGTH, clip
-from ..settings import SECRET_WORDS, Settings, SettingsError, mask
+from ..settings import SECRET_WORDS, Settings, SettingsError, load_settings, mask
 from ..settings.parsers import SINK_NAME
 from ..settings.sinkfields import BY_FIELD, SINK_FIELDS, SinkField, sink_keys, sink_prefix
+from .checks import check_options, check_url, url_problem
 from .registry import KindBroken, SinkRegistry, UnknownKind
-from .sdk import Option, SinkConfig
+from .sdk import Option, Sink, SinkConfig
 
 COMMON = frozenset(BY_FIELD)
 
@@ -26,11 +33,31 @@ COMMON = frozenset(BY_FIELD)
 def sink_configs(settings: Settings, registry: SinkRegistry) -> list[SinkConfig]:
     """A SinkConfig for each sink in SINKS, in order; SettingsError naming the first bad setting."""
     keys = sink_keys(settings.raw, settings.sinks)
-    return [sink_config(name, keys[name], registry) for name in settings.sinks]
+    allow = bool(settings.allow_private_hosts)
+    return [sink_config(name, keys[name], registry, allow_private=allow) for name in settings.sinks]
 
 
-def sink_config(name: str, fields: Mapping[str, str], registry: SinkRegistry) -> SinkConfig:
-    """The sink `name` from its fields ({FIELD: text}, as sink_keys gives them)."""
+def check_sinks(settings: Settings, registry: SinkRegistry | None = None) -> None:
+    """Every configured sink's settings checked (nothing loaded, nothing connected to when SINKS is empty);
+    SettingsError naming the first bad one."""
+    if settings.sinks:
+        from . import registry as kinds  # looked up when called: the registry of kinds as it is then
+
+        sink_configs(settings, registry or kinds.SinkRegistry())
+
+
+def load_checked(env_file: str | Path | None = None) -> Settings:
+    """load_settings, the sinks' settings checked too: what every command starts with, and a reload reads."""
+    settings = load_settings(env_file=env_file)
+    check_sinks(settings)
+    return settings
+
+
+def sink_config(
+    name: str, fields: Mapping[str, str], registry: SinkRegistry, *, allow_private: bool = False
+) -> SinkConfig:
+    """The sink `name` from its fields ({FIELD: text}, as sink_keys gives them), every check of its kind made
+    (a kind that cannot be loaded: the common fields only)."""
     if not SINK_NAME.fullmatch(name):
         raise SettingsError("SINKS", f"{name[:60]!r} is not a sink name (a letter, then letters, digits and _)")
     prefix = sink_prefix(name)
@@ -39,7 +66,7 @@ def sink_config(name: str, fields: Mapping[str, str], registry: SinkRegistry) ->
         raise SettingsError(prefix + "URL", "is missing (every sink needs the URL it delivers to)")
     common = {f.field: _parse(prefix, f, fields.get(f.field, f.default)) for f in SINK_FIELDS if f.field != "KIND"}
     options, secrets = _options(prefix, kind, fields, registry)
-    return SinkConfig(
+    config = SinkConfig(
         name=name,
         kind=kind,
         url=common["URL"],
@@ -52,6 +79,19 @@ def sink_config(name: str, fields: Mapping[str, str], registry: SinkRegistry) ->
         options=options,
         secret_values=secrets,
     )
+    cls = _class(kind, registry)
+    check_url(config, cls is not None and cls.checks_addresses, allow_private)
+    if cls is not None:
+        check_options(config, cls)
+    return config
+
+
+def _class(kind: str, kinds: SinkRegistry) -> type[Sink] | None:
+    """The kind's class; None when it cannot be loaded (the service reports the kind as broken)."""
+    try:
+        return kinds.get(kind)
+    except KindBroken:
+        return None
 
 
 def secret_names(settings: Settings, registry: SinkRegistry) -> set[str]:
@@ -154,4 +194,6 @@ def _parse(prefix: str, field: SinkField, text: str) -> Any:
     try:
         return field.kind.parse(text.strip())
     except (TypeError, ValueError) as exc:
+        if field.field == "URL":  # never quoted: it may hold credentials
+            raise SettingsError(name, url_problem(text.strip(), False, True) or str(exc)) from None
         raise SettingsError(name, f"invalid value {clip(mask(name, text), 200)!r} ({exc})") from None

@@ -16,7 +16,6 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Mapping
@@ -24,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -34,9 +32,10 @@ from ..sdk._connections import POOL_CLASSES, AddressRefused
 from ..sdk._deadline import WATCH, begin
 from ..sdk._urls import where
 from ..sdk.redaction import clip
-from ..sdk.safeurl import Policy, is_public
+from ..sdk.safeurl import Policy
 from ..sdk.timeutil import utcnow
-from ..settings import Settings, SettingsError
+from ..settings import Settings
+from .checks import check_url
 from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
 
 __all__ = [
@@ -153,36 +152,12 @@ class SinkHttp:
 
 def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> SinkHttp:
     """The sink's client. With `check_addresses` (a webhook): an https URL whose host is not a non-public address
-    literal, and every connection checked by address, unless ALLOW_PRIVATE_HOSTS. SettingsError naming the
-    setting when the URL cannot be used (the URL itself is not quoted: it may hold credentials)."""
-    setting = f"SINK_{config.name.upper()}_URL"
-    try:
-        parts = urlsplit(config.url)
-        host, _port = parts.hostname, parts.port
-    except ValueError:
-        raise SettingsError(setting, "not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise SettingsError(setting, "must be an http(s)://host URL")
-    if parts.username or parts.password:
-        raise SettingsError(setting, "must not hold credentials: give them as the sink's own options")
+    literal (checks.py), and every connection checked by address, unless ALLOW_PRIVATE_HOSTS. SettingsError naming
+    the setting when the URL cannot be used (the URL itself is not quoted: it may hold credentials)."""
     allow = bool(settings.allow_private_hosts)
-    if check_addresses and not allow:
-        if parts.scheme != "https":
-            raise SettingsError(setting, "must be an https URL (or set ALLOW_PRIVATE_HOSTS=true)")
-        if literal_address(host) and not is_public(host):
-            raise SettingsError(
-                setting, f"host {host} is a non-public address; set ALLOW_PRIVATE_HOSTS=true to allow it"
-            )
+    check_url(config, check_addresses, allow)  # made up front too (config.py): here for a client made otherwise
     policy = Policy(allow_private=allow or not check_addresses, trusted_hosts=frozenset())
     return SinkHttp(config, settings.user_agent, policy)
-
-
-def literal_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
 
 
 def scrub(text: object, config: SinkConfig, limit: int = 300) -> str:

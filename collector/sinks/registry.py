@@ -65,7 +65,8 @@ class SinkRegistry:
 
 def check_sink(kind: str, cls: type[Sink]) -> None:
     """A Sink that leaves `deliver` abstract, or declares an option that is not an Option named in capitals
-    (and not one of the fields every sink has), is refused when registered or loaded, not at its first delivery."""
+    (and not one of the fields every sink has) or with a check that cannot be called, is refused when registered
+    or loaded, not at its first delivery."""
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
         raise KindBroken(f"the sink kind {kind!r} is incomplete: it does not implement {missing}")
@@ -75,3 +76,5 @@ def check_sink(kind: str, cls: type[Sink]) -> None:
         if not OPTION_NAME.fullmatch(option.name) or option.name in BY_FIELD:
             problem = "a setting every sink has" if option.name in BY_FIELD else "not a NAME in capitals"
             raise KindBroken(f"the sink kind {kind!r} declares the option {option.name[:60]!r}: {problem}")
+        if option.check is not None and not callable(option.check):
+            raise KindBroken(f"the sink kind {kind!r} declares the option {option.name!r} with a check not callable")

@@ -17,7 +17,7 @@ dead letters, pausing and stopping are the sink service's (delivery.py), the sam
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,13 +41,21 @@ __all__ = [
 @dataclass(frozen=True)
 class Option:
     """A setting a kind of sink takes beyond the common ones: SINK_<NAME>_<name>. Secret ones are masked in
-    every output and log (and their values redacted), whatever their name."""
+    every output and log (and their values redacted), whatever their name.
+
+    `check`, if given, is called with the option's value in effect (its default when unset; never when empty)
+    wherever the settings are checked — before `collector sink` registers anything, by `--check-config`, by every
+    command and at a reload — and raises ValueError with the reason when the destination cannot take it
+    (`ValueError("must be lower case")`). The reason is printed after the setting's name, the sink's secrets
+    masked in it; any other exception is that sink's setting error too. For checks across options, see
+    `Sink.check_config`."""
 
     name: str
     help: str
     default: str = ""
     secret: bool = False
     required: bool = False
+    check: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,13 @@ class Sink(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     checks_addresses: ClassVar[bool] = False  # True: its URL is a user host (a webhook): https, public addresses only
     max_batch_bytes: ClassVar[int] = 8 * 1024 * 1024  # a batch encoded larger is split before it is sent
+
+    @classmethod
+    def check_config(cls, config: SinkConfig) -> Iterable[tuple[str, str]]:
+        """Checks across the kind's options (each option's own are `Option.check`), made wherever the settings are
+        checked, before anything starts: (option name, reason) for each problem, none by default. No I/O beyond a
+        local file; never quote a secret."""
+        return ()
 
     def __init__(self, config: SinkConfig, http: Any):
         self.config = config

@@ -20,6 +20,7 @@ from collector.engine import store
 from collector.sdk.timeutil import utcnow
 
 from helpers import examples
+from helpers.sinkservers import WEBHOOK_SECRET
 
 TERMINAL_HOSTILE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 FRAGMENTS = [*"ab@.-_ |\\\"'{}", "\n", "\r", "\x00", "\x1b[2J", "\x9b", "\u202e", "\u2028", "é", "\x1b]0;pwned\x07"]
@@ -55,6 +56,10 @@ def world(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     monkeypatch.setenv("SINKS", "search,hook")
+    for name, kind, url in (("SEARCH", "opensearch", "http://search.test:9200"), ("HOOK", "webhook", "https://h.test")):
+        monkeypatch.setenv(f"SINK_{name}_KIND", kind)  # every command checks the sinks' settings
+        monkeypatch.setenv(f"SINK_{name}_URL", url)
+    monkeypatch.setenv("SINK_HOOK_SECRET", WEBHOOK_SECRET)
     return client.get_default_database()
 
 
@@ -246,6 +251,7 @@ def probe_registry(monkeypatch):
 
 def test_list_shows_kind_host_and_sizes_and_masks_every_secret(world, monkeypatch):
     probe_registry(monkeypatch)
+    monkeypatch.delenv("SINK_HOOK_SECRET")  # not a setting of a probe sink
     monkeypatch.setenv("SINKS", "search,hook")
     for name, url in (
         ("SEARCH", f"https://search.example:9200/x?token={SECRET}"),

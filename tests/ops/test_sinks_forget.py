@@ -28,6 +28,8 @@ def world(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLLECTOR_ENV", "test")
     monkeypatch.setenv("SINKS", "search")
+    monkeypatch.setenv("SINK_SEARCH_KIND", "opensearch")  # every command checks the sinks' settings
+    monkeypatch.setenv("SINK_SEARCH_URL", "http://search.test:9200")
     db = client.get_default_database()
     now = utcnow()
     lease = {"_id": "~service", "owner": "box-sink-7", "host": "box", "pid": 7, "beatAt": now}

@@ -1,4 +1,5 @@
-"""What the built-in sinks share: JSON lines, the batch size check, reading a JSON answer, a setting's name."""
+"""What the built-in sinks share: JSON lines, the batch size check, reading a JSON answer, a setting's name, the
+check of an option sent in a header."""
 
 from __future__ import annotations
 
@@ -39,6 +40,13 @@ def json_answer(answer: Answer, what: str) -> Any:
 def with_id(doc: Doc) -> dict[str, Any]:
     """`{"id": <the item's id>, ...its fields}` (a field `id` or `_id` of the item's own is left out)."""
     return {"id": doc.id, **{name: value for name, value in doc.body.items() if name not in ("id", "_id")}}
+
+
+def check_header_value(value: str) -> None:
+    """ValueError when an option sent in a header (an API key) holds a space or a control character: no request
+    could carry it. Its value is not quoted."""
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise ValueError("must not hold spaces or control characters (it is sent in a header)")
 
 
 def setting(config: SinkConfig, option: str) -> str:

@@ -17,10 +17,10 @@ USERNAME and PASSWORD (basic authentication) or API_KEY (`Authorization: ApiKey 
 from __future__ import annotations
 
 import base64
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -28,36 +28,82 @@ from ...sdk._urls import where
 from ...settings import SettingsError
 from ..http import answer_failure, json_headers, scrub
 from ..sdk import DONE, AuthFailed, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig
-from ._common import dumps, error_text, json_answer, lines, setting, within
+from ._common import check_header_value, dumps, error_text, json_answer, lines, setting, within
 
-INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9_.+-]{0,199}")  # OpenSearch's rules, less date math
+INDEX_FORBIDDEN = frozenset('\\/*?"<>| ,#:')  # OpenSearch's (and Elasticsearch's) rules for an index name
+INDEX_BYTES = 255
 TEMPLATE_BYTES = 1024 * 1024
+
+
+def check_index(name: str) -> None:
+    """ValueError unless OpenSearch can create an index of this name: lower case; none of \\ / * ? " < > | , # :
+    nor a space (nor a control character); not beginning with -, _ or +; not . or ..; at most 255 bytes in UTF-8.
+    Date math (`<logs-{now/d}>`) is not taken: its `<` is refused."""
+    if name != name.lower():
+        raise ValueError("an index name must be lower case")
+    bad = sorted(set(name) & INDEX_FORBIDDEN)
+    if bad:
+        raise ValueError(f"an index name must not hold {' '.join(repr(ch) for ch in bad)}")
+    if not name.isprintable():
+        raise ValueError("an index name must not hold control characters")
+    if name[0] in "-_+":
+        raise ValueError("an index name must not begin with -, _ or +")
+    if name in (".", ".."):
+        raise ValueError("an index name cannot be . or ..")
+    if len(name.encode()) > INDEX_BYTES:
+        raise ValueError(f"an index name is at most {INDEX_BYTES} bytes in UTF-8, not {len(name.encode())}")
+
+
+def check_template(path: str) -> None:
+    """ValueError unless the index template file can be read and holds a JSON object."""
+    load_template(path)
+
+
+def check_username(value: str) -> None:
+    if ":" in value or not value.isprintable():
+        raise ValueError("a user name for basic authentication cannot hold ':' or control characters")
 
 
 class OpenSearchSink(Sink):
     kind = "opensearch"
     options = (
-        Option("INDEX", "the index the items are written to", default="items"),
-        Option("TEMPLATE", "path of a JSON index template put before the first delivery (optional)"),
-        Option("USERNAME", "user name for basic authentication (optional)"),
+        Option("INDEX", "the index the items are written to", default="items", check=check_index),
+        Option(
+            "TEMPLATE", "path of a JSON index template put before the first delivery (optional)", check=check_template
+        ),
+        Option("USERNAME", "user name for basic authentication (optional)", check=check_username),
         Option("PASSWORD", "password for basic authentication", secret=True),
         Option(
-            "API_KEY", "an API key, sent as Authorization: ApiKey (optional; instead of USERNAME/PASSWORD)", secret=True
+            "API_KEY",
+            "an API key, sent as Authorization: ApiKey (optional; instead of USERNAME/PASSWORD)",
+            secret=True,
+            check=check_header_value,
         ),
     )
+
+    @classmethod
+    def check_config(cls, config: SinkConfig) -> Iterable[tuple[str, str]]:
+        options = config.options
+        username, password, api_key = (options.get(name, "") for name in ("USERNAME", "PASSWORD", "API_KEY"))
+        if api_key and (username or password):
+            yield "API_KEY", "give either USERNAME and PASSWORD or API_KEY, not both"
+        if password and not username:
+            yield "USERNAME", "required with a PASSWORD"
 
     def __init__(self, config: SinkConfig, http: Any):
         super().__init__(config, http)
         self.base = config.url.rstrip("/")
         self.index = self.option("INDEX") or "items"
-        if not INDEX_NAME.fullmatch(self.index) or self.index in (".", ".."):
-            raise SettingsError(setting(config, "INDEX"), "must be a lower-case index name ([a-z0-9_.+-])")
+        try:
+            check_index(self.index)
+        except ValueError as exc:
+            raise SettingsError(setting(config, "INDEX"), str(exc)) from None
         self.template = read_template(config, self.option("TEMPLATE"), self.index)
         self.auth = auth_headers(config, self.option("USERNAME"), self.option("PASSWORD"), self.option("API_KEY"))
 
     def prepare(self) -> None:
         if self.template is not None:
-            url = f"{self.base}/_index_template/likeastore-{self.index}"
+            url = f"{self.base}/_index_template/likeastore-{quote(self.index, safe='')}"
             answer = self.http.request("PUT", url, body=dumps(self.template), headers=json_headers(extra=self.auth))
             failure = answer_failure(answer, f"PUT {where(url)}")
             if failure is not None:
@@ -65,7 +111,7 @@ class OpenSearchSink(Sink):
             if not 200 <= answer.status < 300:
                 reason = scrub(error_text(answer_error(answer.body)), self.config)
                 raise BatchRefused(f"{answer.status}: index template refused: {reason}: PUT {where(url)}")
-        url = f"{self.base}/{self.index}"
+        url = f"{self.base}/{quote(self.index, safe='')}"
         answer = self.http.request("HEAD", url, headers=json_headers(extra=self.auth))
         if answer.status == 401:  # a 403 may only say the writer may not look at the index: deliver will tell
             raise AuthFailed(f"401: credentials refused: HEAD {where(url)}")
@@ -131,21 +177,29 @@ def read_template(config: SinkConfig, path: str, index: str) -> dict[str, Any] |
     cannot be read or is not a JSON object."""
     if not path:
         return None
-    name = setting(config, "TEMPLATE")
+    try:
+        template = load_template(path)
+    except ValueError as exc:
+        raise SettingsError(setting(config, "TEMPLATE"), str(exc)) from None
+    template.setdefault("index_patterns", [index])
+    return template
+
+
+def load_template(path: str) -> dict[str, Any]:
+    """The JSON object in the index template file; ValueError saying why not."""
     try:
         with open(Path(path).expanduser(), "rb") as file:
             text = file.read(TEMPLATE_BYTES + 1)
     except OSError as exc:
-        raise SettingsError(name, f"cannot read the index template file: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read the index template file: {exc.strerror or exc}") from None
     if len(text) > TEMPLATE_BYTES:
-        raise SettingsError(name, f"the index template file is over {TEMPLATE_BYTES} bytes")
+        raise ValueError(f"the index template file is over {TEMPLATE_BYTES} bytes")
     try:
         template = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise SettingsError(name, f"the index template file is not JSON ({exc})") from None
+        raise ValueError(f"the index template file is not JSON ({exc})") from None
     if not isinstance(template, dict):
-        raise SettingsError(name, "the index template file must hold a JSON object")
-    template.setdefault("index_patterns", [index])
+        raise ValueError("the index template file must hold a JSON object")
     return template
 
 

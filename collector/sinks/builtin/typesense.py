@@ -29,19 +29,34 @@ from ...sdk._urls import where
 from ...settings import SettingsError
 from ..http import answer_failure, json_headers, scrub
 from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig
-from ._common import dumps, lines, setting, with_id, within
+from ._common import check_header_value, dumps, lines, setting, with_id, within
 
-COLLECTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+COLLECTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+COLLECTION_CHARS = 128
 SCHEMA_FIELDS = [{"name": ".*", "type": "auto"}]
 TRANSIENT = ("not ready", "lagging", "rate limit", "too many requests", "timed out", "temporarily")
+
+
+def check_collection(name: str) -> None:
+    """ValueError unless the name is one every Typesense release takes and finds again: letters, digits, `_`, `.`
+    and `-`, not beginning with `.` or `-`, at most 128 characters. Typesense itself refuses few names, but one with
+    `/`, `#` or `?` cannot be read back through its URL (typesense/typesense#548)."""
+    if len(name) > COLLECTION_CHARS:
+        raise ValueError(f"a collection name is at most {COLLECTION_CHARS} characters, not {len(name)}")
+    if not COLLECTION_NAME.fullmatch(name):
+        raise ValueError("a collection name is letters, digits, _ . and - (not beginning with . or -)")
 
 
 class TypesenseSink(Sink):
     kind = "typesense"
     options = (
-        Option("COLLECTION", "the collection the items are imported into", default="items"),
+        Option("COLLECTION", "the collection the items are imported into", default="items", check=check_collection),
         Option(
-            "API_KEY", "an API key allowed to create the collection and import documents", secret=True, required=True
+            "API_KEY",
+            "an API key allowed to create the collection and import documents",
+            secret=True,
+            required=True,
+            check=check_header_value,
         ),
     )
 
@@ -49,8 +64,10 @@ class TypesenseSink(Sink):
         super().__init__(config, http)
         self.base = config.url.rstrip("/")
         self.collection = self.option("COLLECTION") or "items"
-        if not COLLECTION_NAME.fullmatch(self.collection):
-            raise SettingsError(setting(config, "COLLECTION"), "must be a collection name ([A-Za-z0-9_.-])")
+        try:
+            check_collection(self.collection)
+        except ValueError as exc:
+            raise SettingsError(setting(config, "COLLECTION"), str(exc)) from None
         api_key = self.option("API_KEY")
         if not api_key:
             raise SettingsError(setting(config, "API_KEY"), "required")

@@ -5,7 +5,8 @@ The message: `{"type": "items.created", "timestamp": <ISO 8601, UTC>, "data": [{
 ...]}` (a field `id` of the item's own is replaced by the item's id). Headers: `webhook-id` (`msg_` and a digest of
 the batch's item ids: the same batch sent again has the same id, so a receiver can drop a repeat), `webhook-timestamp`
 (integer seconds) and `webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with
-the secret (SECRET, `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix).
+the secret (SECRET, `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix, 24 to
+64 bytes; any other form is refused with the settings, before anything starts).
 
 The receiver's answer decides, for the whole batch: 2xx done; 413 TooLarge; 401/403 AuthFailed; any other status
 BatchRefused (tried again after a back-off, as long as it takes; a Retry-After read): 429, 5xx, 408, a redirect
@@ -35,12 +36,39 @@ from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Sink, SinkConfig
 from ._common import dumps, setting, with_id, within
 
 EVENT = "items.created"
+SECRET_PREFIX = "whsec_"
+KEY_BYTES = (24, 64)  # a secret's key, decoded, as Standard Webhooks bounds it
+
+
+def secret_key(secret: str) -> bytes:
+    """The key of a Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 bytes; ValueError saying what
+    is wrong, never quoting it (the SECRET option's check, made before anything starts)."""
+    if not secret.startswith(SECRET_PREFIX):
+        raise ValueError(f"must be {SECRET_PREFIX} and a base64 key, as Standard Webhooks gives it")
+    try:
+        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(
+            f"must be {SECRET_PREFIX} and a base64 key: what follows {SECRET_PREFIX} is not base64"
+        ) from None
+    if not KEY_BYTES[0] <= len(key) <= KEY_BYTES[1]:
+        low, high = KEY_BYTES
+        raise ValueError(f"its key must be {low} to {high} bytes (Standard Webhooks), not {len(key)}")
+    return key
 
 
 class WebhookSink(Sink):
     kind = "webhook"
     checks_addresses = True
-    options = (Option("SECRET", "the signing secret, whsec_<base64>", secret=True, required=True),)
+    options = (
+        Option(
+            "SECRET",
+            "the signing secret, whsec_<base64 of 24 to 64 bytes>",
+            secret=True,
+            required=True,
+            check=secret_key,
+        ),
+    )
 
     def __init__(self, config: SinkConfig, http: Any):
         super().__init__(config, http)
@@ -66,14 +94,10 @@ class WebhookSink(Sink):
 
 def signing_key(config: SinkConfig, secret: str) -> bytes:
     """The HMAC key a `whsec_<base64>` secret stands for; SettingsError (not quoting it) when it is not one."""
-    text = secret.removeprefix("whsec_")
     try:
-        key = base64.b64decode(text, validate=True) if text else b""
-    except (binascii.Error, ValueError):
-        key = b""
-    if not key:
-        raise SettingsError(setting(config, "SECRET"), "required, as whsec_ and a base64 key (Standard Webhooks)")
-    return key
+        return secret_key(secret)
+    except ValueError as exc:
+        raise SettingsError(setting(config, "SECRET"), str(exc)) from None
 
 
 def message_id(batch: Sequence[Doc]) -> str:
