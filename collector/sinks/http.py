@@ -30,6 +30,7 @@ import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
+from ..net.causes import cause
 from ..sdk._connections import POOL_CLASSES, AddressRefused
 from ..sdk._deadline import WATCH, begin
 from ..sdk._urls import where
@@ -37,6 +38,7 @@ from ..sdk.redaction import clip
 from ..sdk.safeurl import Policy, is_public
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError
+from ..settings.trust import pool_options
 from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
 
 __all__ = [
@@ -66,7 +68,7 @@ class Answer:
 class SinkHttp:
     """One sink's HTTP client; `request` may be called from several threads at once."""
 
-    def __init__(self, config: SinkConfig, user_agent: str, policy: Policy):
+    def __init__(self, config: SinkConfig, user_agent: str, policy: Policy, ca_bundle: str = ""):
         self.config = config
         self.timeout = float(config.timeout)
         self.policy = policy
@@ -78,6 +80,7 @@ class SinkHttp:
             block=False,
             retries=False,
             timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+            **pool_options(ca_bundle),  # CA_BUNDLE resolved (settings/trust.py); none: the system's authorities
         )
         self.pools.pool_classes_by_scheme = dict(POOL_CLASSES)
         self.lock = threading.Lock()
@@ -129,9 +132,12 @@ class SinkHttp:
             return BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
         if isinstance(exc, AddressRefused):
             return BatchRefused(f"{exc}: {what}")
-        cause = exc.__context__ if isinstance(exc, Urllib3Error) else exc
-        if isinstance(cause, AddressRefused):
-            return BatchRefused(f"{cause}: {what}")
+        context = exc.__context__ if isinstance(exc, Urllib3Error) else exc
+        if isinstance(context, AddressRefused):
+            return BatchRefused(f"{context}: {what}")
+        named = cause(exc)  # certificate, TLS, proxy, name, refused, reset, ... (net/causes.py)
+        if named is not None and named != "timed out":
+            return BatchRefused(f"{named}: {what}")
         if isinstance(exc, NewConnectionError):  # a subclass of urllib3's TimeoutError, for history's sake
             return BatchRefused(f"connection failed: {what}")
         if isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError)):
@@ -174,7 +180,7 @@ def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> 
                 setting, f"host {host} is a non-public address; set ALLOW_PRIVATE_HOSTS=true to allow it"
             )
     policy = Policy(allow_private=allow or not check_addresses, trusted_hosts=frozenset())
-    return SinkHttp(config, settings.user_agent, policy)
+    return SinkHttp(config, settings.user_agent, policy, settings.ca_bundle)
 
 
 def literal_address(host: str) -> bool:
