@@ -74,13 +74,15 @@ class SinkHttp:
         self.policy = policy
         self.cutoff: float | None = None
         self.headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
+        trust = pool_options(ca_bundle)
         self.pools = urllib3.PoolManager(
             num_pools=4,
             maxsize=max(1, config.concurrency) + 1,  # the deliveries in flight, and prepare() beside them
             block=False,
             retries=False,
             timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
-            **pool_options(ca_bundle),  # CA_BUNDLE resolved (settings/trust.py); none: the system's authorities
+            ca_certs=trust.get("ca_certs"),  # CA_BUNDLE resolved (settings/trust.py); none: the system's authorities
+            ca_cert_dir=trust.get("ca_cert_dir"),
         )
         self.pools.pool_classes_by_scheme = dict(POOL_CLASSES)
         self.lock = threading.Lock()
