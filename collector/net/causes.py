@@ -3,13 +3,15 @@
 
 - `certificate verify failed: <why>` (self-signed certificate, certificate has expired, hostname mismatch, ...)
 - `TLS handshake failed: <why>`
-- `proxy unreachable: <host:port> (<why>)`, `proxy refused the tunnel: <host:port>: <its status line>`
+- `proxy unreachable: <host:port> (<why>)`, `proxy refused the tunnel: <host:port>: <its status>`
 - `name not resolved: <host>`, `connection refused`, `connection reset`, `connection closed without an answer`,
   `answer cut short`, `network unreachable`, `host unreachable`, `timed out`
 
 or None when it names none of them (the caller keeps its own words). The text is the cause only: never a URL, a
-query string or a proxy's credentials (a proxy is named by host and port), at most LIMIT characters, printable.
-Pure: it reads the exceptions' attributes, never their messages as a whole (requests' messages hold the URL).
+query string or a proxy's credentials (a proxy is named by host and port, its refusal by status code and the
+standard phrase), at most LIMIT characters, printable. Pure: it reads the exceptions' attributes and the ssl
+module's own words (OpenSSL's fixed reasons), never a message as a whole (requests' messages hold the URL), so
+nothing it cuts short holds a secret.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import http.client
 import socket
 import ssl
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import Any
 
 import requests.exceptions as rq
@@ -30,7 +33,7 @@ from ..textout import printable
 __all__ = ["LIMIT", "cause"]
 
 LIMIT = 200  # characters of a cause, at most
-PART = 120  # characters of one reason inside it (an OpenSSL message, a proxy's status line)
+PART = 120  # characters of one reason inside it (an OpenSSL message, a host)
 LINKS = 32  # exceptions looked at in one chain, at most (a chain may loop or be long)
 HOSTNAME_MISMATCH = 62  # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH
 IP_MISMATCH = 64  # X509_V_ERR_IP_ADDRESS_MISMATCH
@@ -69,10 +72,21 @@ def _proxy(links: list[BaseException]) -> str | None:
     where = _proxy_address(links, inner)
     tunnel = next((e for e in inner if _tunnel_refused(e)), None)
     if tunnel is not None:
-        status = str(tunnel)[len("Tunnel connection failed:") :].strip()
-        return f"proxy refused the tunnel{f': {where}' if where else ''}: {_part(status) or 'no status'}"
+        return f"proxy refused the tunnel{f': {where}' if where else ''}: {_status(str(tunnel))}"
     why = _certificate(inner) or _tls(inner) or _name(inner, None) or _basic(inner)
     return f"proxy unreachable{f': {where}' if where else ''}{f' ({why})' if why else ''}"
+
+
+def _status(refusal: str) -> str:
+    """The status of a proxy's refusal as our own words: its code and the phrase RFC 9110 gives it, never the
+    proxy's own phrase (a proxy may echo the credentials it was sent)."""
+    code = refusal.partition(":")[2].strip()[:3]
+    if not (code.isascii() and code.isdigit()):
+        return "no status"
+    try:
+        return f"{code} {HTTPStatus(int(code)).phrase}"
+    except ValueError:
+        return code
 
 
 def _tunnel_refused(exc: BaseException) -> bool:
@@ -177,6 +191,6 @@ def _basic(links: list[BaseException]) -> str | None:
 
 
 def _part(text: object, limit: int = PART) -> str:
-    """A piece of text from outside (an OpenSSL message, a host, a proxy's status line): one line, printable,
+    """A piece of text from outside that holds no secret (an OpenSSL reason, a host name): one line, printable,
     clipped."""
     return printable(" ".join(str(text)[: limit * 2].split())[:limit])[:limit]

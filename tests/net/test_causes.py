@@ -140,14 +140,21 @@ def test_a_proxy_whose_name_does_not_resolve_says_so():
 
 
 @pytest.mark.parametrize(
-    "status", ["407 Proxy Authentication Required", "403 Forbidden", "502 Bad Gateway", "999 \x1b[31mred\nforged"]
+    ("line", "status"),
+    [
+        ("407 Proxy Authentication Required", "407 Proxy Authentication Required"),
+        (f"407 bad password {SECRET} for collector", "407 Proxy Authentication Required"),  # the proxy's words: never
+        ("403 Forbidden", "403 Forbidden"),
+        ("502 Whatever", "502 Bad Gateway"),
+        ("999 \x1b[31mred\nforged", "999"),
+        ("garbage", "no status"),
+        ("", "no status"),
+    ],
 )
-def test_a_proxy_refusing_the_tunnel_is_named_with_its_status_line(status):
-    refusal = OSError(f"Tunnel connection failed: {status}")
+def test_a_proxy_refusing_the_tunnel_is_named_with_its_status_in_our_words(line, status):
+    refusal = OSError(f"Tunnel connection failed: {line}")
     text = cause(chain(ProxyError("Unable to connect to proxy", refusal), refusal))
-    assert text is not None and text.startswith("proxy refused the tunnel: ")
-    assert text.isprintable() and "\x1b" not in text and "\n" not in text
-    assert status.split(" ")[0] in text
+    assert text == f"proxy refused the tunnel: {status}"
 
 
 @pytest.mark.parametrize("host", ["nohost.invalid", "api.example.invalid", "xn--bcher-kva.invalid"])
