@@ -19,7 +19,9 @@
 - **Stopping** (here, with _deadline.py). `interrupt_after(seconds)` cuts every request still running after that
   many seconds, and refuses new ones: a collector that is asked to stop is done within the deadline.
 
-Error messages name the host and path only: a query string may carry credentials for some services.
+Error messages name the host and path only: a query string may carry credentials for some services. A request that
+got no answer says why (net/causes.py: certificate verify failed, proxy unreachable, name not resolved, ...). The
+session trusts the authorities CA_BUNDLE names (settings/trust.py), or certifi's.
 """
 
 from __future__ import annotations

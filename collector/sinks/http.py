@@ -3,7 +3,9 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
   answer, however slowly a server trickles it: the sdk's deadline watch (sdk/_deadline.py) shuts the socket of a
-  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`.
+  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`, a
+  request that got no answer saying why (net/causes.py). TLS trusts the authorities CA_BUNDLE names
+  (settings/trust.py), or the system's.
 - **Addresses**: a sink whose URL a user could set (`Sink.checks_addresses`, a webhook) gets the checks every user
   host gets (sdk/_connections.py): https only, and every connection made to a public address only, checked at the
   address actually connected to — unless ALLOW_PRIVATE_HOSTS. The connections of the other sinks are not checked:
