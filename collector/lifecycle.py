@@ -37,8 +37,17 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOPS = (signal.SIGTERM, signal.SIGINT)
 
 # what a running process cannot change: its database connection, its metrics socket, its environment files, the
-# monitor's socket and token
-FIXED = ("env", "mongodb_uri", "metrics_port", "metrics_addr", "monitor_host", "monitor_port", "monitor_token")
+# monitor's socket and token, the certificate authorities its clients trust
+FIXED = (
+    "env",
+    "mongodb_uri",
+    "ca_bundle",
+    "metrics_port",
+    "metrics_addr",
+    "monitor_host",
+    "monitor_port",
+    "monitor_token",
+)
 ENV_NAMES = {attr: env for env, attr, _ in SCHEMA} | {"env": "COLLECTOR_ENV"}
 NOT_COMPARED = ("raw", "file_keys", "sources")
 LOGGING = {"LOG_LEVEL", "LOG_FORMAT"}

@@ -62,7 +62,7 @@ def test_connectors_import_only_the_sdk():
 def test_the_sdk_imports_no_engine_module_and_no_connector():
     for path in sorted((ROOT / "collector" / "sdk").glob("*.py")):
         for name in ours(imports(path)):
-            assert name.startswith(("collector.sdk", "collector.settings", "collector.modes")), (
+            assert name.startswith(("collector.sdk", "collector.net", "collector.settings", "collector.modes")), (
                 f"sdk/{path.name} imports {name}"
             )
 
@@ -151,7 +151,8 @@ KERNEL = (
     "collector.lifecycle",
 )
 ROOMS = {  # room -> the collector modules it may import (prefixes); collector/cli/ may import everything
-    "sdk": ("collector.sdk", "collector.settings", "collector.modes"),
+    "net": ("collector.net", *KERNEL),  # the wire: the kernel only
+    "sdk": ("collector.sdk", "collector.net", "collector.settings", "collector.modes"),
     "engine": ("collector.engine", "collector.sdk", *KERNEL),
     "daemon": (  # the sink service's process (daemon/sink*.py) runs collector.sinks
         "collector.daemon",
@@ -172,7 +173,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
         *KERNEL,
     ),
     # the sink service and the sinks: their SDK, the store's `unavailable`; never the daemon, ops, cli, monitor
-    "sinks": ("collector.sinks", "collector.sdk", "collector.engine.store", *KERNEL),
+    "sinks": ("collector.sinks", "collector.net", "collector.sdk", "collector.engine.store", *KERNEL),
     # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts
     "monitor": (
         "collector.monitor",
@@ -201,7 +202,7 @@ def room_of(path: Path) -> str:
 def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
     rooms = {room_of(p) for p in (ROOT / "collector").rglob("*.py")}
     rooms_known = {"cli", "package", "kernel", "sdk", "engine", "daemon", "ops", "monitor", "devtools", "testing"}
-    rooms_known.add("sinks")
+    rooms_known |= {"sinks", "net"}
     assert rooms == rooms_known, rooms
     for path in sorted((ROOT / "collector").rglob("*.py")):
         room = room_of(path)

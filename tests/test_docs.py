@@ -20,6 +20,7 @@ import pytest
 
 from collector.cli import build_parser
 from collector.settings import settings_for_tests
+from collector.settings.trust import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -34,6 +35,7 @@ TWO_COMMANDS = "pip install . && collector demo\npip install '.[test]' && python
 # UPPER_CASE names the docs may name that are not settings: each with why
 NOT_SETTINGS = {
     "HTTPS_PROXY": "the proxy variable requests reads (limits-and-reliability.md)",
+    "HTTP_PROXY": "the proxy variable requests reads for http:// URLs",
     "CLOCK_BOOTTIME": "the Linux clock the process metrics read",
 }
 
@@ -202,7 +204,8 @@ def known_names() -> set[str]:
     environment = set()  # what the program reads from its environment (COLLECTOR_ENV_FILE, NOTIFY_SOCKET, …)
     for path in (ROOT / "collector").rglob("*.py"):
         environment |= set(re.findall(r"environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]+)\"", path.read_text()))
-    return settings | connectors | environment | module_constants() | set(NOT_SETTINGS)
+    trust = set(SOURCES)  # CA_BUNDLE and the conventional variables it falls back to (settings/trust.py)
+    return settings | connectors | environment | trust | module_constants() | set(NOT_SETTINGS)
 
 
 PER_SERVICE = {"INITIAL_INTERVAL", "SERVICE_CONCURRENCY"}

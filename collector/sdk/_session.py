@@ -66,7 +66,7 @@ class Adapter(HTTPAdapter):
         self.poolmanager.clear()
 
     def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None, cert: Any = None) -> Any:
-        if proxies or cert is not None or not isinstance(verify, bool) or not isinstance(request.url, str):
+        if proxies or cert is not None or not isinstance(verify, (bool, str)) or not isinstance(request.url, str):
             return super().get_connection_with_tls_context(request, verify, proxies, cert)
         parts = urlsplit(request.url)
         key = (parts.scheme, parts.netloc, verify)
@@ -165,7 +165,8 @@ def send(session: requests.Session, timeout: float, method: str, url: str, **kwa
     request takes requests' whole path."""
     data = kwargs.pop("data", None)
     if method != "GET" or data is not None or session.trust_env or session.proxies or session.params or session.auth:
-        return session.request(method, url, data=data, timeout=timeout, stream=True, **kwargs)
+        # the session's authorities (CA_BUNDLE), which requests would let REQUESTS_CA_BUNDLE override
+        return session.request(method, url, data=data, timeout=timeout, stream=True, verify=session.verify, **kwargs)
     prepared = requests.PreparedRequest()
     prepared.method = "GET"
     prepared.url = prepared_url(url, kwargs.get("params"))

@@ -19,7 +19,9 @@
 - **Stopping** (here, with _deadline.py). `interrupt_after(seconds)` cuts every request still running after that
   many seconds, and refuses new ones: a collector that is asked to stop is done within the deadline.
 
-Error messages name the host and path only: a query string may carry credentials for some services.
+Error messages name the host and path only: a query string may carry credentials for some services. A request that
+got no answer says why (net/causes.py: certificate verify failed, proxy unreachable, name not resolved, ...). The
+session trusts the authorities CA_BUNDLE names (settings/trust.py), or certifi's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from ..net.causes import cause
 from ..settings import Settings
 from ._connections import AddressRefused
 from ._deadline import WATCH, Entry, begin, expired
@@ -80,10 +83,12 @@ class Http:
 
     def configure(self, settings: Settings) -> None:
         """The settings HTTP follows (at start, and at each reload, for the requests that begin after it): the
-        whole-request timeout, the body limit, the User-Agent, and which hosts may be on private addresses."""
+        whole-request timeout, the body limit, the User-Agent, the authorities to trust (kept from the start: a
+        reload keeps CA_BUNDLE) and which hosts may be on private addresses."""
         self.timeout = settings.http_timeout
         self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
         self.session.headers["User-Agent"] = settings.user_agent
+        self.session.verify = settings.ca_bundle or True  # CA_BUNDLE, resolved (settings/trust.py), or certifi's
         policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
         if getattr(self, "policy", policy) != policy:  # pooled connections were checked under the old policy
             for adapter in self.session.adapters.values():
@@ -255,7 +260,7 @@ def transport_failure(exc: Exception, timeout: float, what: str) -> Exception:
     if isinstance(exc, requests.Timeout):
         return Transient(f"timed out after {timeout:g}s: {what}")
     if isinstance(exc, (requests.ConnectionError, OSError, urllib3.exceptions.ProtocolError)):
-        return Transient(f"connection failed: {what}")
+        return Transient(f"{cause(exc) or 'connection failed'}: {what}")  # named: certificate, proxy, refused, ...
     if isinstance(exc, (requests.RequestException, urllib3.exceptions.HTTPError)):
-        return Transient(f"request failed ({type(exc).__name__}): {what}")
+        return Transient(f"{cause(exc) or f'request failed ({type(exc).__name__})'}: {what}")
     return exc

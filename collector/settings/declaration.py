@@ -69,20 +69,10 @@ ENVIRONMENT = Setting(
 )
 
 CREDENTIAL_HELP = "An app credential of a service (empty: not configured; its networks then get a clear error)."
-CREDENTIALS = (
-    "STACKEXCHANGE_KEY",
-    "REDDIT_CLIENT_ID",
-    "REDDIT_CLIENT_SECRET",
-    "TWITTER_CLIENT_ID",
-    "TWITTER_CLIENT_SECRET",
-    "YOUTUBE_CLIENT_ID",
-    "YOUTUBE_CLIENT_SECRET",
-    "TUMBLR_CONSUMER_KEY",
-    "TUMBLR_CONSUMER_SECRET",
-    "FLICKR_API_KEY",
-    "FLICKR_API_SECRET",
-    "SPOTIFY_CLIENT_ID",
-    "SPOTIFY_CLIENT_SECRET",
+CREDENTIALS = tuple(
+    "STACKEXCHANGE_KEY REDDIT_CLIENT_ID REDDIT_CLIENT_SECRET TWITTER_CLIENT_ID TWITTER_CLIENT_SECRET YOUTUBE_CLIENT_ID "
+    "YOUTUBE_CLIENT_SECRET TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET "
+    "SPOTIFY_CLIENT_ID SPOTIFY_CLIENT_SECRET".split()
 )
 
 
@@ -237,6 +227,17 @@ SETTINGS: tuple[Setting, ...] = (
         "false",
         "Let user-supplied API hosts (a Mastodon instance, a Bluesky PDS) be loopback, private or link-local.",
         details="Such hosts must be https either way.",
+    ),
+    Setting(
+        "CA_BUNDLE",
+        "ca_bundle",
+        kinds.CA_PATH,
+        "",
+        "Certificate authorities to trust for TLS (a PEM file or a hashed directory) instead of the default ones.",
+        reload=KEPT,
+        details="Empty: the first of REQUESTS_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR set. Every TLS client of the "
+        "process trusts these only (to reach public services too, join a public bundle to a private one); a path "
+        "that cannot be read or holds no certificate is a settings error; `--check-config` shows what named it.",
     ),
     Setting(
         "LOG_LEVEL",

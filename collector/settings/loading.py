@@ -8,11 +8,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..textout import printable
 from .declaration import ENVIRONMENT, FAMILIES, SETTINGS
 from .files import _working_dir, config_dir, read_env_file, read_settings_file
 from .masking import mask, mask_text
 from .model import Settings, SettingsError
 from .parsers import DEFAULT_ENV, ENVIRONMENTS
+from .trust import authorities, unusable
 
 
 def load_settings(
@@ -65,9 +67,19 @@ def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Se
             for key, value in merged.items()
             if (match := family.pattern.match(key))
         }
+    values["ca_bundle"] = _trusted(values["ca_bundle"], merged)
     values["raw"] = dict(merged)
     values["file_keys"] = file_keys
     return Settings(**values)
+
+
+def _trusted(ca_bundle: str, merged: Mapping[str, str]) -> str:
+    """The path of the authorities to trust (trust.py: CA_BUNDLE, else a conventional variable), checked."""
+    found = authorities({**merged, "CA_BUNDLE": ca_bundle})
+    problem = unusable(found.path) if found.path else ""
+    if problem:
+        raise SettingsError(found.source, f"{printable(found.path)!r} {problem}")
+    return found.path
 
 
 def _parse(name: str, parse: Callable[[str], Any], text: str) -> Any:

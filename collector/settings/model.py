@@ -13,6 +13,7 @@ from typing import Any
 from .declaration import ENVIRONMENT, FAMILIES, FIELDS
 from .masking import SECRET_WORDS, mask, uri_secrets
 from .sinkfields import sink_keys, sink_prefix
+from .trust import Authorities, authorities
 
 
 class SettingsError(ValueError):
@@ -62,6 +63,7 @@ class Settings:
     sink_max_tries: int = 3  # rejects of one document before it is dead-lettered
     sink_retry_max: float = 600.0  # the longest back-off of a sink's retry
     sink_lag_warn: float = 900.0  # status --check warns past this lag
+    ca_bundle: str = ""  # the authorities to trust, resolved (trust.py); empty: the default ones
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -90,6 +92,11 @@ class Settings:
         ]
         return [v for v in values if v]
 
+    def trusted(self) -> Authorities:
+        """The authorities to trust (trust.py) and what named them."""
+        named = authorities(self.raw)
+        return named if named.path == self.ca_bundle else Authorities(self.ca_bundle, "CA_BUNDLE")
+
     def describe(self, secret_names: Collection[str] = ()) -> dict[str, Any]:
         """The effective settings by environment name, secrets masked (for --check-config): the declared ones in
         their order, the per-service ones, the settings of each sink in SINKS, then any other setting the files
@@ -98,6 +105,7 @@ class Settings:
         out: dict[str, Any] = {ENVIRONMENT.name: getattr(self, ENVIRONMENT.field)}
         for setting in FIELDS:
             out[setting.name] = getattr(self, setting.field)
+        out["CA_BUNDLE"] = self.trusted().shown()
         for family in FAMILIES:
             for service, value in sorted(getattr(self, family.field).items()):
                 out[family.prefix + service.upper()] = value

@@ -224,6 +224,13 @@ def _any(text: str) -> str:
     return text
 
 
+def _path(text: str) -> str:
+    """A file or directory path; whether it can be used is checked where it is resolved (trust.py)."""
+    if "\x00" in text:
+        raise ValueError("must not hold a NUL character")
+    return text
+
+
 @dataclass(frozen=True)
 class Kind:
     """What a setting holds: `name` for the reference, `parse` for the value, and the bounds `parse` enforces
@@ -269,4 +276,5 @@ BATCH = Kind("whole number", _bounded_int(MAX_BATCH), 1, MAX_BATCH)
 SINK_CONCURRENCY = Kind("whole number", _bounded_int(MAX_SINK_CONCURRENCY), 1, MAX_SINK_CONCURRENCY)
 PACE = Kind("items per second", _pace, 0, MAX_PACE, above=True)
 ANY_TEXT = Kind("text (empty: not configured)", _any)
+CA_PATH = Kind("file or directory path (empty: see Details)", _path)
 ENVIRONMENT = Kind(" or ".join((", ".join(ENVIRONMENTS[:-1]), ENVIRONMENTS[-1])), _any)

@@ -3,7 +3,9 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
   answer, however slowly a server trickles it: the sdk's deadline watch (sdk/_deadline.py) shuts the socket of a
-  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`.
+  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`, a
+  request that got no answer saying why (net/causes.py). TLS trusts the authorities CA_BUNDLE names
+  (settings/trust.py), or the system's.
 - **Addresses**: a sink whose URL a user could set (`Sink.checks_addresses`, a webhook) gets the checks every user
   host gets (sdk/_connections.py): https only, and every connection made to a public address only, checked at the
   address actually connected to — unless ALLOW_PRIVATE_HOSTS. The connections of the other sinks are not checked:
@@ -28,6 +30,7 @@ import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
+from ..net.causes import cause
 from ..sdk._connections import POOL_CLASSES, AddressRefused
 from ..sdk._deadline import WATCH, begin
 from ..sdk._urls import where
@@ -35,6 +38,7 @@ from ..sdk.redaction import clip
 from ..sdk.safeurl import Policy
 from ..sdk.timeutil import utcnow
 from ..settings import Settings
+from ..settings.trust import pool_options
 from .checks import check_url
 from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
 
@@ -65,18 +69,21 @@ class Answer:
 class SinkHttp:
     """One sink's HTTP client; `request` may be called from several threads at once."""
 
-    def __init__(self, config: SinkConfig, user_agent: str, policy: Policy):
+    def __init__(self, config: SinkConfig, user_agent: str, policy: Policy, ca_bundle: str = ""):
         self.config = config
         self.timeout = float(config.timeout)
         self.policy = policy
         self.cutoff: float | None = None
         self.headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
+        trust = pool_options(ca_bundle)
         self.pools = urllib3.PoolManager(
             num_pools=4,
             maxsize=max(1, config.concurrency) + 1,  # the deliveries in flight, and prepare() beside them
             block=False,
             retries=False,
             timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+            ca_certs=trust.get("ca_certs"),  # CA_BUNDLE resolved (settings/trust.py); none: the system's authorities
+            ca_cert_dir=trust.get("ca_cert_dir"),
         )
         self.pools.pool_classes_by_scheme = dict(POOL_CLASSES)
         self.lock = threading.Lock()
@@ -128,9 +135,12 @@ class SinkHttp:
             return BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
         if isinstance(exc, AddressRefused):
             return BatchRefused(f"{exc}: {what}")
-        cause = exc.__context__ if isinstance(exc, Urllib3Error) else exc
-        if isinstance(cause, AddressRefused):
-            return BatchRefused(f"{cause}: {what}")
+        context = exc.__context__ if isinstance(exc, Urllib3Error) else exc
+        if isinstance(context, AddressRefused):
+            return BatchRefused(f"{context}: {what}")
+        named = cause(exc)  # certificate, TLS, proxy, name, refused, reset, ... (net/causes.py)
+        if named is not None and named != "timed out":
+            return BatchRefused(f"{named}: {what}")
         if isinstance(exc, NewConnectionError):  # a subclass of urllib3's TimeoutError, for history's sake
             return BatchRefused(f"connection failed: {what}")
         if isinstance(exc, (TimeoutError, urllib3.exceptions.TimeoutError)):
@@ -157,7 +167,7 @@ def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> 
     allow = bool(settings.allow_private_hosts)
     check_url(config, check_addresses, allow)  # made up front too (config.py): here for a client made otherwise
     policy = Policy(allow_private=allow or not check_addresses, trusted_hosts=frozenset())
-    return SinkHttp(config, settings.user_agent, policy)
+    return SinkHttp(config, settings.user_agent, policy, settings.ca_bundle)
 
 
 def scrub(text: object, config: SinkConfig, limit: int = 300) -> str:
