@@ -1,0 +1,101 @@
+"""One small HTTP server core, the policy both servers of the collector keep (the metrics/health port,
+daemon/httpserver.py, one thread and a selector; the monitor, monitor/httpd.py, one asyncio loop): how many
+connections are held and whom a newcomer displaces, one deadline per connection, the head's limits (head.py), and
+one byte budget for what every client has not read yet. Pure: the servers move the bytes, this decides.
+
+- **Room**: at most `limit` connections. A newcomer always gets in: at the bound the oldest idle connection is
+  closed (one that has not sent a whole request head: it says nothing, or trickles), else the oldest event stream
+  (a page only waiting for the next event; its browser reconnects), else the oldest of all (an exchange takes
+  milliseconds, so the oldest one is stalled). A request being answered is never chosen while an idle one is left.
+- **Budget**: the bytes written for clients and not yet taken by their sockets, summed over every client. One
+  client holds at most `per_client` (then it is cut); past `total` the clients holding the most are cut first (the
+  slowest readers), until the rest fits.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from typing import Generic, TypeVar
+
+from .head import HEAD_LIMIT
+
+__all__ = ["DEADLINE", "HEAD_LIMIT", "IDLE", "SEND_BUFFER", "STREAM", "WORKING", "Budget", "Room"]
+
+DEADLINE = 10.0  # seconds a connection has for its request (head and body) to arrive, and again for its answer
+SEND_BUFFER = 64 * 1024  # the kernel's buffer per connection (it doubles it), not autotuned up to megabytes
+
+IDLE = "idle"  # no whole request head yet
+WORKING = "working"  # a request being answered
+STREAM = "stream"  # an event stream between two events
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Room(Generic[K]):
+    """The connections held, oldest first, each with its state; who makes room for a newcomer."""
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self.held: OrderedDict[K, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.held
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self.held))
+
+    def add(self, key: K) -> None:
+        self.held[key] = IDLE
+
+    def mark(self, key: K, state: str) -> None:
+        if key in self.held:
+            self.held[key] = state
+
+    def state(self, key: K) -> str | None:
+        return self.held.get(key)
+
+    def remove(self, key: K) -> None:
+        self.held.pop(key, None)
+
+    def count(self, state: str) -> int:
+        return sum(1 for s in self.held.values() if s == state)
+
+    def oldest(self, state: str | None = None) -> K | None:
+        return next((k for k, s in self.held.items() if state is None or s == state), None)
+
+    def victim(self) -> K | None:
+        """Who is closed for a newcomer when the room is full (None while there is room)."""
+        if len(self.held) < self.limit:
+            return None
+        for state in (IDLE, STREAM):
+            if (key := self.oldest(state)) is not None:
+                return key
+        return self.oldest()
+
+
+class Budget:
+    """The bytes held for clients that have not read them: `total` for all together, `per_client` for one."""
+
+    def __init__(self, total: int, per_client: int | None = None):
+        self.total, self.per_client = total, per_client
+
+    def over_client(self, held: int) -> bool:
+        return self.per_client is not None and held > self.per_client
+
+    def to_cut(self, held: Mapping[K, int], keep: K | None = None) -> list[K]:
+        """Who is cut so that the others fit in the total: the clients holding the most first, never `keep`
+        (the one just answered) and never one holding nothing."""
+        over = sum(held.values()) - self.total
+        cut: list[K] = []
+        for key, size in sorted(held.items(), key=lambda item: -item[1]):
+            if over <= 0 or size <= 0:
+                break
+            if key is keep:
+                continue
+            cut.append(key)
+            over -= size
+        return cut
