@@ -15,7 +15,7 @@ one byte budget for what every client has not read yet. Pure: the servers move t
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from .head import HEAD_LIMIT
@@ -45,8 +45,9 @@ class Room(Generic[K]):
     def __contains__(self, key: object) -> bool:
         return key in self.held
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(self.held))
+    def __iter__(self) -> Iterator[K]:
+        """Oldest first (iterate over a list of it to close some on the way)."""
+        return iter(self.held)
 
     def add(self, key: K) -> None:
         self.held[key] = IDLE
@@ -94,7 +95,7 @@ class Budget:
         for key, size in sorted(held.items(), key=lambda item: -item[1]):
             if over <= 0 or size <= 0:
                 break
-            if key is keep:
+            if key == keep:
                 continue
             cut.append(key)
             over -= size
