@@ -90,6 +90,9 @@ def test_a_refresh_shows_the_fleet_its_rates_and_the_work(db):
         "version": "9.9",
         "actions": False,
         "viewers": 0,
+        "connections": 0,
+        "heldBytes": 0,
+        "cut": {},
         "refreshes": 1,
         "commands": None,
     }
