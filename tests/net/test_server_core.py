@@ -1,0 +1,58 @@
+"""The server core's policy (collector/net/server.py), pure: whom a newcomer displaces at the bound, and whom the
+byte budget cuts."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.net.server import IDLE, STREAM, WORKING, Budget, Room
+
+
+def room_of(states: list[str], limit: int) -> Room[int]:
+    room: Room[int] = Room(limit)
+    for key, state in enumerate(states):
+        room.add(key)
+        room.mark(key, state)
+    return room
+
+
+@pytest.mark.parametrize(
+    ("states", "victim"),
+    [
+        ([IDLE, IDLE, IDLE], 0),
+        ([WORKING, STREAM, IDLE, IDLE], 2),  # the oldest idle one, however old the others
+        ([STREAM, WORKING, STREAM, WORKING], 0),  # no idle one: the oldest stream
+        ([WORKING, WORKING, STREAM], 2),
+        ([WORKING, WORKING, WORKING], 0),  # all mid-request: the oldest
+        ([WORKING] * 200 + [IDLE], 200),
+    ],
+)
+def test_a_full_room_closes_the_oldest_idle_then_the_oldest_stream_then_the_oldest(states, victim):
+    room = room_of(states, len(states))
+    assert room.victim() == victim
+    room.remove(victim)
+    assert room.victim() is None and len(room) == len(states) - 1 and victim not in room
+
+
+@pytest.mark.parametrize("limit", [1, 5, 256])
+def test_a_room_with_a_place_left_closes_no_one(limit):
+    room = room_of([IDLE] * (limit - 1), limit)
+    assert room.victim() is None
+    room.add(-1)
+    oldest = 0 if limit > 1 else -1
+    assert room.victim() == oldest and room.count(IDLE) == limit and room.oldest() == oldest
+    room.mark(oldest, STREAM)
+    assert room.state(oldest) == STREAM and room.oldest(STREAM) == oldest and room.oldest(WORKING) is None
+    assert list(room) == [*range(limit - 1), -1]
+
+
+def test_the_budget_cuts_the_clients_holding_most_until_the_rest_fits():
+    budget = Budget(total=100, per_client=40)
+    assert budget.to_cut({"a": 30, "b": 30, "c": 30}) == []
+    assert budget.to_cut({"a": 10, "b": 60, "c": 50}) == ["b"]
+    assert budget.to_cut({"a": 50, "b": 60, "c": 55, "d": 5}) == ["b", "c"]
+    assert budget.to_cut({"a": 90, "b": 80}, keep="a") == ["b"]  # the one just answered is kept
+    assert budget.to_cut({"a": 300}, keep="a") == []
+    assert budget.to_cut({f"k{i}": 1 for i in range(150)}) == [f"k{i}" for i in range(50)]  # ties: oldest first
+    assert [budget.over_client(n) for n in (0, 40, 41, 10**9)] == [False, False, True, True]
+    assert not Budget(10).over_client(10**9)  # no share per client
