@@ -194,6 +194,7 @@ class Monitor:
                 "actions": bool(self.token),
                 "viewers": len(self.server.streams),
                 "connections": self.server.connections,
+                "accepted": self.server.accepted,
                 "heldBytes": sum(self.server.held().values()),  # written for clients, not yet taken by them
                 "cut": dict(self.server.closed),  # connections closed to make room or for reading too slowly
                 "refreshes": self.reads,

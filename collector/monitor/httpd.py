@@ -112,6 +112,7 @@ class Server:
     room: Room[asyncio.StreamWriter] = field(default_factory=lambda: Room(MAX_CONNECTIONS))
     budget: Budget = field(default_factory=lambda: Budget(HELD_TOTAL, STREAM_BACKLOG))
     closed: collections.Counter[str] = field(default_factory=collections.Counter)  # cut short, by reason
+    accepted: int = 0
     server: asyncio.base_events.Server | None = None
 
     @property
@@ -166,6 +167,7 @@ class Server:
         if (victim := self.room.victim()) is not None:
             self.drop(victim, "evicted")
         self.room.add(writer)
+        self.accepted += 1
         try:
             await self._exchange(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -184,6 +186,7 @@ class Server:
             await self._answer(writer, Answer.json(bad.status, {"ok": False, "message": str(bad)}))
             return
         except TimeoutError:
+            self.closed["timeout"] += 1
             await self._answer(writer, Answer.json(408, {"ok": False, "message": "the request came too slowly"}))
             return
         answer = await self.handler(request)

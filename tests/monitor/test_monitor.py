@@ -91,6 +91,7 @@ def test_a_refresh_shows_the_fleet_its_rates_and_the_work(db):
         "actions": False,
         "viewers": 0,
         "connections": 0,
+        "accepted": 0,
         "heldBytes": 0,
         "cut": {},
         "refreshes": 1,
