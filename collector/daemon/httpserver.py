@@ -297,7 +297,8 @@ class HttpServer:
             self._drop(conn, None)
         if self.unsent > self.budget.total:  # clients that do not read hold the memory: the slowest ones are cut
             held = {c: len(c.out or b"") for c in self.connections}
-            for slowest in self.budget.to_cut(held, keep=conn):
+            held[conn] = 0  # the one just answered is kept
+            for slowest in self.budget.to_cut(held):
                 self._drop(slowest, "evicted")
 
     def _send(self, conn: _Connection) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from ..net.head import HEAD_LIMIT, HeadError, parse
-from ..net.server import DEADLINE, SEND_BUFFER, STREAM, WORKING, Budget, Room
+from ..net.server import DEADLINE, SEND_BUFFER, STREAM, WORKING, Budget, Room, give_back_freed
 
 log = logging.getLogger("collector.monitor")
 
@@ -129,6 +129,7 @@ class Server:
 
     async def start(self, host: str, port: int) -> int:
         self.room, self.budget = Room(MAX_CONNECTIONS), Budget(HELD_TOTAL, STREAM_BACKLOG)  # the bounds as now set
+        give_back_freed()  # what a cut client held goes back to the system, not into a fragmented heap
         self.server = await asyncio.start_server(self.serve, host, port, limit=HEAD_LIMIT, backlog=128)
         return self.server.sockets[0].getsockname()[1]
 
@@ -143,17 +144,24 @@ class Server:
                 await asyncio.wait_for(self.server.wait_closed(), 2)
 
     def broadcast(self, data: bytes) -> None:
+        held = self.held()
         for writer in self.streams:
-            if writer.is_closing() or self.budget.over_client(writer.transport.get_write_buffer_size()):
+            if writer not in held:
+                continue  # cut for room already
+            if writer.is_closing() or self.budget.over_client(held[writer]):
                 self.drop(writer, "slow")  # what it did not read is dropped with it: memory and descriptor now
+                del held[writer]
                 continue
-            writer.write(data)
-        self.keep_budget()
+            self.make_room(held, len(data))
+            if writer in held:
+                writer.write(data)
+                held[writer] = writer.transport.get_write_buffer_size()
 
-    def keep_budget(self, keep: asyncio.StreamWriter | None = None) -> None:
-        """Past the total, the clients holding the most unread bytes are cut (never `keep`, just answered)."""
-        for writer in self.budget.to_cut(self.held(), keep):
+    def make_room(self, held: dict[asyncio.StreamWriter, int], size: int) -> None:
+        """Cut the clients holding the most unread bytes until `size` more fit in the total (in `held` too)."""
+        for writer in self.budget.to_cut(held, size):
             self.drop(writer, "slow")
+            del held[writer]
 
     def drop(self, writer: asyncio.StreamWriter, reason: str) -> None:
         self.room.remove(writer)
@@ -193,18 +201,26 @@ class Server:
         if answer.stream is None:
             await self._answer(writer, answer)
             return
-        if len(streams := self.streams) >= MAX_STREAMS:
-            self.drop(streams[0], "evicted")  # the oldest page: its browser reconnects
-        writer.write(head(200, "text/event-stream", None) + answer.stream)
-        self.room.mark(writer, STREAM)
-        self.keep_budget(keep=writer)
+        first = head(200, "text/event-stream", None) + answer.stream
+        del answer  # from here on its bytes are held by the transport alone, and counted (held())
+        self._open_stream(writer, first)
+        del first
         while await reader.read(1024):  # until the page goes away (anything it sends is ignored)
             pass
 
+    def _open_stream(self, writer: asyncio.StreamWriter, first: bytes) -> None:
+        if len(streams := self.streams) >= MAX_STREAMS:
+            self.drop(streams[0], "evicted")  # the oldest page: its browser reconnects
+        self.make_room(self.held(), len(first))
+        writer.write(first)
+        self.room.mark(writer, STREAM)
+
     async def _answer(self, writer: asyncio.StreamWriter, answer: Answer) -> None:
         self.room.mark(writer, WORKING)
-        writer.write(answer_bytes(answer))
-        self.keep_budget(keep=writer)
+        data = answer_bytes(answer)
+        self.make_room(self.held(), len(data))
+        writer.write(data)
+        del data  # what the client has not taken is held by the transport alone while it drains, and counted
         with contextlib.suppress(ConnectionError, TimeoutError):
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
 

@@ -138,3 +138,55 @@ def test_open_pages_outlive_idle_clients_and_a_newcomer_still_gets_in(tmp_path, 
         for sock in held:
             sock.close()
         monitor.close()
+
+
+def big_fleet(db, collectors: int = 200) -> None:
+    """Collector documents that make a snapshot of about half a MiB: every page gets that much a second."""
+    at = datetime.now(UTC)
+    db.collectors.insert_many(
+        {
+            "_id": f"collector-{i:03d}-" + "x" * 150,
+            "mode": "normal",
+            "startedAt": at - timedelta(hours=1),
+            "heartbeatAt": at,
+            "statsAt": at,
+            "version": "v" * 60,
+            "host": "h" * 300,
+            "services": ["s" * 100 for _ in range(20)],
+            "running": [{"id": "n" * 100, "service": "s" * 50} for _ in range(20)],
+        }
+        for i in range(collectors)
+    )
+
+
+@pytest.mark.parametrize(("streams", "plain"), [(60, 0), (0, 240), (50, 200)])
+def test_clients_that_never_read_hold_at_most_the_byte_budget_and_the_slowest_go_first(tmp_path, wire, streams, plain):
+    big_fleet(wire[1])
+    monitor = Monitor(tmp_path, wire[0].uri)
+    stalled: list[socket.socket] = []
+    try:
+        size = len(json.dumps(monitor.snapshot()))
+        assert size > 300_000
+        before = monitor.memory("VmRSS")
+        event = b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        stalled = [connect(monitor.port, event, reading=False) for _ in range(streams)]
+        snapshot = b"GET /api/snapshot HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        stalled += [connect(monitor.port, snapshot, reading=False) for _ in range(plain)]
+        held: list[int] = []
+
+        def cut_enough() -> bool:
+            seen = monitor.snapshot()["monitor"]
+            held.append(seen["heldBytes"])
+            return seen["cut"].get("slow", 0) >= (streams + plain) // 4
+
+        wait_until(cut_enough, timeout=120)
+        # without the budget these clients would hold streams × STREAM_BACKLOG + plain × size bytes
+        assert streams * httpd.STREAM_BACKLOG + plain * size > 4 * httpd.HELD_TOTAL
+        assert max(held) <= httpd.HELD_TOTAL  # room is made before anything is written
+        grown = monitor.memory("VmHWM") - before
+        assert grown < 3 * httpd.HELD_TOTAL, (before, grown)  # the kernel's buffers are not the process's
+        page_load(monitor.port)  # the others are served all along
+    finally:
+        for sock in stalled:
+            sock.close()
+        monitor.close()

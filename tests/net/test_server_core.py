@@ -1,5 +1,5 @@
 """The server core's policy (collector/net/server.py), pure: whom a newcomer displaces at the bound, and whom the
-byte budget cuts."""
+byte budget cuts, before the bytes it makes room for are written."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def test_the_budget_cuts_the_clients_holding_most_until_the_rest_fits():
     assert budget.to_cut({"a": 30, "b": 30, "c": 30}) == []
     assert budget.to_cut({"a": 10, "b": 60, "c": 50}) == ["b"]
     assert budget.to_cut({"a": 50, "b": 60, "c": 55, "d": 5}) == ["b", "c"]
-    assert budget.to_cut({"a": 90, "b": 80}, keep="a") == ["b"]  # the one just answered is kept
-    assert budget.to_cut({"a": 300}, keep="a") == []
+    assert budget.to_cut({"a": 50, "b": 30, "new": 0}, 30) == ["a"]  # room made before 30 bytes more are written
+    assert budget.to_cut({"a": 10, "b": 30}, 60) == []
+    assert budget.to_cut({"a": 10, "new": 0}, 300) == ["a"]  # never one holding nothing, even when it cannot fit
     assert budget.to_cut({f"k{i}": 1 for i in range(150)}) == [f"k{i}" for i in range(50)]  # ties: oldest first
     assert [budget.over_client(n) for n in (0, 40, 41, 10**9)] == [False, False, True, True]
     assert not Budget(10).over_client(10**9)  # no share per client
