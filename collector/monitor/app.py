@@ -71,14 +71,17 @@ def local_host(header: str, allowed: frozenset[str]) -> bool:
     found = HOST.fullmatch(header.strip(" \t"))
     if found is None:
         return False
-    name = (found["ip6"] or found["name"]).lower()
-    if name.rstrip(".") in allowed or name.rstrip(".") == "localhost":
-        return True
+    if found["ip6"]:  # brackets hold an IPv6 address, nothing else
+        return is_address(found["ip6"], 6)
+    name = found["name"].lower().rstrip(".")
+    return name in allowed or name == "localhost" or is_address(name, 4)
+
+
+def is_address(text: str, version: int) -> bool:
     try:
-        address = ipaddress.ip_address(name)
+        return ipaddress.ip_address(text).version == version
     except ValueError:
         return False
-    return (address.version == 6) == bool(found["ip6"])  # an IPv6 address in brackets, an IPv4 one without
 
 
 class Database:

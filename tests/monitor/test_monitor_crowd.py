@@ -190,3 +190,53 @@ def test_clients_that_never_read_hold_at_most_the_byte_budget_and_the_slowest_go
         for sock in stalled:
             sock.close()
         monitor.close()
+
+
+def status_for(port: int, *hosts: str) -> int:
+    """The status of GET /api/snapshot sent with these Host lines (none: no Host at all)."""
+    lines = "".join(f"Host: {host}\r\n" for host in hosts)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"GET /api/snapshot HTTP/1.1\r\n{lines}\r\n".encode())
+        data = b""
+        while b"\r\n" not in data and (chunk := sock.recv(4096)):
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_the_machine_s_own_names_are_accepted_as_host_and_no_other(tmp_path, wire):
+    monitor = Monitor(tmp_path, wire[0].uri)
+    port, name, fqdn = monitor.port, socket.gethostname(), socket.getfqdn()
+    try:
+        for host in (
+            name,
+            f"{name}:{port}",
+            name.upper(),
+            f"{name}.:{port}",  # the absolute form of a name
+            fqdn,
+            f"{fqdn}:{port}",
+            "localhost",
+            f"LocalHost:{port}",
+            "127.0.0.1",
+            f"127.0.0.1:{port}",
+            "[::1]",
+            f"[::1]:{port}",
+            "10.1.2.3:80",  # an address: no page of another site can be reached by one
+        ):
+            assert status_for(port, host) == 200, host
+        for host in (
+            "evil.example",
+            f"evil.example:{port}",
+            f"{name}.evil.example",
+            f"127.0.0.1.evil.example:{port}",
+            "",
+            "::1",
+            "[::1",
+            "[127.0.0.1]",
+            f"localhost:{port}x",
+            f"localhost:{port}:1",
+        ):
+            assert status_for(port, host) == 421, host
+        assert status_for(port) == 421  # no Host at all
+        assert status_for(port, "localhost", "evil.example") == 400  # two: the head parser refuses it
+    finally:
+        monitor.close()
