@@ -148,6 +148,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
     "engine": ("collector.engine", "collector.sdk", *KERNEL),
     "daemon": (  # the sink service's process (daemon/sink*.py) runs collector.sinks
         "collector.daemon",
+        "collector.net",
         "collector.engine",
         "collector.sinks",
         "collector.sdk",
@@ -169,6 +170,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
     # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts
     "monitor": (
         "collector.monitor",
+        "collector.net",
         "collector.ops",
         "collector.engine.store",
         "collector.sdk",
@@ -176,6 +178,8 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
         "collector.__version__",
     ),
     "kernel": KERNEL,
+    # the wire: HTTP/1.1 shared by the servers (and the clients); only the kernel beneath it
+    "net": ("collector.net", *KERNEL),
 }
 # ops may use the engine's public names, and name the sinks package (`from ..sinks import store`)
 OPS_ENGINE_PUBLIC = {"collector.engine", "collector.engine.Collector", "collector.sinks"}
@@ -194,7 +198,7 @@ def room_of(path: Path) -> str:
 def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
     rooms = {room_of(p) for p in (ROOT / "collector").rglob("*.py")}
     rooms_known = {"cli", "package", "kernel", "sdk", "engine", "daemon", "ops", "monitor", "devtools", "testing"}
-    rooms_known.add("sinks")
+    rooms_known |= {"sinks", "net"}
     assert rooms == rooms_known, rooms
     for path in sorted((ROOT / "collector").rglob("*.py")):
         room = room_of(path)
