@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from ..net.server import DEADLINE, HEAD_LIMIT, SEND_BUFFER, WORKING, Budget, Room
+from ..net.server import DEADLINE, HEAD_LIMIT, SEND_BUFFER, WORKING, Budget, CutShort, Room
 from ..sdk.redaction import clip
 from .httpwire import PLAIN, Answer, Refused, WsgiApp, environ, head_end, response, run_app
 
@@ -39,7 +39,6 @@ DESCRIPTOR_SHARE = 4  # the metrics port holds at most a quarter of the process'
 CONNECTION_TIMEOUT = DEADLINE  # seconds from accept to the last byte of the answer; then the connection is closed
 UNSENT_LIMIT = 16 * 2**20  # bytes of answers held for clients slow to read them; past it the slowest are cut
 ACCEPTS_PER_ROUND = 64  # accepted in a row before the connections already open are read again
-REPORT_EVERY = 60.0  # connections cut short are summed up in one log line at most this often
 DESCRIPTOR_PAUSE = 0.5  # seconds the port stops accepting when the process has no descriptor left
 
 
@@ -60,45 +59,17 @@ class _Connection:
         self.out: memoryview | None = None  # the answer still to send; None while the head is being read
 
 
-class CutShort:
-    """Connections closed before their answer was sent, by reason: counted since the start, and summed up in one
-    log line at most every REPORT_EVERY seconds (none for a quiet port)."""
-
-    WORDS = {
-        "evicted": "closed to make room for newer ones ({limit} open at most)",
-        "timeout": "not done within {timeout:g}s",
+def cut_short(limit: int, timeout: float) -> CutShort:
+    """The metrics port's count of connections cut short, and its words for them."""
+    words = {
+        "evicted": f"closed to make room for newer ones ({limit} open at most)",
+        "timeout": f"not done within {timeout:g}s",
         "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
         "failed": "answered 500 (a failure of the collector's own, logged)",
         "starved": "closed to free a file descriptor (the process had none left)",
+        "paused": f"accepting paused {{n}} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)",
     }
-
-    def __init__(self) -> None:
-        self.closed: collections.Counter[str] = collections.Counter()  # since the start
-        self.unreported: collections.Counter[str] = collections.Counter()
-        self.reported_at = -math.inf
-
-    def count(self, reason: str) -> int:
-        """A connection cut short for `reason`: how many for that reason since the last summary line."""
-        self.closed[reason] += 1
-        self.unreported[reason] += 1
-        return self.unreported[reason]
-
-    def due(self) -> float | None:
-        """When the next summary line is due (monotonic time), or None while there is nothing to say."""
-        return self.reported_at + REPORT_EVERY if self.unreported else None
-
-    def report(self, now: float, limit: int, timeout: float) -> None:
-        """One line for the connections cut short since the last one, if one is due by `now`."""
-        if not self.unreported or now - self.reported_at < REPORT_EVERY:
-            return
-        counts = self.unreported
-        words = {reason: text.format(limit=limit, timeout=timeout) for reason, text in self.WORDS.items()}
-        parts = [f"{counts[reason]} {text}" for reason, text in words.items() if counts[reason]]
-        if counts["paused"]:
-            parts.append(f"accepting paused {counts['paused']} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)")
-        log.warning("metrics: connections cut short: %s", "; ".join(parts))
-        self.unreported = collections.Counter()
-        self.reported_at = now
+    return CutShort("metrics", words, log)
 
 
 class HttpServer:
@@ -118,7 +89,7 @@ class HttpServer:
         self.budget = Budget(UNSENT_LIMIT)
         self.accepted = 0
         self.unsent = 0  # bytes of answers not yet taken by their sockets
-        self.cut_short = CutShort()
+        self.cut_short = cut_short(self.limit, self.timeout)
         self.paused_until: float | None = None
         self.stopping = False
         self.thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
@@ -321,7 +292,7 @@ class HttpServer:
         return self.cut_short.count(reason)
 
     def _report(self, now: float) -> None:
-        self.cut_short.report(now, self.limit, self.timeout)
+        self.cut_short.report(now)
 
 
 def _open(addr: str, port: int) -> tuple[socket.socket, socket.socket, socket.socket, selectors.BaseSelector]:

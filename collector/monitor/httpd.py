@@ -27,13 +27,15 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from ..net.head import HEAD_LIMIT, HeadError, parse
-from ..net.server import DEADLINE, SEND_BUFFER, STREAM, WORKING, Budget, Room, give_back_freed
+from ..net.server import DEADLINE, SEND_BUFFER, STREAM, WORKING, Budget, CutShort, Room, give_back_freed
 
 log = logging.getLogger("collector.monitor")
 
@@ -111,13 +113,18 @@ class Server:
     handler: Handler
     room: Room[asyncio.StreamWriter] = field(default_factory=lambda: Room(MAX_CONNECTIONS))
     budget: Budget = field(default_factory=lambda: Budget(HELD_TOTAL, STREAM_BACKLOG))
-    closed: collections.Counter[str] = field(default_factory=collections.Counter)  # cut short, by reason
+    cut_short: CutShort = field(default_factory=lambda: cut_short())
     accepted: int = 0
     server: asyncio.base_events.Server | None = None
 
     @property
     def connections(self) -> int:
         return len(self.room)
+
+    @property
+    def closed(self) -> collections.Counter[str]:
+        """Connections cut short since the start, by reason."""
+        return self.cut_short.closed
 
     @property
     def streams(self) -> list[asyncio.StreamWriter]:
@@ -129,6 +136,7 @@ class Server:
 
     async def start(self, host: str, port: int) -> int:
         self.room, self.budget = Room(MAX_CONNECTIONS), Budget(HELD_TOTAL, STREAM_BACKLOG)  # the bounds as now set
+        self.cut_short = cut_short()
         give_back_freed()  # what a cut client held goes back to the system, not into a fragmented heap
         self.server = await asyncio.start_server(self.serve, host, port, limit=HEAD_LIMIT, backlog=128)
         return self.server.sockets[0].getsockname()[1]
@@ -138,12 +146,14 @@ class Server:
             self.server.close()  # no new connection
         for writer in list(self.room):
             cut(writer)
+        self.cut_short.report(math.inf)
         if self.server is not None:
             self.server.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
 
     def broadcast(self, data: bytes) -> None:
+        self.cut_short.report(time.monotonic())  # once a minute at most, and only when some were cut
         held = self.held()
         for writer in self.streams:
             if writer not in held:
@@ -165,7 +175,7 @@ class Server:
 
     def drop(self, writer: asyncio.StreamWriter, reason: str) -> None:
         self.room.remove(writer)
-        self.closed[reason] += 1
+        self.cut_short.count(reason)
         cut(writer)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -194,7 +204,7 @@ class Server:
             await self._answer(writer, Answer.json(bad.status, {"ok": False, "message": str(bad)}))
             return
         except TimeoutError:
-            self.closed["timeout"] += 1
+            self.cut_short.count("timeout")
             await self._answer(writer, Answer.json(408, {"ok": False, "message": "the request came too slowly"}))
             return
         answer = await self.handler(request)
@@ -223,6 +233,16 @@ class Server:
         del data  # what the client has not taken is held by the transport alone while it drains, and counted
         with contextlib.suppress(ConnectionError, TimeoutError):
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+
+
+def cut_short() -> CutShort:
+    """The monitor's count of connections cut short, and its words for them (the bounds as now set)."""
+    words = {
+        "evicted": f"closed to make room for newer ones ({MAX_CONNECTIONS} open, {MAX_STREAMS} pages at most)",
+        "slow": f"closed for reading too slowly ({STREAM_BACKLOG} bytes waiting for one, {HELD_TOTAL} for all)",
+        "timeout": f"answered 408 (no whole request within {REQUEST_TIMEOUT:g}s)",
+    }
+    return CutShort("monitor", words, log)
 
 
 def answer_bytes(answer: Answer) -> bytes:

@@ -10,21 +10,38 @@ one byte budget for what every client has not read yet. Pure: the servers move t
 - **Budget**: the bytes written for clients and not yet taken by their sockets, summed over every client. One
   client holds at most `per_client` (then it is cut); past `total` the clients holding the most are cut first (the
   slowest readers), until the rest fits.
+- **CutShort**: the connections closed before their exchange ended, by reason, summed up in one log line a
+  minute at most.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import logging
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from .head import HEAD_LIMIT
 
-__all__ = ["DEADLINE", "HEAD_LIMIT", "IDLE", "SEND_BUFFER", "STREAM", "WORKING", "Budget", "Room", "give_back_freed"]
+__all__ = [
+    "DEADLINE",
+    "HEAD_LIMIT",
+    "IDLE",
+    "SEND_BUFFER",
+    "STREAM",
+    "WORKING",
+    "Budget",
+    "CutShort",
+    "Room",
+    "give_back_freed",
+]
 
 DEADLINE = 10.0  # seconds a connection has for its request (head and body) to arrive, and again for its answer
 SEND_BUFFER = 64 * 1024  # the kernel's buffer per connection (it doubles it), not autotuned up to megabytes
+REPORT_EVERY = 60.0  # connections cut short are summed up in one log line at most this often
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept fixed
@@ -102,6 +119,42 @@ class Budget:
             cut.append(key)
             over -= size
         return cut
+
+
+class CutShort:
+    """Connections closed before their exchange ended, by reason: counted since the start, and summed up in one
+    warning of `log` at most every REPORT_EVERY seconds (none for a quiet port). `words` says each reason, after
+    its count (or where a text has `{n}`)."""
+
+    def __init__(self, name: str, words: Mapping[str, str], log: logging.Logger):
+        self.name, self.words, self.log = name, words, log
+        self.closed: collections.Counter[str] = collections.Counter()  # since the start
+        self.unreported: collections.Counter[str] = collections.Counter()
+        self.reported_at = -math.inf
+
+    def count(self, reason: str) -> int:
+        """A connection cut short for `reason`: how many for that reason since the last summary line."""
+        self.closed[reason] += 1
+        self.unreported[reason] += 1
+        return self.unreported[reason]
+
+    def due(self) -> float | None:
+        """When the next summary line is due (monotonic time), or None while there is nothing to say."""
+        return self.reported_at + REPORT_EVERY if self.unreported else None
+
+    def report(self, now: float) -> None:
+        """One line for the connections cut short since the last one, if one is due by `now`."""
+        if not self.unreported or now - self.reported_at < REPORT_EVERY:
+            return
+        counts = self.unreported
+        parts = [
+            text.format(n=counts[reason]) if "{n}" in text else f"{counts[reason]} {text}"
+            for reason, text in self.words.items()
+            if counts[reason]
+        ]
+        self.log.warning("%s: connections cut short: %s", self.name, "; ".join(parts))
+        self.unreported = collections.Counter()
+        self.reported_at = now
 
 
 def give_back_freed() -> bool:

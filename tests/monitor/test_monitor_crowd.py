@@ -48,6 +48,10 @@ class Monitor:
     def close(self) -> None:
         assert stop(self.process) == 0, self.log.read_text()
 
+    def cut_short(self) -> list[str]:
+        """The monitor's summary lines of connections cut short (one a minute at most, one more at the stop)."""
+        return [line for line in self.log.read_text().splitlines() if "monitor: connections cut short: " in line]
+
 
 @pytest.fixture
 def wire():
@@ -116,6 +120,10 @@ def test_idle_clients_never_keep_a_page_load_or_an_action_out(tmp_path, wire, co
         for sock in idle:
             sock.close()
         monitor.close()
+    lines = monitor.cut_short()
+    assert len(lines) <= 2 and all("slowly" not in line for line in lines), lines
+    if count >= httpd.MAX_CONNECTIONS:
+        assert any("closed to make room for newer ones (256 open, 64 pages at most)" in line for line in lines)
 
 
 @pytest.mark.parametrize("pages", [10, 40])
@@ -190,6 +198,8 @@ def test_clients_that_never_read_hold_at_most_the_byte_budget_and_the_slowest_go
         for sock in stalled:
             sock.close()
         monitor.close()
+    lines = monitor.cut_short()
+    assert 1 <= len(lines) <= 2 and all("closed for reading too slowly" in line for line in lines), lines
 
 
 def status_for(port: int, *hosts: str) -> int:
