@@ -65,6 +65,7 @@ def cut_short(limit: int, timeout: float) -> CutShort:
         "evicted": f"closed to make room for newer ones ({limit} open at most)",
         "timeout": f"not done within {timeout:g}s",
         "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
+        "slow": f"closed for reading too slowly ({UNSENT_LIMIT} bytes waiting for all at most)",
         "failed": "answered 500 (a failure of the collector's own, logged)",
         "starved": "closed to free a file descriptor (the process had none left)",
         "paused": f"accepting paused {{n}} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)",
@@ -256,9 +257,13 @@ class HttpServer:
     def _answer(
         self, conn: _Connection, status: str, headers: list[tuple[str, str]], body: bytes, send_body: bool = True
     ) -> None:
-        conn.out = memoryview(response(status, headers, body, send_body))
+        out = memoryview(response(status, headers, body, send_body))
+        if self.unsent + len(out) > self.budget.total:  # clients that do not read hold memory: the slowest are cut
+            for slowest in self.budget.to_cut({c: len(c.out or b"") for c in self.connections}, len(out)):
+                self._drop(slowest, "slow")
+        conn.out = out
         self.connections.mark(conn, WORKING)
-        self.unsent += len(conn.out)
+        self.unsent += len(out)
         self.selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
         try:
             self._send(conn)
@@ -266,11 +271,6 @@ class HttpServer:
             pass
         except OSError:
             self._drop(conn, None)
-        if self.unsent > self.budget.total:  # clients that do not read hold the memory: the slowest ones are cut
-            held = {c: len(c.out or b"") for c in self.connections}
-            held[conn] = 0  # the one just answered is kept
-            for slowest in self.budget.to_cut(held):
-                self._drop(slowest, "evicted")
 
     def _send(self, conn: _Connection) -> None:
         """Send what the socket takes now (a client that does not read waits alone); close once all is sent."""

@@ -57,3 +57,60 @@ def test_the_budget_cuts_the_clients_holding_most_until_the_rest_fits():
     assert budget.to_cut({f"k{i}": 1 for i in range(150)}) == [f"k{i}" for i in range(50)]  # ties: oldest first
     assert [budget.over_client(n) for n in (0, 40, 41, 10**9)] == [False, False, True, True]
     assert not Budget(10).over_client(10**9)  # no share per client
+
+
+# --- the metrics port's byte budget, over real sockets --------------------------------------------------------------
+def read_all(sock) -> int:
+    """The bytes a client reads until the server closes its connection."""
+    sock.settimeout(30)
+    got = 0
+    try:
+        while chunk := sock.recv(1 << 20):
+            got += len(chunk)
+    except ConnectionResetError:
+        pass
+    return got
+
+
+BIG = b"x" * 4_000_000  # the kernel takes about 100 KB of it whatever the client does
+
+
+def big(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [BIG if environ["PATH_INFO"] == "/big" else b"ok\n"]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("answers_held", [1, 2, 4])
+def test_the_metrics_port_cuts_its_slowest_readers_past_its_byte_budget(monkeypatch, answers_held):
+    import socket
+
+    from collector.daemon import httpserver
+
+    from helpers.proc import wait_until
+
+    budget = answers_held * len(BIG) + len(BIG) // 2
+    monkeypatch.setattr(httpserver, "UNSENT_LIMIT", budget)
+    server = httpserver.HttpServer(big, "127.0.0.1", 0, timeout=600)
+    clients: list[socket.socket] = []
+    seen: list[int] = []
+    try:
+        for n in range(answers_held + 3):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # never read: the answer waits in the server
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            clients.append(sock)
+            wait_until(lambda n=n: server.accepted == n + 1, every=0.005)
+            seen.append(server.unsent)
+        wait_until(lambda: server.closed["slow"] == 3, every=0.005)  # the three oldest: each held as much
+        assert max(seen) <= budget and server.unsent <= budget
+        whole = [read_all(c) > len(BIG) for c in clients]  # read now: the cut ones got a part of it, then the end
+        assert whole == [False] * 3 + [True] * answers_held
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as reader:
+            reader.sendall(b"GET /small HTTP/1.1\r\n\r\n")
+            assert reader.recv(100).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for sock in clients:
+            sock.close()
+        server.close()
