@@ -33,6 +33,7 @@ ACCEPTED = {
 
 REFUSED = {
     b"garbage\r\n\r\n": 400,
+    b"\r\nGET / HTTP/1.1\r\n\r\n": 400,  # an empty line before the request line
     b"GET /\r\n\r\n": 400,
     b"GET / HTTP/1.1 extra\r\n\r\n": 400,
     b"GET  / HTTP/1.1\r\n\r\n": 400,  # two spaces
