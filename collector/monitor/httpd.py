@@ -158,7 +158,11 @@ class Server:
         for writer in self.streams:
             if writer not in held:
                 continue  # cut for room already
-            if writer.is_closing() or self.budget.over_client(held[writer]):
+            if writer.is_closing():  # its page went away
+                self.room.remove(writer)
+                del held[writer]
+                continue
+            if self.budget.over_client(held[writer]):
                 self.drop(writer, "slow")  # what it did not read is dropped with it: memory and descriptor now
                 del held[writer]
                 continue
