@@ -151,11 +151,12 @@ KERNEL = (
     "collector.lifecycle",
 )
 ROOMS = {  # room -> the collector modules it may import (prefixes); collector/cli/ may import everything
-    "net": ("collector.net", *KERNEL),  # the wire: the kernel only
+    "net": ("collector.net", *KERNEL),  # the wire, HTTP/1.1 for the clients and the servers: the kernel only
     "sdk": ("collector.sdk", "collector.net", "collector.settings", "collector.modes"),
     "engine": ("collector.engine", "collector.sdk", *KERNEL),
     "daemon": (  # the sink service's process (daemon/sink*.py) runs collector.sinks
         "collector.daemon",
+        "collector.net",
         "collector.engine",
         "collector.sinks",
         "collector.sdk",
@@ -177,6 +178,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
     # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts
     "monitor": (
         "collector.monitor",
+        "collector.net",
         "collector.ops",
         "collector.engine.store",
         "collector.sdk",

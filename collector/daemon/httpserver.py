@@ -4,8 +4,10 @@ Why not wsgiref's threading server: a thread per connection, each waiting on a c
 twenty idle clients hold every slot and delay a scrape by seconds. Here a connection costs a descriptor and a
 buffer, never a thread; only a whole request head reaches the app; every connection has one deadline for its
 whole exchange; answers are written without waiting on any other client; and when the connections allowed are all
-open, a new one closes the oldest (a real exchange takes milliseconds, so the oldest is the one stalled), so a
-scrape always gets in. The app's answers are small and quick (prometheus_client's exposition, a health line), so
+open, a new one closes the oldest idle one (a real exchange takes milliseconds, so the oldest is the one stalled),
+so a scrape always gets in; past a byte budget, the clients holding the most unread bytes are cut. That policy and
+the request-head parser are the collector's one server core (net/server.py, net/head.py), which the monitor keeps
+too. The app's answers are small and quick (prometheus_client's exposition, a health line), so
 they are made on the server's thread. Every answer closes its connection (`Connection: close`).
 
 This module keeps the connections and moves their bytes; reading a request head and writing an answer is
@@ -23,9 +25,9 @@ import selectors
 import socket
 import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
+from ..net.server import DEADLINE, HEAD_LIMIT, SEND_BUFFER, WORKING, Budget, CutShort, Room
 from ..sdk.redaction import clip
 from .httpwire import PLAIN, Answer, Refused, WsgiApp, environ, head_end, response, run_app
 
@@ -34,12 +36,9 @@ log = logging.getLogger("collector.daemon")
 MAX_CONNECTIONS = 1024  # connections held open at once, at most; fewer under a low descriptor limit
 MIN_CONNECTIONS = 16
 DESCRIPTOR_SHARE = 4  # the metrics port holds at most a quarter of the process's descriptor limit
-CONNECTION_TIMEOUT = 10.0  # seconds from accept to the last byte of the answer; then the connection is closed
-HEAD_LIMIT = 8192  # bytes of request line and headers; a longer head is answered 431
-UNSENT_LIMIT = 16 * 2**20  # bytes of answers held for clients slow to read them; past it the oldest are cut
-SEND_BUFFER = 64 * 1024  # the kernel's buffer per connection (it doubles it), not autotuned up to megabytes
+CONNECTION_TIMEOUT = DEADLINE  # seconds from accept to the last byte of the answer; then the connection is closed
+UNSENT_LIMIT = 16 * 2**20  # bytes of answers held for clients slow to read them; past it the slowest are cut
 ACCEPTS_PER_ROUND = 64  # accepted in a row before the connections already open are read again
-REPORT_EVERY = 60.0  # connections cut short are summed up in one log line at most this often
 DESCRIPTOR_PAUSE = 0.5  # seconds the port stops accepting when the process has no descriptor left
 
 
@@ -60,45 +59,18 @@ class _Connection:
         self.out: memoryview | None = None  # the answer still to send; None while the head is being read
 
 
-class CutShort:
-    """Connections closed before their answer was sent, by reason: counted since the start, and summed up in one
-    log line at most every REPORT_EVERY seconds (none for a quiet port)."""
-
-    WORDS = {
-        "evicted": "closed to make room for newer ones ({limit} open at most)",
-        "timeout": "not done within {timeout:g}s",
+def cut_short(limit: int, timeout: float) -> CutShort:
+    """The metrics port's count of connections cut short, and its words for them."""
+    words = {
+        "evicted": f"closed to make room for newer ones ({limit} open at most)",
+        "timeout": f"not done within {timeout:g}s",
         "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
+        "slow": f"closed for reading too slowly ({UNSENT_LIMIT} bytes waiting for all at most)",
         "failed": "answered 500 (a failure of the collector's own, logged)",
         "starved": "closed to free a file descriptor (the process had none left)",
+        "paused": f"accepting paused {{n}} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)",
     }
-
-    def __init__(self) -> None:
-        self.closed: collections.Counter[str] = collections.Counter()  # since the start
-        self.unreported: collections.Counter[str] = collections.Counter()
-        self.reported_at = -math.inf
-
-    def count(self, reason: str) -> int:
-        """A connection cut short for `reason`: how many for that reason since the last summary line."""
-        self.closed[reason] += 1
-        self.unreported[reason] += 1
-        return self.unreported[reason]
-
-    def due(self) -> float | None:
-        """When the next summary line is due (monotonic time), or None while there is nothing to say."""
-        return self.reported_at + REPORT_EVERY if self.unreported else None
-
-    def report(self, now: float, limit: int, timeout: float) -> None:
-        """One line for the connections cut short since the last one, if one is due by `now`."""
-        if not self.unreported or now - self.reported_at < REPORT_EVERY:
-            return
-        counts = self.unreported
-        words = {reason: text.format(limit=limit, timeout=timeout) for reason, text in self.WORDS.items()}
-        parts = [f"{counts[reason]} {text}" for reason, text in words.items() if counts[reason]]
-        if counts["paused"]:
-            parts.append(f"accepting paused {counts['paused']} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)")
-        log.warning("metrics: connections cut short: %s", "; ".join(parts))
-        self.unreported = collections.Counter()
-        self.reported_at = now
+    return CutShort("metrics", words, log)
 
 
 class HttpServer:
@@ -114,10 +86,11 @@ class HttpServer:
         self.timeout = CONNECTION_TIMEOUT if timeout is None else timeout
         self.listener, self.waker, self.wakeup, self.selector = _open(addr, port)
         self.addr, self.port = addr, self.listener.getsockname()[1]
-        self.connections: OrderedDict[_Connection, None] = OrderedDict()  # oldest first
+        self.connections: Room[_Connection] = Room(self.limit)  # oldest first
+        self.budget = Budget(UNSENT_LIMIT)
         self.accepted = 0
         self.unsent = 0  # bytes of answers not yet taken by their sockets
-        self.cut_short = CutShort()
+        self.cut_short = cut_short(self.limit, self.timeout)
         self.paused_until: float | None = None
         self.stopping = False
         self.thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
@@ -195,8 +168,8 @@ class HttpServer:
                 self.selector.unregister(self.listener)
                 self.paused_until = time.monotonic() + DESCRIPTOR_PAUSE
                 return
-            if len(self.connections) >= self.limit:
-                self._drop(next(iter(self.connections)), "evicted")
+            if (victim := self.connections.victim()) is not None:
+                self._drop(victim, "evicted")
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
@@ -204,7 +177,7 @@ class HttpServer:
                 sock.close()
                 continue
             conn = _Connection(sock, time.monotonic() + self.timeout)
-            self.connections[conn] = None
+            self.connections.add(conn)
             self.selector.register(sock, selectors.EVENT_READ, conn)
             self.accepted += 1
             self._guarded_step(conn)  # the request often came with the connection
@@ -219,7 +192,7 @@ class HttpServer:
     def _drop(self, conn: _Connection, reason: str | None) -> None:
         if conn not in self.connections:
             return  # already closed
-        del self.connections[conn]
+        self.connections.remove(conn)
         self.unsent -= len(conn.out or b"")
         if reason is not None:  # counted before the client can see the close
             self._count(reason)
@@ -284,8 +257,13 @@ class HttpServer:
     def _answer(
         self, conn: _Connection, status: str, headers: list[tuple[str, str]], body: bytes, send_body: bool = True
     ) -> None:
-        conn.out = memoryview(response(status, headers, body, send_body))
-        self.unsent += len(conn.out)
+        out = memoryview(response(status, headers, body, send_body))
+        if self.unsent + len(out) > self.budget.total:  # clients that do not read hold memory: the slowest are cut
+            for slowest in self.budget.to_cut({c: len(c.out or b"") for c in self.connections}, len(out)):
+                self._drop(slowest, "slow")
+        conn.out = out
+        self.connections.mark(conn, WORKING)
+        self.unsent += len(out)
         self.selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
         try:
             self._send(conn)
@@ -293,11 +271,6 @@ class HttpServer:
             pass
         except OSError:
             self._drop(conn, None)
-        while self.unsent > UNSENT_LIMIT:  # clients that do not read hold the memory: the oldest ones are cut
-            slowest = next((c for c in self.connections if c.out and c is not conn), None)
-            if slowest is None:
-                break
-            self._drop(slowest, "evicted")
 
     def _send(self, conn: _Connection) -> None:
         """Send what the socket takes now (a client that does not read waits alone); close once all is sent."""
@@ -319,7 +292,7 @@ class HttpServer:
         return self.cut_short.count(reason)
 
     def _report(self, now: float) -> None:
-        self.cut_short.report(now, self.limit, self.timeout)
+        self.cut_short.report(now)
 
 
 def _open(addr: str, port: int) -> tuple[socket.socket, socket.socket, socket.socket, selectors.BaseSelector]:

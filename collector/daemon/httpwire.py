@@ -1,20 +1,23 @@
-"""HTTP/1.x as the metrics port speaks it, without sockets: a request head read into a WSGI environ, a WSGI app's
-answer collected whole, and an answer written out as bytes (`daemon/httpserver.py` moves them over the wire)."""
+"""HTTP/1.x as the metrics port speaks it, without sockets: a request head read into a WSGI environ (parsed by
+net/head.py, the one parser the monitor uses too), a WSGI app's answer collected whole, and an answer written out
+as bytes (`daemon/httpserver.py` moves them over the wire)."""
 
 from __future__ import annotations
 
 import io
-import re
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from typing import Any
 
+from ..net.head import HeadError, head_end, parse
+
+__all__ = ["PLAIN", "Answer", "Refused", "WsgiApp", "environ", "head_end", "response", "run_app"]
+
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 Answer = tuple[str, list[tuple[str, str]], bytes]  # status, headers, body
 
-TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 OWN_HEADERS = ("content-length", "connection", "transfer-encoding", "date")  # the server's to set, not the app's
 PLAIN = [("Content-Type", "text/plain; charset=utf-8")]
 
@@ -30,24 +33,23 @@ class Refused(Exception):
         return self.status, PLAIN, self.reason.encode() + b"\n"
 
 
-def head_end(data: bytearray, start: int) -> int:
-    """Where the request head in `data` ends (after its empty line), or -1; lines may end in CRLF or LF."""
-    ends = [i + n for i, n in ((data.find(b"\n\r\n", start), 3), (data.find(b"\n\n", start), 2)) if i >= 0]
-    return min(ends, default=-1)
+STATUS_LINES = {400: "400 Bad Request", 431: "431 Request Header Fields Too Large"}
 
 
-def environ(head: bytearray, addr: str, port: int) -> dict[str, Any]:
-    """The WSGI environ of a whole request head (its empty line excluded); Refused for one not HTTP/1.x."""
-    lines = head.decode("latin-1").split("\n")
-    method, path, query, version = _request_line(lines[0].rstrip("\r"))
+def environ(head: bytes | bytearray, addr: str, port: int) -> dict[str, Any]:
+    """The WSGI environ of a whole request head; Refused for one the one head parser (net/head.py) refuses."""
+    try:
+        parsed = parse(head)
+    except HeadError as bad:
+        raise Refused(STATUS_LINES.get(bad.status, "400 Bad Request"), bad.reason) from None
     env: dict[str, Any] = {
-        "REQUEST_METHOD": method,
+        "REQUEST_METHOD": parsed.method,
         "SCRIPT_NAME": "",
-        "PATH_INFO": urllib.parse.unquote(path, "iso-8859-1"),
-        "QUERY_STRING": query,
+        "PATH_INFO": urllib.parse.unquote(parsed.path, "iso-8859-1"),
+        "QUERY_STRING": parsed.query,
         "SERVER_NAME": addr,
         "SERVER_PORT": str(port),
-        "SERVER_PROTOCOL": version,
+        "SERVER_PROTOCOL": parsed.version,
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": "http",
         "wsgi.input": io.BytesIO(),
@@ -56,36 +58,16 @@ def environ(head: bytearray, addr: str, port: int) -> dict[str, Any]:
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
     }
-    for line in lines[1:]:
-        _add_header(env, line.rstrip("\r"))
+    for name, value in parsed.fields:
+        _add_header(env, name, value)
     return env
 
 
-def _request_line(line: str) -> tuple[str, str, str, str]:
-    """Method, path, query and version of a request line."""
-    parts = line.split(" ")
-    if len(parts) != 3 or not TOKEN.fullmatch(parts[0]) or not re.fullmatch(r"HTTP/1\.[0-9]", parts[2]):
-        raise Refused("400 Bad Request", "not an HTTP/1.x request line")
-    method, target, version = parts
-    if target.lower().startswith(("http://", "https://")):  # the absolute form a proxy may send
-        target = "/" + target.split("://", 1)[1].partition("/")[2]
-    if not target.startswith("/"):
-        raise Refused("400 Bad Request", "the target is not a path")
-    path, _, query = target.partition("?")
-    return method, path, query, version
-
-
-def _add_header(env: dict[str, Any], line: str) -> None:
-    if not line:
-        return
-    name, colon, value = line.partition(":")
-    if not colon or not TOKEN.fullmatch(name):
-        raise Refused("400 Bad Request", "a malformed header line")
+def _add_header(env: dict[str, Any], name: str, value: str) -> None:
     if "_" in name:
         return  # as wsgiref: X_Y would pass for X-Y
     key = name.upper().replace("-", "_")
     key = key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
-    value = value.strip(" \t")
     env[key] = env[key] + "," + value if key in env else value
 
 

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import re
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,18 +58,33 @@ def static_files() -> dict[str, tuple[bytes, str]]:
     return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
 
 
+HOST = re.compile(r"(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<name>[^:\[\]]+))(?::[0-9]{1,5})?")
+
+
+def own_names(host: str) -> frozenset[str]:
+    """The names this machine answers to besides its addresses: the address or name it listens on (--host), its
+    host name and fully qualified name, localhost (lower case, without a trailing dot)."""
+    names = {host.strip().strip("[]"), socket.gethostname(), socket.getfqdn(), "localhost"}
+    return frozenset(name.lower().rstrip(".") for name in names if name.strip())
+
+
 def local_host(header: str, allowed: frozenset[str]) -> bool:
-    """Whether a request's Host names this machine by address, as `localhost`, or as a name the operator allowed:
-    a page of another site whose name was made to resolve here (DNS rebinding) is refused."""
-    host = header.rsplit(":", 1)[0] if not header.endswith("]") else header
-    host = host.strip("[]").lower()
-    if host in allowed or host == "localhost":
-        return True
+    """Whether a request's Host names this machine by address, as `localhost`, or as a name in `allowed` (its own
+    names, `own_names`): a page of another site whose name was made to resolve here (DNS rebinding) is refused."""
+    found = HOST.fullmatch(header.strip(" \t"))
+    if found is None:
+        return False
+    if found["ip6"]:  # brackets hold an IPv6 address, nothing else
+        return is_address(found["ip6"], 6)
+    name = found["name"].lower().rstrip(".")
+    return name in allowed or name == "localhost" or is_address(name, 4)
+
+
+def is_address(text: str, version: int) -> bool:
     try:
-        ipaddress.ip_address(host)
+        return ipaddress.ip_address(text).version == version
     except ValueError:
         return False
-    return True
 
 
 class Database:
@@ -184,6 +201,10 @@ class Monitor:
                 "version": self.version,
                 "actions": bool(self.token),
                 "viewers": len(self.server.streams),
+                "connections": self.server.connections,
+                "accepted": self.server.accepted,
+                "heldBytes": sum(self.server.held().values()),  # written for clients, not yet taken by them
+                "cut": dict(self.server.closed),  # connections closed to make room or for reading too slowly
                 "refreshes": self.reads,
                 "commands": self.commands() if self.commands else None,
             },
@@ -291,6 +312,8 @@ class Monitor:
     # -- running --
 
     async def run(self, host: str, port: int, stop: asyncio.Event, ready: Callable[[int], object]) -> None:
+        names = await asyncio.get_running_loop().run_in_executor(None, own_names, host)  # getfqdn may ask DNS
+        self.allowed_hosts = self.allowed_hosts | names
         bound = await self.server.start(host, port)
         ready(bound)
         refreshing = asyncio.create_task(self.refresh_forever(stop))

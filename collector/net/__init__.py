@@ -1,1 +1,2 @@
-"""The wire: what the collectors' and the sinks' HTTP clients share, importing only the kernel."""
+"""The wire: what the collectors, the sinks, the metrics port and the monitor share to speak HTTP, importing only
+the kernel."""

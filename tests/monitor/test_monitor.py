@@ -90,6 +90,10 @@ def test_a_refresh_shows_the_fleet_its_rates_and_the_work(db):
         "version": "9.9",
         "actions": False,
         "viewers": 0,
+        "connections": 0,
+        "accepted": 0,
+        "heldBytes": 0,
+        "cut": {},
         "refreshes": 1,
         "commands": None,
     }
@@ -300,3 +304,19 @@ def test_the_work_is_read_every_refresh_while_quick_and_at_most_a_tenth_of_the_t
     assert not cadence.due(3.0 + 19.0) and cadence.due(3.0 + 20.0)
     cadence.took(30.0, now=100.0)  # never less often than once a minute
     assert cadence.due(100.0 + Cadence.MAX_WORK_EVERY)
+
+
+def test_the_address_listened_on_and_the_machine_s_names_are_its_own():
+    import socket
+
+    for host, header in (
+        ("monitor.example.org", "monitor.example.org:8089"),
+        ("Box.Lan.", "box.lan"),
+        ("[::1]", "[::1]:8089"),
+        ("0.0.0.0", "0.0.0.0:8089"),
+    ):
+        names = app.own_names(host)
+        assert {"localhost", socket.gethostname().lower(), socket.getfqdn().lower().rstrip(".")} <= names
+        assert app.local_host(header, names), (host, header)
+        assert not app.local_host("other.example.org", names) and not app.local_host(f"x.{header}", names)
+    assert not app.local_host("monitor.example.org", app.own_names("127.0.0.1"))
