@@ -24,10 +24,23 @@ from typing import Any
 
 import orjson
 
-from ...sdk._urls import where
-from ...settings import SettingsError
-from ..http import answer_failure, json_headers, scrub
-from ..sdk import DONE, AuthFailed, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig
+from ..sdk import (
+    DONE,
+    AuthFailed,
+    BatchRefused,
+    Doc,
+    Option,
+    Outcome,
+    Reject,
+    Retry,
+    SettingsError,
+    Sink,
+    SinkConfig,
+    answer_failure,
+    json_headers,
+    scrub,
+    where,
+)
 from ._common import dumps, error_text, json_answer, lines, setting, within
 
 INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9_.+-]{0,199}")  # OpenSearch's rules, less date math
