@@ -101,6 +101,40 @@ def test_the_builtin_sink_rule_bites(line, tmp_path):
     assert not sink_offences(path)
 
 
+LANE_STATE = {"ready", "stopped", "paused", "preparing", "halt", "prepare_tries", "prepare_at", "problem", "flights"}
+
+
+def lane_state_writes(source: str) -> list[str]:
+    """Assignments to a sink lane's state (`x.ready = ...`, `a.stopped, a.ready = ...`, `x.paused += ...`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for target in targets:
+            for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if (
+                    isinstance(element, ast.Attribute)
+                    and element.attr in LANE_STATE
+                    and not (isinstance(element.value, ast.Name) and element.value.id == "self")
+                ):
+                    found.append(ast.unparse(element))
+    return found
+
+
+def test_only_the_lane_changes_its_state():
+    """A sink lane's flags have one owner: lane.py changes them through its methods (follow, stop, reset, cut,
+    poll_prepare); the service asks, it does not assign."""
+    for path in sorted((ROOT / "collector" / "sinks").rglob("*.py")):
+        if path.name != "lane.py":
+            assert not lane_state_writes(path.read_text()), f"{path.name} assigns {lane_state_writes(path.read_text())}"
+
+
+@pytest.mark.parametrize("line", ["lane.ready = True", "lane.stopped, lane.ready = True, False", "other.paused = x"])
+def test_the_lane_state_rule_bites(line):
+    assert lane_state_writes(line) and not lane_state_writes("self.ready = True\nlane.stop()")
+
+
 def test_the_engine_reaches_connectors_only_through_the_registry_and_dev_tools_only_lazily():
     for path in sorted(p for p in (ROOT / "collector").rglob("*.py") if room_of(p) not in ("devtools", "testing")):
         for name in ours(imports(path)):
