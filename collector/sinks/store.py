@@ -3,8 +3,7 @@
 paused, stopped, backfill, counters; and the service's lease, `_id: "~service"`), and the `sinkPending` marker of
 `items` (the only write to `items` here: the marker unset once an item is queued for every sink).
 
-A queue entry's `batch` ({id, n, at}) is the batch it is sent in, kept for every retry of that batch
-(batches.py).
+A queue entry's `batch` ({id, n, at}) is the batch it is sent in, kept for every retry of it (batches.py).
 
 `SinkStore` is what the sink service writes through, on its one thread; the functions at the end are what the
 operator's commands use (pause, resume, replay, sink_docs, counts, dead_letters). Every write is idempotent by
@@ -33,6 +32,7 @@ REASON_MAX = 500  # characters of a dead letter's reason
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
 FAILED = ("refused", "tooLarge", "rejected", "auth")
 CALENDAR = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))  # dates any client can decode
+Fields = Mapping[str, Any]
 
 
 def entry_id(sink: str, item: Any) -> dict[str, Any]:
@@ -195,7 +195,7 @@ class SinkStore:
             query["_id"] = {"$nin": busy}
         return list(self.queue.find(query))
 
-    def set_batch(self, ids: list[dict], batch: Mapping[str, Any]) -> None:
+    def set_batch(self, ids: list[dict], batch: Fields) -> None:
         """The entries `ids` form the batch `batch` ({id, n, at}): one write, before anything is sent."""
         if ids:
             self.queue.update_many({"_id": {"$in": ids}}, {"$set": {"batch": dict(batch)}})
@@ -208,12 +208,7 @@ class SinkStore:
             self.queue.delete_many({"_id": {"$in": ids}})
 
     def reschedule(
-        self,
-        entry: Mapping[str, Any],
-        next_at: datetime,
-        error: Mapping[str, Any],
-        reject: bool,
-        batch: Mapping[str, Any] | None = None,
+        self, entry: Fields, next_at: datetime, error: Fields, reject: bool, batch: Fields | None = None
     ) -> None:
         """The entry due again at `next_at`, one more try (and reject), in the batch `batch` (None: in none, its
         next batch formed anew); its counts set from what was read (a count edited into text counts as 0: `$inc`
