@@ -179,7 +179,9 @@ class Outcomes:
 def refused_whole(batch: Finished) -> dict[str, list[int]]:
     """The entries (indexes) of each batch, or part of one, the destination refused as a whole, by its id."""
     units: dict[str, list[int]] = {}
-    for index, (verdict, part) in enumerate(zip(batch.verdicts, batch.batches, strict=True)):
+    for index, (verdict, part) in enumerate(
+        zip(batch.verdicts, batch.batches or [""] * len(batch.verdicts), strict=True)
+    ):
         if verdict.outcome == Fate.RETRY and verdict.whole and part:
             units.setdefault(part, []).append(index)
     return units

@@ -173,7 +173,8 @@ class Sink(ABC):
     @abstractmethod
     def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
         """Send `batch`; return one Outcome per document, in order. Raise BatchRefused, TooLarge or AuthFailed
-        for a failure of the whole batch. Any other exception counts as BatchRefused."""
+        for a failure of the whole batch. Any other exception counts as BatchRefused. The service hands a `Batch`:
+        its `id` is the same at every retry of the same documents (for a destination that drops repeats)."""
 
     def close(self) -> None:  # noqa: B027
         """Free what the sink holds (the service is stopping)."""
