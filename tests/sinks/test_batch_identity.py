@@ -104,6 +104,7 @@ def test_a_too_large_batch_splits_into_parts_with_derived_ids_counted_once_each(
     assert len(parts) == 2 * splits and len(set(parts)) == len(parts)
     assert all(part.startswith(first + "-") and set(part[len(first) :].split("-")[1:]) <= {"a", "b"} for part in parts)
     assert svc.snapshot()["a"].failed["too_large"] == splits + len(too_large)  # the splits, and each one rejected
+    assert db.sinks.find_one({"_id": "a"})["counts"]["failed"]["tooLarge"] == splits + len(too_large)
 
 
 def test_a_batch_missing_an_entry_is_formed_anew_with_the_rest(db):
