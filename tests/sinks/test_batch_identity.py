@@ -1,20 +1,27 @@
 """The batch a sink receives keeps its identity in MongoDB (collector/sinks/batches.py): the same id and documents
 at every retry, a new one only after a split or when a document left it; a `batch` field anyone mangled is formed
-anew, never a crash. An in-memory sink that records each Batch's id, on mongomock."""
+anew, never a crash. An in-memory sink that records each Batch's id, on mongomock; the webhook sink's message a
+function of the batch alone."""
 
 from __future__ import annotations
 
 import random
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from standardwebhooks import Webhook
 
+from collector.sinks.builtin.webhook import WebhookSink
 from collector.sinks.registry import SinkRegistry
-from collector.sinks.sdk import Batch
+from collector.sinks.sdk import Answer, Batch, BatchRefused
 from collector.sinks.service import SinkService
 from collector.sinks.store import QUEUE
+from collector.testing.sinkkit import item_docs, sink_config
 
+from helpers import T0
 from helpers.fakesink import Clock, Destination, FakeSink, add_items, run, sink_settings
+from helpers.sinkservers import WEBHOOK_SECRET
 
 TICK = 700.0  # past SINK_RETRY_MAX: every refused batch is due again at the next round
 
@@ -141,3 +148,39 @@ def test_a_batch_field_anyone_mangled_is_formed_anew(db, mangled):
     svc.stop(5)
     (old, _), (new, again) = destination.sent
     assert old != new and sorted(again) == sorted(ids) and db[QUEUE].count_documents({}) == 0
+
+
+class Capture:
+    """An HTTP client that keeps each request and answers 503 (refused: the batch would be sent again)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict, bytes]] = []
+
+    def request(self, method, url, *, body=None, headers=None):
+        self.requests.append((dict(headers or {}), body or b""))
+        return Answer(503)
+
+
+@pytest.mark.parametrize("count", [1, 4, 9])
+def test_a_webhook_retry_is_the_same_message_only_its_timestamp_and_signature_new(count):
+    """The webhook-id and the body are the batch's alone: the try's clock changes only webhook-timestamp and the
+    signature, and the reference library verifies every try."""
+    http = Capture()
+    sink = WebhookSink(
+        sink_config(WebhookSink, "https://hooks.example.com/in", name="hook", SECRET=WEBHOOK_SECRET), http
+    )
+    batch = Batch(item_docs(count), "65f00000000000000000abcd", T0)
+    for minutes in (0, 7, 31):
+        sink.clock = lambda minutes=minutes: T0 + timedelta(minutes=minutes)
+        with pytest.raises(BatchRefused):
+            sink.deliver(batch)
+    (first, body), *others = http.requests
+    assert first["webhook-id"] == "msg_65f00000000000000000abcd"
+    assert all(headers["webhook-id"] == first["webhook-id"] and again == body for headers, again in others)
+    assert len({headers["webhook-timestamp"] for headers, _ in http.requests}) == 3
+    assert b'"timestamp":"2026-06-01T12:00:00.000Z"' in body
+    for headers, sent in http.requests:
+        moment = datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
+        assert headers["webhook-signature"] == Webhook(WEBHOOK_SECRET).sign(
+            headers["webhook-id"], moment, sent.decode()
+        )
