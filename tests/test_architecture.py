@@ -27,10 +27,10 @@ ENGINE_ONLY = (
 )
 
 
-def imports(path: Path, top_level_only: bool = False) -> set[str]:
-    """Absolute names of the modules a file imports (relative imports resolved)."""
+def imports(path: Path, top_level_only: bool = False, package: str = "") -> set[str]:
+    """Absolute names of the modules a file imports (relative imports resolved, from `package` when given)."""
     tree = ast.parse(path.read_text())
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = package or ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     found: set[str] = set()
     for node in nodes:
@@ -65,6 +65,74 @@ def test_the_sdk_imports_no_engine_module_and_no_connector():
             assert name.startswith(("collector.sdk", "collector.net", "collector.settings", "collector.modes")), (
                 f"sdk/{path.name} imports {name}"
             )
+
+
+BUILTIN_SINKS = ROOT / "collector" / "sinks" / "builtin"
+SINK_SDK = ("collector.sinks.sdk", "collector.sinks.builtin._common")
+
+
+def sink_offences(path: Path) -> set[str]:
+    """What of the collector a built-in sink imports beyond the sink SDK (and builtin/_common, itself held to it)."""
+    return {name for name in ours(imports(path, package="collector.sinks.builtin")) if not name.startswith(SINK_SDK)}
+
+
+def test_the_builtin_sinks_import_only_the_sink_sdk():
+    """docs/sinks.md: a sink imports only collector.sinks.sdk; the built-in ones are held to it as a plugin is."""
+    paths = sorted(BUILTIN_SINKS.glob("*.py"))
+    assert {p.name for p in paths} >= {"opensearch.py", "typesense.py", "webhook.py", "_common.py"}
+    for path in paths:
+        assert not sink_offences(path), f"builtin/{path.name} imports {sorted(sink_offences(path))}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from ..http import answer_failure",
+        "from ...sdk._urls import where",
+        "import collector.settings",
+        "from ...engine import store",
+    ],
+)
+def test_the_builtin_sink_rule_bites(line, tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text(f"from ..sdk import Sink\n{line}\n")
+    assert sink_offences(path)
+    path.write_text("from ..sdk import Sink, answer_failure\nfrom ._common import dumps\nimport orjson\n")
+    assert not sink_offences(path)
+
+
+LANE_STATE = {"ready", "stopped", "paused", "preparing", "halt", "prepare_tries", "prepare_at", "problem", "flights"}
+
+
+def lane_state_writes(source: str) -> list[str]:
+    """Assignments to a sink lane's state (`x.ready = ...`, `a.stopped, a.ready = ...`, `x.paused += ...`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for target in targets:
+            for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if (
+                    isinstance(element, ast.Attribute)
+                    and element.attr in LANE_STATE
+                    and not (isinstance(element.value, ast.Name) and element.value.id == "self")
+                ):
+                    found.append(ast.unparse(element))
+    return found
+
+
+def test_only_the_lane_changes_its_state():
+    """A sink lane's flags have one owner: lane.py changes them through its methods (follow, stop, reset, cut,
+    poll_prepare); the service asks, it does not assign."""
+    for path in sorted((ROOT / "collector" / "sinks").rglob("*.py")):
+        if path.name != "lane.py":
+            assert not lane_state_writes(path.read_text()), f"{path.name} assigns {lane_state_writes(path.read_text())}"
+
+
+@pytest.mark.parametrize("line", ["lane.ready = True", "lane.stopped, lane.ready = True, False", "other.paused = x"])
+def test_the_lane_state_rule_bites(line):
+    assert lane_state_writes(line) and not lane_state_writes("self.ready = True\nlane.stop()")
 
 
 def test_the_engine_reaches_connectors_only_through_the_registry_and_dev_tools_only_lazily():

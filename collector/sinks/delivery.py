@@ -6,7 +6,12 @@ service's thread, which writes them (outcomes.py). Also the back-off the service
 A stop (`halt` set) sends nothing more: a batch handed to a thread sends its first request, but no other run or
 half starts after it, and a request that failed once it was set (the service cuts the requests still running) is
 CUT — its documents' outcomes are not written, their entries stay queued as they were and are delivered again
-later."""
+later.
+
+A batch keeps its identity (`Batch.id`, kept in MongoDB by the service) from one try to the next: the parts a split
+makes get ids derived from it (`<id>-a`, `<id>-b` for the halves of a 413, `<id>-1`, `<id>-2` ... for the runs of
+the size pre-split), the same at every try, so a part refused as a whole is tried again under its own id
+(`Delivered.batches`), and every split counts once as `tooLarge`."""
 
 from __future__ import annotations
 
@@ -14,13 +19,28 @@ import json
 import random
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ..sdk.redaction import clip
-from .sdk import AuthFailed, BatchRefused, Doc, Done, Reject, Retry, Sink, TooLarge
+from .sdk import AuthFailed, Batch, BatchRefused, Doc, Done, Reject, Retry, Sink, TooLarge
 
-DONE, RETRY, REJECT, AUTH, GONE, CUT = "done", "retry", "reject", "auth", "gone", "cut"
+
+class Fate(StrEnum):
+    """What a Verdict does with a document's queue entry (the SDK's `Outcome`s are what a sink reports; this is
+    what the service makes of them): DONE deleted; RETRY due again after a back-off; REJECT tried a bounded number
+    of times, then dead-lettered; AUTH the sink stops, the entry stays due; GONE (the item was deleted) dropped;
+    CUT (not sent: the service is stopping) left as it was. The values are what `lastError.kind` may store."""
+
+    DONE = "done"
+    RETRY = "retry"
+    REJECT = "reject"
+    AUTH = "auth"
+    GONE = "gone"
+    CUT = "cut"
+
+
 REASON_LIMIT = 500
 BACKOFF_BASE = 1.0  # seconds before the first retry, at most; doubling with each try, up to SINK_RETRY_MAX
 
@@ -31,7 +51,7 @@ class Verdict:
     credentials were refused: the sink stops). `kind` is the failure kind counted (refused, tooLarge,
     rejected, auth; "" for done)."""
 
-    outcome: str
+    outcome: Fate
     reason: str = ""
     kind: str = ""
     retry_after: float | None = None
@@ -39,9 +59,24 @@ class Verdict:
     final: bool = False  # a reject tried no more: dead-lettered at once (an item no destination could take)
 
 
-DELIVERED = Verdict(DONE)
-VANISHED = Verdict(GONE)  # the item is no longer in `items`: its entry is dropped
-UNSENT = Verdict(CUT, "not sent: the service is stopping", whole=True)  # nothing written: the entry stays queued
+DELIVERED = Verdict(Fate.DONE)
+VANISHED = Verdict(Fate.GONE)  # the item is no longer in `items`: its entry is dropped
+UNSENT = Verdict(Fate.CUT, "not sent: the service is stopping", whole=True)  # nothing written: the entry stays queued
+
+
+@dataclass
+class Delivered:
+    """What became of a batch: a Verdict per document, in order; per document the id of the (part of the) batch
+    it was last sent in, or would have been (a part left unsent after a refusal); how often it was split (413)."""
+
+    verdicts: list[Verdict]
+    batches: list[str] = field(default_factory=list)
+    splits: int = 0
+
+
+def part(batch: Batch, docs: Sequence[Doc], mark: str) -> Batch:
+    """A part of `batch` made by a split: its id derived from the batch's (none when the batch has none)."""
+    return Batch(docs, f"{batch.id}-{mark}" if batch.id else "", batch.formed)
 
 
 def encoded_size(doc: Doc) -> int:
@@ -67,42 +102,64 @@ def split_by_bytes(docs: Sequence[Doc], limit: int) -> list[list[int]]:
 def deliver(
     sink: Sink, docs: Sequence[Doc], scrub: Callable[[str], str], halt: threading.Event | None = None
 ) -> list[Verdict]:
-    """Deliver `docs` to `sink` (on a worker thread): one Verdict per document, in order. `scrub` makes any
-    reason safe to store and log (secrets masked, clipped); `halt`, once set, sends nothing more (UNSENT)."""
-    halt = halt if halt is not None else threading.Event()
-    verdicts: list[Verdict | None] = [None] * len(docs)
+    """Deliver `docs` to `sink`: one Verdict per document, in order (deliver_batch's verdicts)."""
+    return deliver_batch(sink, docs if isinstance(docs, Batch) else Batch(docs), scrub, halt).verdicts
+
+
+def deliver_batch(
+    sink: Sink, batch: Batch, scrub: Callable[[str], str], halt: threading.Event | None = None
+) -> Delivered:
+    """Deliver `batch` to `sink` (on a worker thread). `scrub` makes any reason safe to store and log (secrets
+    masked, clipped); `halt`, once set, sends nothing more (UNSENT)."""
+    sender = _Sender(sink, scrub, halt if halt is not None else threading.Event())
+    sent: list[tuple[Verdict, str] | None] = [None] * len(batch)
     stop: Verdict | None = None
-    for number, run in enumerate(split_by_bytes(docs, sink.max_batch_bytes)):
-        if stop is None and number and halt.is_set():
+    runs = split_by_bytes(batch, sink.max_batch_bytes)
+    for number, run in enumerate(runs):
+        docs = [batch[i] for i in run]
+        piece = part(batch, docs, str(number + 1)) if len(runs) > 1 else batch
+        if stop is None and number and sender.halt.is_set():
             stop = UNSENT
         if stop is not None:  # the destination refused the batch or our credentials: the rest waits the same
             for index in run:
-                verdicts[index] = stop
+                sent[index] = (stop, piece.id)
             continue
-        for index, verdict in zip(run, _send(sink, [docs[i] for i in run], scrub, halt), strict=True):
-            verdicts[index] = verdict
-            if verdict.whole:
-                stop = verdict
-    return [v if v is not None else Verdict(RETRY, "not sent", "refused") for v in verdicts]
+        for index, pair in zip(run, sender.send(piece), strict=True):
+            sent[index] = pair
+            if pair[0].whole:
+                stop = pair[0]
+    pairs = [p if p is not None else (Verdict(Fate.RETRY, "not sent", "refused"), batch.id) for p in sent]
+    return Delivered([v for v, _ in pairs], [b for _, b in pairs], sender.splits)
 
 
-def _send(sink: Sink, docs: list[Doc], scrub: Callable[[str], str], halt: threading.Event) -> list[Verdict]:
-    try:
-        outcomes = sink.deliver(docs)
-    except TooLarge as exc:
-        if len(docs) == 1:
-            return [Verdict(REJECT, scrub(f"too large for the destination: {exc}"), "tooLarge")]
-        verdicts: list[Verdict] = []
-        for half in (docs[: len(docs) // 2], docs[len(docs) // 2 :]):  # neither sent once the service stops
-            verdicts += [UNSENT] * len(half) if halt.is_set() else _send(sink, half, scrub, halt)
-        return verdicts
-    except AuthFailed as exc:
-        return [Verdict(AUTH, scrub(f"authentication refused: {exc}"), "auth", whole=True)] * len(docs)
-    except Exception as exc:
-        if halt.is_set():  # cut by the stop, most likely: not the destination's verdict
-            return [UNSENT] * len(docs)
-        return _failed(exc, len(docs), scrub)
-    return _verdicts(outcomes, len(docs), scrub)
+class _Sender:
+    """Sends a batch (halves when the destination says it is too large), counting the splits."""
+
+    def __init__(self, sink: Sink, scrub: Callable[[str], str], halt: threading.Event):
+        self.sink, self.scrub, self.halt = sink, scrub, halt
+        self.splits = 0
+
+    def send(self, batch: Batch) -> list[tuple[Verdict, str]]:
+        scrub = self.scrub
+        try:
+            outcomes = self.sink.deliver(batch)
+        except TooLarge as exc:
+            if len(batch) == 1:
+                return [(Verdict(Fate.REJECT, scrub(f"too large for the destination: {exc}"), "tooLarge"), batch.id)]
+            self.splits += 1
+            sent: list[tuple[Verdict, str]] = []
+            middle = len(batch) // 2
+            for half in (part(batch, batch[:middle], "a"), part(batch, batch[middle:], "b")):
+                sent += [(UNSENT, half.id)] * len(half) if self.halt.is_set() else self.send(half)
+            return sent  # neither half sent once the service stops
+        except AuthFailed as exc:
+            verdicts = [Verdict(Fate.AUTH, scrub(f"authentication refused: {exc}"), "auth", whole=True)] * len(batch)
+        except Exception as exc:
+            # cut by the stop, most likely: not the destination's verdict
+            verdicts = [UNSENT] * len(batch) if self.halt.is_set() else _failed(exc, len(batch), scrub)
+        else:
+            verdicts = _verdicts(outcomes, len(batch), scrub)
+        return [(verdict, batch.id) for verdict in verdicts]
 
 
 def _failed(exc: Exception, count: int, scrub: Callable[[str], str]) -> list[Verdict]:
@@ -110,8 +167,8 @@ def _failed(exc: Exception, count: int, scrub: Callable[[str], str]) -> list[Ver
     failure of the sink's own code counts as a refused batch too."""
     if isinstance(exc, BatchRefused):
         wait = _seconds(exc.retry_after)
-        return [Verdict(RETRY, scrub(f"refused: {exc}"), "refused", wait, whole=True)] * count
-    return [Verdict(RETRY, scrub(f"refused: {type(exc).__name__}: {exc}"), "refused", whole=True)] * count
+        return [Verdict(Fate.RETRY, scrub(f"refused: {exc}"), "refused", wait, whole=True)] * count
+    return [Verdict(Fate.RETRY, scrub(f"refused: {type(exc).__name__}: {exc}"), "refused", whole=True)] * count
 
 
 def _verdicts(outcomes: Any, count: int, scrub: Callable[[str], str]) -> list[Verdict]:
@@ -121,7 +178,8 @@ def _verdicts(outcomes: Any, count: int, scrub: Callable[[str], str]) -> list[Ve
         outcomes = None
     if outcomes is None or len(outcomes) != count:
         got = "no list" if outcomes is None else f"{len(outcomes)} outcomes"
-        return [Verdict(RETRY, f"refused: the sink gave {got} for {count} documents", "refused", whole=True)] * count
+        reason = f"refused: the sink gave {got} for {count} documents"
+        return [Verdict(Fate.RETRY, reason, "refused", whole=True)] * count
     return [_verdict(outcome, scrub) for outcome in outcomes]
 
 
@@ -129,10 +187,10 @@ def _verdict(outcome: Any, scrub: Callable[[str], str]) -> Verdict:
     if isinstance(outcome, Done):
         return DELIVERED
     if isinstance(outcome, Retry):
-        return Verdict(RETRY, scrub(outcome.reason or "retry"), "refused")
+        return Verdict(Fate.RETRY, scrub(outcome.reason or "retry"), "refused")
     if isinstance(outcome, Reject):
-        return Verdict(REJECT, scrub(outcome.reason or "rejected"), "rejected")
-    return Verdict(RETRY, f"refused: the sink gave {type(outcome).__name__[:60]}, not an Outcome", "refused")
+        return Verdict(Fate.REJECT, scrub(outcome.reason or "rejected"), "rejected")
+    return Verdict(Fate.RETRY, f"refused: the sink gave {type(outcome).__name__[:60]}, not an Outcome", "refused")
 
 
 def _seconds(value: Any) -> float | None:

@@ -13,7 +13,8 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 - **Messages** name the method, host and path only: never the URL's credentials or query, a header, or the body
   sent. `scrub` masks the sink's secrets in any text a destination sends back (a reason, an error).
 
-`answer_failure` maps the statuses every destination shares (401/403, 413, 429, 5xx) to the SDK's batch failures.
+What a sink reads an answer with (`Answer`, `answer_failure`, `retry_after`, `json_headers`, `scrub`) is the SDK's
+(sinks/sdk.py): a sink imports nothing else of the collector.
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from email.utils import parsedate_to_datetime
-from typing import Any
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -34,13 +31,11 @@ from ..net.causes import cause
 from ..sdk._connections import POOL_CLASSES, AddressRefused
 from ..sdk._deadline import WATCH, begin
 from ..sdk._urls import where
-from ..sdk.redaction import clip
 from ..sdk.safeurl import Policy
-from ..sdk.timeutil import utcnow
 from ..settings import Settings
 from ..settings.trust import pool_options
 from .checks import check_url
-from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
+from .sdk import Answer, BatchRefused, SinkConfig, SinkError, answer_failure, retry_after, scrub
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -53,17 +48,7 @@ __all__ = [
 ]
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-RETRY_AFTER_MAX = 3600.0  # seconds: a server's wait beyond this is taken as this (the service caps it further)
 READ_CHUNK = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A destination's answer: its status, its headers (names in lower case) and its whole body."""
-
-    status: int
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes = b""
 
 
 class SinkHttp:
@@ -168,48 +153,3 @@ def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> 
     check_url(config, check_addresses, allow)  # made up front too (config.py): here for a client made otherwise
     policy = Policy(allow_private=allow or not check_addresses, trusted_hosts=frozenset())
     return SinkHttp(config, settings.user_agent, policy, settings.ca_bundle)
-
-
-def scrub(text: object, config: SinkConfig, limit: int = 300) -> str:
-    """Text a destination sent back, safe to keep: the sink's secrets masked, then clipped (sdk.redaction.clip)."""
-    out = str(text)
-    for secret in config.secret_values:
-        if secret:
-            out = out.replace(secret, "***")
-    return clip(out, limit)
-
-
-def retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """The answer's Retry-After in seconds (a number or an HTTP date), at most an hour; None without one."""
-    value = (headers.get("retry-after") or "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return min(float(value), RETRY_AFTER_MAX)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    seconds = (when - (now or utcnow())).total_seconds()
-    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
-
-
-def answer_failure(answer: Answer, what: str, now: datetime | None = None) -> SinkError | None:
-    """The batch failure a status means for every destination: 401/403 AuthFailed, 413 TooLarge, 408/429/5xx
-    BatchRefused (with the server's Retry-After), a redirect BatchRefused (not followed); None for the rest."""
-    status = answer.status
-    if status in (401, 403):
-        return AuthFailed(f"{status}: credentials refused: {what}")
-    if status == 413:
-        return TooLarge(f"413: batch too large: {what}")
-    if status in (408, 429) or status >= 500:
-        return BatchRefused(f"{status}: batch refused: {what}", retry_after(answer.headers, now))
-    if 300 <= status < 400:
-        return BatchRefused(f"{status}: redirect not followed: {what}")
-    return None
-
-
-def json_headers(kind: str = "application/json", extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-    return {"Content-Type": kind, "Accept": "application/json", **{k: str(v) for k, v in (extra or {}).items()}}

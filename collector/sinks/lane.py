@@ -8,15 +8,15 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..textout import printable
-from .delivery import CUT, RETRY, Verdict, backoff, deliver, scrubber
-from .sdk import AuthFailed, Doc, Sink, SinkConfig
+from .delivery import Delivered, Fate, Verdict, backoff, deliver_batch, scrubber
+from .sdk import AuthFailed, Batch, Sink, SinkConfig
 
 log = logging.getLogger("collector.sinks")
 
@@ -24,7 +24,8 @@ log = logging.getLogger("collector.sinks")
 @dataclass
 class Flight:
     entries: list[dict]
-    future: Future[list[Verdict]]
+    batch: str  # the batch's id
+    future: Future[Delivered]
 
 
 class Lane:
@@ -36,6 +37,7 @@ class Lane:
         self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"sink-{config.name}")
         self.sink: Sink | None = None
         self.flights: list[Flight] = []
+        # its state, changed only here (the service asks: follow, stop, poll_prepare, cut)
         self.halt = threading.Event()  # the service is stopping: nothing more is sent
         self.preparing: Future[None] | None = None
         self.ready = False
@@ -54,6 +56,22 @@ class Lane:
 
     def busy(self) -> list[dict]:
         return [entry["_id"] for flight in self.flights for entry in flight.entries]
+
+    def busy_batches(self) -> set[str]:
+        return {flight.batch for flight in self.flights}
+
+    def follow(self, doc: Mapping) -> None:
+        """The lane follows its sink's document: paused or not, stopped there (by an earlier service), or resumed
+        by the operator (prepared again)."""
+        self.paused = bool(doc.get("paused"))
+        if doc.get("stopped") and not self.stopped:
+            self.stop()
+        elif self.stopped and doc and not doc.get("stopped"):
+            self.reset()
+
+    def stop(self) -> None:
+        """The destination refused the credentials: nothing is delivered until a resume."""
+        self.stopped, self.ready = True, False
 
     # --- prepare ----------------------------------------------------------------------------------------------------
     def start_prepare(self, now: datetime) -> None:
@@ -97,19 +115,20 @@ class Lane:
         self.prepare_tries, self.prepare_at, self.problem = 0, None, ""
 
     # --- deliveries -------------------------------------------------------------------------------------------------
-    def submit(self, entries: list[dict], docs: Sequence[Doc]) -> None:
+    def submit(self, entries: list[dict], batch: Batch) -> None:
+        """Deliver `batch` (the documents of `entries`, in their order) on a worker thread."""
         sink = self.sink
         if sink is None:  # pragma: no cover - the service submits to ready lanes only
             raise RuntimeError("the sink is not ready")
-        future = self.pool.submit(deliver, sink, list(docs), self.scrub, self.halt)
+        future = self.pool.submit(deliver_batch, sink, batch, self.scrub, self.halt)
         future.add_done_callback(lambda _: self.wakeup.set())
-        self.flights.append(Flight(entries, future))
+        self.flights.append(Flight(entries, batch.id, future))
 
-    def finished(self) -> list[tuple[list[dict], list[Verdict]]]:
-        """The batches that finished since the last call, with their verdicts."""
+    def finished(self) -> list[tuple[list[dict], Delivered]]:
+        """The batches that finished since the last call, with what became of them."""
         done = [f for f in self.flights if f.future.done()]
         self.flights = [f for f in self.flights if not f.future.done()]
-        return [pair for f in done if (pair := _sent(f.entries, _verdicts(f)))[0]]
+        return [pair for f in done if (pair := _sent(f.entries, _delivered(f)))[0]]
 
     def cut(self, seconds: float) -> None:
         """The service is stopping: no run or half of a batch starts any more, and the requests of the lane's
@@ -137,16 +156,17 @@ class Lane:
                 log.warning("sink %s did not close cleanly: %s", self.name, printable(self.scrub(repr(exc))))
 
 
-def _sent(entries: list[dict], verdicts: list[Verdict]) -> tuple[list[dict], list[Verdict]]:
-    """The entries of a batch with their verdicts, less those a stop kept from being sent (or cut): those stay
+def _sent(entries: list[dict], delivered: Delivered) -> tuple[list[dict], Delivered]:
+    """The entries of a batch with what became of them, less those a stop kept from being sent (or cut): those stay
     queued as they were, nothing written."""
-    kept = [(entry, verdict) for entry, verdict in zip(entries, verdicts, strict=True) if verdict.outcome != CUT]
-    return [entry for entry, _ in kept], [verdict for _, verdict in kept]
+    kept = [i for i, verdict in enumerate(delivered.verdicts) if verdict.outcome != Fate.CUT]
+    verdicts = [delivered.verdicts[i] for i in kept]
+    return [entries[i] for i in kept], Delivered(verdicts, [delivered.batches[i] for i in kept], delivered.splits)
 
 
-def _verdicts(flight: Flight) -> list[Verdict]:
+def _delivered(flight: Flight) -> Delivered:
     try:
         return flight.future.result()
-    except Exception as exc:  # deliver() gives verdicts, never raises; a cancelled one is tried again
-        verdict = Verdict(RETRY, f"refused: {type(exc).__name__}", "refused", whole=True)
-        return [verdict] * len(flight.entries)
+    except Exception as exc:  # deliver_batch() gives verdicts, never raises; a cancelled one is tried again
+        verdict = Verdict(Fate.RETRY, f"refused: {type(exc).__name__}", "refused", whole=True)
+        return Delivered([verdict] * len(flight.entries), [flight.batch] * len(flight.entries))

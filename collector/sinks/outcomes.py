@@ -4,6 +4,11 @@ than 30 s, 60 s, 120 s ... (capped) after each reject, and after SINK_MAX_TRIES 
 sinkDeadLetters with its reason; gone -> the entry deleted; auth -> the sink stopped (the entries stay due for
 when it is resumed).
 
+A batch refused as a whole is tried again as a unit: its entries due again together, after one back-off, in the
+same batch (or the part of a split it was sent in: `Finished.batches`), so the next try sends the same documents
+under the same id. A batch whose documents had outcomes of their own (some done, some retried or rejected) is over:
+the rest are rescheduled one by one, out of any batch, and form new batches when due.
+
 Finished batches wait here until their writes succeeded: a database that is away keeps them in memory and the next
 round writes them (every write may be done twice without harm). The counters are added to the sinks' documents
 (`$inc`) once a batch is written, and kept for this process's own figures (`totals`)."""
@@ -15,14 +20,14 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from ..engine.store import unavailable
 from ..sdk.redaction import clip
 from ..textout import printable
-from .delivery import AUTH, DONE, GONE, REJECT, RETRY, Verdict, backoff
+from .delivery import Fate, Verdict, backoff
 from .store import SinkStore, whole
 
 log = logging.getLogger("collector.sinks")
@@ -38,25 +43,30 @@ class Finished:
     sink: str
     entries: list[dict]
     verdicts: list[Verdict]
+    batches: list[str] = field(default_factory=list)  # per entry: the id of the batch (or part) it was sent in
+    splits: int = 0  # times the batch was split because the destination said it was too large
 
 
-def counts_of(verdicts: Sequence[Verdict], dead: int) -> Counter[str]:
+def counts_of(verdicts: Sequence[Verdict], dead: int, splits: int = 0) -> Counter[str]:
     """The counters a batch adds: delivered, retried, gone, deadLettered, and failed.<kind> — one per document,
-    one per whole-batch failure (a refused batch counts once, however many documents it held)."""
+    one per whole-batch failure (a refused batch counts once, however many documents it held), one tooLarge per
+    split."""
     counts: Counter[str] = Counter()
     seen: set[int] = set()
     for verdict in verdicts:
-        if verdict.outcome == DONE:
+        if verdict.outcome == Fate.DONE:
             counts["delivered"] += 1
-        elif verdict.outcome == GONE:
+        elif verdict.outcome == Fate.GONE:
             counts["gone"] += 1
-        if verdict.outcome == RETRY:
+        if verdict.outcome == Fate.RETRY:
             counts["retried"] += 1
         if verdict.kind and (not verdict.whole or id(verdict) not in seen):
             counts[f"failed.{verdict.kind}"] += 1
             seen.add(id(verdict))
     if dead:
         counts["deadLettered"] += dead
+    if splits:
+        counts["failed.tooLarge"] += splits
     return counts
 
 
@@ -69,8 +79,10 @@ class Outcomes:
         self.totals: dict[str, Counter[str]] = {}  # this process's, for its metrics
         self.said: set[tuple[str, str]] = set()  # (sink, error) already logged: a write that keeps failing, once
 
-    def add(self, sink: str, entries: list[dict], verdicts: list[Verdict]) -> None:
-        self.pending.append(Finished(sink, entries, verdicts))
+    def add(
+        self, sink: str, entries: list[dict], verdicts: list[Verdict], batches: list[str] | None = None, splits: int = 0
+    ) -> None:
+        self.pending.append(Finished(sink, entries, verdicts, batches or [""] * len(entries), splits))
 
     def apply(self, now: datetime, max_tries: int, cap: float) -> dict[str, str]:
         """Write every pending batch, oldest first (a database error stops and keeps the rest). Returns the sinks
@@ -80,10 +92,10 @@ class Outcomes:
             batch = self.pending[0]
             dead = self._write_or_drop(batch, now, max_tries, cap)
             self.pending.pop(0)
-            counts = counts_of(batch.verdicts, dead)
+            counts = counts_of(batch.verdicts, dead, batch.splits)
             self.unsaved.setdefault(batch.sink, Counter()).update(counts)
             self.totals.setdefault(batch.sink, Counter()).update(counts)
-            auth = next((v.reason for v in batch.verdicts if v.outcome == AUTH), None)
+            auth = next((v.reason for v in batch.verdicts if v.outcome == Fate.AUTH), None)
             if auth is not None:
                 refused[batch.sink] = auth
         return refused
@@ -126,13 +138,19 @@ class Outcomes:
 
     def _write(self, batch: Finished, now: datetime, max_tries: int, cap: float) -> int:
         """The batch's writes; the number of entries dead-lettered."""
-        done = [e["_id"] for e, v in zip(batch.entries, batch.verdicts, strict=True) if v.outcome in (DONE, GONE)]
-        self.store.delete(done)
+        gone = (Fate.DONE, Fate.GONE)
+        self.store.delete([e["_id"] for e, v in zip(batch.entries, batch.verdicts, strict=True) if v.outcome in gone])
+        units = refused_whole(batch)
+        for part, indexes in units.items():
+            self._retry_unit(part, [batch.entries[i] for i in indexes], batch.verdicts[indexes[0]], now, cap)
+        in_units = {i for indexes in units.values() for i in indexes}
         dead = 0
-        for entry, verdict in zip(batch.entries, batch.verdicts, strict=True):
-            if verdict.outcome == RETRY:
+        for index, (entry, verdict) in enumerate(zip(batch.entries, batch.verdicts, strict=True)):
+            if index in in_units:
+                continue
+            if verdict.outcome == Fate.RETRY:
                 self._retry(entry, verdict, now, cap, reject=False)
-            elif verdict.outcome == REJECT:
+            elif verdict.outcome == Fate.REJECT:
                 if verdict.final or whole(entry.get("rejects")) + 1 >= max_tries:
                     self.store.dead_letter(entry, verdict.reason, _status(verdict), now)
                     dead += 1
@@ -144,8 +162,33 @@ class Outcomes:
         wait = backoff(whole(entry.get("tries")), cap, self.rng, verdict.retry_after)
         if reject:  # a destination-wide hiccup reported per item (an index made again) must outlast the tries
             wait = max(wait, reject_floor(whole(entry.get("rejects")), cap))
-        error = {"kind": verdict.kind or verdict.outcome, "message": verdict.reason, "at": now}
-        self.store.reschedule(entry, now + timedelta(seconds=wait), error, reject)
+        self.store.reschedule(entry, now + timedelta(seconds=wait), last_error(verdict, now), reject)
+
+    def _retry_unit(self, part: str, entries: list[dict], verdict: Verdict, now: datetime, cap: float) -> None:
+        """A batch (or a part of one) refused as a whole: due again together, after one back-off, as the batch
+        `part` (its formation time kept: the same message at the next try)."""
+        tries = max(whole(entry.get("tries")) for entry in entries)
+        next_at = now + timedelta(seconds=backoff(tries, cap, self.rng, verdict.retry_after))
+        stored = entries[0].get("batch")
+        formed = stored.get("at") if isinstance(stored, dict) and isinstance(stored.get("at"), datetime) else now
+        unit = {"id": part, "n": len(entries), "at": formed}
+        for entry in entries:
+            self.store.reschedule(entry, next_at, last_error(verdict, now), False, unit)
+
+
+def refused_whole(batch: Finished) -> dict[str, list[int]]:
+    """The entries (indexes) of each batch, or part of one, the destination refused as a whole, by its id."""
+    units: dict[str, list[int]] = {}
+    for index, (verdict, part) in enumerate(
+        zip(batch.verdicts, batch.batches or [""] * len(batch.verdicts), strict=True)
+    ):
+        if verdict.outcome == Fate.RETRY and verdict.whole and part:
+            units.setdefault(part, []).append(index)
+    return units
+
+
+def last_error(verdict: Verdict, now: datetime) -> dict[str, Any]:
+    return {"kind": verdict.kind or str(verdict.outcome.value), "message": verdict.reason, "at": now}
 
 
 def reject_floor(rejects: int, cap: float) -> float:

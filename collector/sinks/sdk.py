@@ -19,11 +19,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
+
+from ..sdk._urls import where
+from ..sdk.redaction import clip
+from ..settings import SettingsError
 
 __all__ = [
     "DONE",
+    "Answer",
     "AuthFailed",
+    "Batch",
     "BatchRefused",
     "Doc",
     "Done",
@@ -33,8 +41,14 @@ __all__ = [
     "Retry",
     "Sink",
     "SinkConfig",
+    "SettingsError",
     "SinkError",
     "TooLarge",
+    "answer_failure",
+    "json_headers",
+    "retry_after",
+    "scrub",
+    "where",
 ]
 
 
@@ -174,7 +188,83 @@ class Sink(ABC):
     @abstractmethod
     def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
         """Send `batch`; return one Outcome per document, in order. Raise BatchRefused, TooLarge or AuthFailed
-        for a failure of the whole batch. Any other exception counts as BatchRefused."""
+        for a failure of the whole batch. Any other exception counts as BatchRefused. The service hands a `Batch`:
+        its `id` is the same at every retry of the same documents (for a destination that drops repeats)."""
 
     def close(self) -> None:  # noqa: B027
         """Free what the sink holds (the service is stopping)."""
+
+
+# --- what a sink needs to read an answer: the failures every destination shares, Retry-After, JSON headers --------
+RETRY_AFTER_MAX = 3600.0  # seconds: a server's wait beyond this is taken as this (the service caps it further)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A destination's answer (what `Sink.http.request` gives): its status, its headers (names in lower case) and
+    its whole body."""
+
+    status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+class Batch(tuple[Doc, ...]):
+    """The documents of one delivery, in order, with the batch's identity: `id` stays the same for every retry of
+    the same batch (a split or a dead letter makes new batches with new ids), `formed` is when it was formed. A
+    destination that dedupes (a webhook's `webhook-id`) sends these; `id` is "" for documents handed over without
+    one (a test calling `deliver` with a list)."""
+
+    id: str
+    formed: datetime | None
+
+    def __new__(cls, docs: Iterable[Doc] = (), id: str = "", formed: datetime | None = None) -> Batch:  # noqa: A002
+        batch = super().__new__(cls, docs)
+        batch.id, batch.formed = id, formed
+        return batch
+
+
+def scrub(text: object, config: SinkConfig, limit: int = 300) -> str:
+    """Text a destination sent back, safe to keep: the sink's secrets masked, then clipped (sdk.redaction.clip)."""
+    out = str(text)
+    for secret in config.secret_values:
+        if secret:
+            out = out.replace(secret, "***")
+    return clip(out, limit)
+
+
+def retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The answer's Retry-After in seconds (a number or an HTTP date), at most an hour; None without one."""
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return min(float(value), RETRY_AFTER_MAX)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+def answer_failure(answer: Answer, what: str, now: datetime | None = None) -> SinkError | None:
+    """The batch failure a status means for every destination: 401/403 AuthFailed, 413 TooLarge, 408/429/5xx
+    BatchRefused (with the server's Retry-After), a redirect BatchRefused (not followed); None for the rest."""
+    status = answer.status
+    if status in (401, 403):
+        return AuthFailed(f"{status}: credentials refused: {what}")
+    if status == 413:
+        return TooLarge(f"413: batch too large: {what}")
+    if status in (408, 429) or status >= 500:
+        return BatchRefused(f"{status}: batch refused: {what}", retry_after(answer.headers, now))
+    if 300 <= status < 400:
+        return BatchRefused(f"{status}: redirect not followed: {what}")
+    return None
+
+
+def json_headers(kind: str = "application/json", extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Headers of a JSON request (`kind` its content type), with `extra` (a sink's authentication)."""
+    return {"Content-Type": kind, "Accept": "application/json", **{k: str(v) for k, v in (extra or {}).items()}}

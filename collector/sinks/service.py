@@ -1,8 +1,9 @@
 """The sink service: `collector sink` calls `step()` in a loop. Each round, on the calling thread (the only one
 that touches the database): the outcomes of finished deliveries are written, the service lease held (only its
 holder works; the others stand by and take over when it lapses), new sinks registered, marked items moved to the
-queue (mover.py), backfills walked (backfill.py), due entries handed to the sinks' worker threads (lane.py,
-delivery.py), counters and stats written. A database that is away makes a round end early, losing nothing: the
+queue (mover.py), backfills walked (backfill.py), due entries formed into batches (batches.py: a batch refused
+keeps its id and documents for its next try) and handed to the sinks' worker threads (lane.py, delivery.py),
+counters and stats written. A database that is away makes a round end early, losing nothing: the
 verdicts wait in memory, the marker stays on the items, and the next round goes on."""
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from ..sdk.redaction import SECRETS
 from ..settings import Settings
 from ..textout import printable
 from .backfill import Walks
+from .batches import Batcher
 from .config import secret_values, sink_configs
-from .delivery import AUTH, REJECT, RETRY, VANISHED, Verdict
-from .docs import DocRefused, as_doc
+from .delivery import Fate, Verdict
 from .figures import SinkFigures, Stats
 from .guard import Guard
 from .lane import Lane
@@ -70,6 +71,7 @@ class SinkService:
         self.lease_seconds = lease_seconds
         self.wakeup = threading.Event()  # set when a delivery or a prepare finishes: a round has work
         self.outcomes = Outcomes(self.store, self.rng)
+        self.batcher = Batcher(self.store, self.outcomes)
         self.walks = Walks(self.store)
         self.stats = Stats(self.store)
         self.guard = Guard()  # one sink's part of a round failing on a bad value: logged, the others go on
@@ -222,8 +224,9 @@ class SinkService:
         """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
         for lane in self._all_lanes():
             current = self.lanes.get(lane.name) is lane
-            for entries, verdicts in lane.finished():
-                self.outcomes.add(lane.name, entries, verdicts if current else superseded(verdicts))
+            for entries, done in lane.finished():
+                verdicts = done.verdicts if current else superseded(done.verdicts)
+                self.outcomes.add(lane.name, entries, verdicts, done.batches, done.splits)
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
@@ -240,7 +243,7 @@ class SinkService:
             return
         self.store.stop(name, reason, now)
         if lane is not None:
-            lane.stopped, lane.ready = True, False
+            lane.stop()
         log.error(
             "sink %s stopped: its destination refused the credentials (%s); mend them, then: collector sinks resume %s",
             name,
@@ -249,9 +252,8 @@ class SinkService:
         )
 
     def _deliver(self, lane: Lane, doc: dict, now: datetime) -> int:
-        """Hand the lane's due entries to its threads; the batches started."""
-        follow(lane, doc)
-        lane.paused = bool(doc.get("paused"))
+        """Hand the lane's due batches to its threads (batches.py); the batches started."""
+        lane.follow(doc)
         if lane.stopped or lane.paused or self.stopping:
             return 0
         auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
@@ -262,54 +264,12 @@ class SinkService:
         lane.start_prepare(now)
         if not lane.ready or lane.free() <= 0:
             return 0
-        busy = [key for other in self._all_lanes() if other.name == lane.name for key in other.busy()]
-        entries = self.store.due(lane.name, now, lane.free() * lane.config.batch, busy)
-        pairs = self._docs(lane, entries)
-        batch = lane.config.batch
-        chunks = [pairs[i : i + batch] for i in range(0, len(pairs), batch)]
-        for chunk in chunks:
-            lane.submit([e for e, _ in chunk], [d for _, d in chunk])
-        return len(chunks)
-
-    def _docs(self, lane: Lane, entries: list[dict]) -> list[tuple[dict, Any]]:
-        """(entry, Doc) for each entry whose item can be sent; the others get their verdict at once (an entry a
-        shell wrote without an item, or naming one by a list or a document, is dead-lettered)."""
-        named = [e for e in entries if _names_item(e)]
-        for entry in (e for e in entries if not _names_item(e)):
-            verdict = Verdict(REJECT, "the queue entry names no item (no `item`, or not an id)", "rejected", final=True)
-            self.outcomes.add(lane.name, [entry], [verdict])
-        items = self.store.load_items([e["item"] for e in named])
-        pairs = []
-        for entry in named:
-            item = items.get(entry["item"])
-            if item is None:
-                self.outcomes.add(lane.name, [entry], [VANISHED])
-                continue
-            try:
-                pairs.append((entry, as_doc(item)))
-            except Exception as exc:  # DocRefused, or a value no one foresaw: that item only, never the sink's round
-                why = str(exc) if isinstance(exc, DocRefused) else f"{type(exc).__name__}: {exc}"
-                verdict = Verdict(REJECT, lane.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
-                self.outcomes.add(lane.name, [entry], [verdict])
-        return pairs
-
-
-def follow(lane: Lane, doc: dict) -> None:
-    """The lane follows its document: stopped there (by an earlier service), or resumed by the operator."""
-    if doc.get("stopped") and not lane.stopped:
-        lane.stopped, lane.ready = True, False
-    elif lane.stopped and doc and not doc.get("stopped"):
-        lane.reset()
-
-
-def _names_item(entry: dict) -> bool:
-    """Whether a queue entry names an item one can look up by: present, not null, hashable."""
-    item = entry.get("item")
-    try:
-        hash(item)
-    except TypeError:
-        return False
-    return item is not None
+        same = [other for other in self._all_lanes() if other.name == lane.name]
+        busy = [key for other in same for key in other.busy()]
+        planned = self.batcher.plan(lane, now, busy, {ident for other in same for ident in other.busy_batches()})
+        for entries, batch in planned:
+            lane.submit(entries, batch)
+        return len(planned)
 
 
 def superseded(verdicts: list[Verdict]) -> list[Verdict]:
@@ -318,9 +278,9 @@ def superseded(verdicts: list[Verdict]) -> list[Verdict]:
     verdict per old one (a whole-batch failure stays one object: counted once)."""
     new: dict[int, Verdict] = {}
     for verdict in verdicts:
-        if verdict.outcome == AUTH and id(verdict) not in new:
+        if verdict.outcome == Fate.AUTH and id(verdict) not in new:
             reason = f"{verdict.reason} (with the settings replaced since: tried again with the new ones)"
-            new[id(verdict)] = Verdict(RETRY, reason, verdict.kind, whole=verdict.whole)
+            new[id(verdict)] = Verdict(Fate.RETRY, reason, verdict.kind, whole=verdict.whole)
     return [new.get(id(v), v) for v in verdicts]
 
 

@@ -3,6 +3,8 @@
 paused, stopped, backfill, counters; and the service's lease, `_id: "~service"`), and the `sinkPending` marker of
 `items` (the only write to `items` here: the marker unset once an item is queued for every sink).
 
+A queue entry's `batch` ({id, n, at}) is the batch it is sent in, kept for every retry of it (batches.py).
+
 `SinkStore` is what the sink service writes through, on its one thread; the functions at the end are what the
 operator's commands use (pause, resume, replay, sink_docs, counts, dead_letters). Every write is idempotent by
 `_id`: doing one twice (after a crash, or a database that went away in the middle) changes nothing."""
@@ -30,6 +32,7 @@ REASON_MAX = 500  # characters of a dead letter's reason
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
 FAILED = ("refused", "tooLarge", "rejected", "auth")
 CALENDAR = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))  # dates any client can decode
+Fields = Mapping[str, Any]
 
 
 def entry_id(sink: str, item: Any) -> dict[str, Any]:
@@ -59,6 +62,7 @@ class SinkStore:
         self.items.create_index([(PENDING, ASCENDING)], name="sinkPending_1", sparse=True)
         self.queue.create_index([("sink", ASCENDING), ("nextAt", ASCENDING)])
         self.queue.create_index([("sink", ASCENDING), ("date", ASCENDING)])
+        self.queue.create_index([("sink", ASCENDING), ("batch.id", ASCENDING)])  # a batch's entries (batches.py)
         self.dead.create_index([("sink", ASCENDING), ("at", ASCENDING)])
 
     # --- the sinks' documents -------------------------------------------------------------------------------------
@@ -181,6 +185,21 @@ class SinkStore:
             query["_id"] = {"$nin": busy}
         return list(self.queue.find(query).sort("nextAt", ASCENDING).limit(limit))
 
+    def members(self, name: str, batches: list[str], busy: Iterable[Any] = ()) -> list[dict]:
+        """Every entry of the sink in one of `batches` (by their `batch.id`), due or not, less those in `busy`."""
+        if not batches:
+            return []
+        query: dict[str, Any] = {"sink": name, "batch.id": {"$in": batches}}
+        busy = list(busy)
+        if busy:
+            query["_id"] = {"$nin": busy}
+        return list(self.queue.find(query))
+
+    def set_batch(self, ids: list[dict], batch: Fields) -> None:
+        """The entries `ids` form the batch `batch` ({id, n, at}): one write, before anything is sent."""
+        if ids:
+            self.queue.update_many({"_id": {"$in": ids}}, {"$set": {"batch": dict(batch)}})
+
     def load_items(self, ids: list[Any]) -> dict[Any, dict]:
         return {item["_id"]: item for item in self.items.find({"_id": {"$in": ids}})} if ids else {}
 
@@ -188,13 +207,21 @@ class SinkStore:
         if ids:
             self.queue.delete_many({"_id": {"$in": ids}})
 
-    def reschedule(self, entry: Mapping[str, Any], next_at: datetime, error: Mapping[str, Any], reject: bool) -> None:
-        """The entry due again at `next_at`, one more try (and reject); its counts set from what was read (a count
-        edited into text counts as 0: `$inc` would fail on it every time)."""
+    def reschedule(
+        self, entry: Fields, next_at: datetime, error: Fields, reject: bool, batch: Fields | None = None
+    ) -> None:
+        """The entry due again at `next_at`, one more try (and reject), in the batch `batch` (None: in none, its
+        next batch formed anew); its counts set from what was read (a count edited into text counts as 0: `$inc`
+        would fail on it every time)."""
         fields = {"nextAt": next_at, "lastError": dict(error), "tries": whole(entry.get("tries")) + 1}
         if reject:
             fields["rejects"] = whole(entry.get("rejects")) + 1
-        self.queue.update_one({"_id": entry["_id"]}, {"$set": fields})
+        change: dict[str, Any] = {"$set": fields}
+        if batch is not None:
+            fields["batch"] = dict(batch)
+        else:
+            change["$unset"] = {"batch": ""}
+        self.queue.update_one({"_id": entry["_id"]}, change)
 
     def dead_letter(self, entry: Mapping[str, Any], reason: str, status: int | None, now: datetime) -> None:
         """Move an entry to sinkDeadLetters (replacing one there for the same sink and item), then delete it."""

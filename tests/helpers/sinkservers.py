@@ -188,7 +188,7 @@ class WebhookReceiver:
         from standardwebhooks import Webhook
 
         self.webhook = Webhook(secret)
-        self.batches: list[dict] = []  # {"id", "timestamp", "payload"} of each verified batch, in order
+        self.batches: list[dict] = []  # {"id", "timestamp", "payload", "body"} of each verified batch, in order
         self.refused = 0
         self.replies: list[Reply] = []
         self.lock = threading.Lock()
@@ -226,6 +226,7 @@ class WebhookReceiver:
                             "id": self.headers["webhook-id"],
                             "timestamp": self.headers["webhook-timestamp"],
                             "payload": payload,
+                            "body": body,
                         }
                     )
                     reply = receiver.replies.pop(0) if receiver.replies else Reply()

@@ -11,10 +11,7 @@ from datetime import timedelta
 import pytest
 
 from collector.sinks.delivery import (
-    AUTH,
-    DONE,
-    REJECT,
-    RETRY,
+    Fate,
     Verdict,
     backoff,
     deliver,
@@ -49,7 +46,7 @@ SCRUB = scrubber((SECRET,))
 def test_a_batch_is_delivered_and_every_document_done():
     destination = Destination()
     verdicts = deliver(sink(destination), docs(5), SCRUB)
-    assert [v.outcome for v in verdicts] == [DONE] * 5 and destination.batches == [5]
+    assert [v.outcome for v in verdicts] == [Fate.DONE] * 5 and destination.batches == [5]
 
 
 def test_a_batch_that_would_encode_too_large_is_split_before_it_is_sent():
@@ -59,14 +56,14 @@ def test_a_batch_that_would_encode_too_large_is_split_before_it_is_sent():
     assert split_by_bytes(batch, 1) == [[i] for i in range(10)]  # one alone is sent: the destination decides
     destination = Destination()
     verdicts = deliver(sink(destination, max_bytes=each * 4), batch, SCRUB)
-    assert destination.batches == [4, 4, 2] and all(v.outcome == DONE for v in verdicts)
+    assert destination.batches == [4, 4, 2] and all(v.outcome == Fate.DONE for v in verdicts)
 
 
 def test_too_large_splits_in_halves_down_to_the_one_document_rejected():
     destination = Destination()
     destination.too_large = {"d5"}
     verdicts = deliver(sink(destination), docs(8), SCRUB)
-    assert [v.outcome for v in verdicts] == [DONE] * 5 + [REJECT] + [DONE] * 2
+    assert [v.outcome for v in verdicts] == [Fate.DONE] * 5 + [Fate.REJECT] + [Fate.DONE] * 2
     assert verdicts[5].kind == "tooLarge" and "too large" in verdicts[5].reason
     assert destination.batches == [8, 4, 4, 2, 1, 1, 2] and sorted(destination.received) == [
         f"d{i}" for i in range(8) if i != 5
@@ -77,7 +74,7 @@ def test_a_refused_batch_is_retried_whole_and_its_retry_after_kept():
     destination = Destination()
     destination.refuse, destination.retry_after = 1, 30.0
     verdicts = deliver(sink(destination, max_bytes=encoded_size(docs(1)[0]) * 2), docs(6), SCRUB)
-    assert {(v.outcome, v.kind, v.retry_after, v.whole) for v in verdicts} == {(RETRY, "refused", 30.0, True)}
+    assert {(v.outcome, v.kind, v.retry_after, v.whole) for v in verdicts} == {(Fate.RETRY, "refused", 30.0, True)}
     assert destination.batches == [2]  # the rest of the split batch was not sent after a refusal
     assert counts_of(verdicts, 0) == {"retried": 6, "failed.refused": 1}
 
@@ -86,7 +83,7 @@ def test_auth_failure_and_odd_sinks_get_their_verdicts():
     destination = Destination()
     destination.auth = True
     verdicts = deliver(sink(destination), docs(3), SCRUB)
-    assert {v.outcome for v in verdicts} == {AUTH} and "401" in verdicts[0].reason
+    assert {v.outcome for v in verdicts} == {Fate.AUTH} and "401" in verdicts[0].reason
 
     class Crashing(FakeSink):
         def deliver(self, batch):
@@ -102,7 +99,7 @@ def test_auth_failure_and_odd_sinks_get_their_verdicts():
 
     for cls, words in ((Crashing, "KeyError"), (Miscounting, "0 outcomes for 2"), (Wrong, "not an Outcome")):
         verdicts = deliver(cls(CONFIG, Destination()), docs(2), SCRUB)
-        assert {v.outcome for v in verdicts} == {RETRY} and words in verdicts[0].reason
+        assert {v.outcome for v in verdicts} == {Fate.RETRY} and words in verdicts[0].reason
 
 
 def test_a_reason_never_holds_a_secret_and_is_clipped():
@@ -141,8 +138,8 @@ def test_done_deletes_retry_reschedules_within_the_backoff(db):
     entries = queue(db, 3)
     SinkStore(db).register("a", "fake", False, "one", T0)
     outcomes = Outcomes(SinkStore(db), random.Random(3))
-    refused = Verdict(RETRY, "503 busy", "refused", 10.0, whole=True)
-    outcomes.add("a", entries, [Verdict(DONE), refused, Verdict(RETRY, "429", "refused")])
+    refused = Verdict(Fate.RETRY, "503 busy", "refused", 10.0, whole=True)
+    outcomes.add("a", entries, [Verdict(Fate.DONE), refused, Verdict(Fate.RETRY, "429", "refused")])
     assert outcomes.apply(T0, max_tries=3, cap=600.0) == {}
     outcomes.flush()
     left = {e["item"]: e for e in db[QUEUE].find()}
@@ -160,11 +157,11 @@ def test_a_document_rejected_sink_max_tries_times_is_dead_lettered_the_others_de
     store = SinkStore(db)
     store.register("a", "fake", False, "one", T0)
     outcomes = Outcomes(store, random.Random(1))
-    reject = Verdict(REJECT, "400 mapper_parsing_exception", "rejected")
+    reject = Verdict(Fate.REJECT, "400 mapper_parsing_exception", "rejected")
     now = T0
     for _ in range(3):
         due = store.due("a", now + timedelta(hours=1), 10)
-        outcomes.add("a", due, [reject if e["item"] == "d1" else Verdict(DONE) for e in due])
+        outcomes.add("a", due, [reject if e["item"] == "d1" else Verdict(Fate.DONE) for e in due])
         outcomes.apply(now, max_tries=3, cap=600.0)
         outcomes.flush()
         now += timedelta(hours=1)
@@ -178,8 +175,8 @@ def test_a_document_rejected_sink_max_tries_times_is_dead_lettered_the_others_de
 def test_a_final_reject_is_dead_lettered_at_once_and_auth_leaves_the_entries(db):
     entries = queue(db, 2)
     outcomes = Outcomes(SinkStore(db), random.Random(1))
-    outcomes.add("a", entries[:1], [Verdict(REJECT, "the item cannot be sent", "rejected", final=True)])
-    outcomes.add("a", entries[1:], [Verdict(AUTH, "401", "auth", whole=True)])
+    outcomes.add("a", entries[:1], [Verdict(Fate.REJECT, "the item cannot be sent", "rejected", final=True)])
+    outcomes.add("a", entries[1:], [Verdict(Fate.AUTH, "401", "auth", whole=True)])
     assert outcomes.apply(T0, max_tries=3, cap=600.0) == {"a": "401"}
     assert db[DEAD].count_documents({}) == 1
     assert db[QUEUE].find_one()["item"] == "d1" and db[QUEUE].find_one()["tries"] == 0  # waits for the resume

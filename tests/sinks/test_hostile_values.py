@@ -13,7 +13,7 @@ import pytest
 from pymongo.errors import WriteError
 
 from collector.settings import load_settings
-from collector.sinks.delivery import REJECT, Verdict
+from collector.sinks.delivery import Fate, Verdict
 from collector.sinks.http import Answer
 from collector.sinks.outcomes import _status
 from collector.sinks.sdk import Reject
@@ -49,7 +49,7 @@ class SuperscriptDestination(Destination):
     [("400 bad", 400), ("404: not found", 404), ("²³⁴ no", None), ("٤٠٠ arabic digits", None), ("4000 x", None)],
 )
 def test_a_dead_letters_status_is_read_from_ascii_digits_only(reason, status):
-    assert _status(Verdict(REJECT, reason)) == status
+    assert _status(Verdict(Fate.REJECT, reason)) == status
 
 
 def test_a_reject_reason_starting_with_superscript_digits_is_dead_lettered_and_the_other_sink_goes_on(db):
@@ -223,7 +223,7 @@ def test_a_lease_document_whose_lease_until_a_shell_made_no_date_is_taken_over(d
 
 
 def test_an_item_that_fails_to_become_a_doc_for_an_unforeseen_reason_is_dead_lettered_alone(db, monkeypatch):
-    from collector.sinks import service as service_module
+    from collector.sinks import batches as service_module
 
     ids = add_items(db, 3)
     as_doc = service_module.as_doc

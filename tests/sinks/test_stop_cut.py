@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from collector.sinks.delivery import CUT, UNSENT, deliver, scrubber
+from collector.sinks.delivery import UNSENT, Fate, deliver, scrubber
 from collector.sinks.sdk import DONE, Doc, TooLarge
 from collector.sinks.store import DEAD, QUEUE
 
@@ -67,7 +67,7 @@ def test_a_split_batch_sends_no_half_once_the_stop_began():
     destination.gate.set()
     verdicts = deliver(HalvingSink(destination, halt), docs(16), scrubber(()), halt)
     assert destination.calls == [16]  # the first request only: without the stop, 31 requests
-    assert verdicts == [UNSENT] * 16 and UNSENT.outcome == CUT
+    assert verdicts == [UNSENT] * 16 and UNSENT.outcome == Fate.CUT
 
 
 def test_runs_split_by_bytes_after_the_first_are_not_sent_once_the_stop_began():

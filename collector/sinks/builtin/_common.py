@@ -8,8 +8,7 @@ from typing import Any
 
 import orjson
 
-from ..http import Answer
-from ..sdk import BatchRefused, Doc, SinkConfig, TooLarge
+from ..sdk import Answer, BatchRefused, Doc, SinkConfig, TooLarge
 
 
 def dumps(value: Any) -> bytes:

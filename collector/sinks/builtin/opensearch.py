@@ -24,10 +24,23 @@ from urllib.parse import quote
 
 import orjson
 
-from ...sdk._urls import where
-from ...settings import SettingsError
-from ..http import answer_failure, json_headers, scrub
-from ..sdk import DONE, AuthFailed, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig
+from ..sdk import (
+    DONE,
+    AuthFailed,
+    BatchRefused,
+    Doc,
+    Option,
+    Outcome,
+    Reject,
+    Retry,
+    SettingsError,
+    Sink,
+    SinkConfig,
+    answer_failure,
+    json_headers,
+    scrub,
+    where,
+)
 from ._common import check_header_value, dumps, error_text, json_answer, lines, setting, within
 
 INDEX_FORBIDDEN = frozenset('\\/*?"<>| ,#:')  # OpenSearch's (and Elasticsearch's) rules for an index name

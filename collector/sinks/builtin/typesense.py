@@ -25,10 +25,22 @@ from urllib.parse import quote
 
 import orjson
 
-from ...sdk._urls import where
-from ...settings import SettingsError
-from ..http import answer_failure, json_headers, scrub
-from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig
+from ..sdk import (
+    DONE,
+    BatchRefused,
+    Doc,
+    Option,
+    Outcome,
+    Reject,
+    Retry,
+    SettingsError,
+    Sink,
+    SinkConfig,
+    answer_failure,
+    json_headers,
+    scrub,
+    where,
+)
 from ._common import check_header_value, dumps, lines, setting, with_id, within
 
 COLLECTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")

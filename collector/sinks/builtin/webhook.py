@@ -1,11 +1,12 @@
 """The `webhook` sink: each batch POSTed as one JSON message, signed as Standard Webhooks says
 (https://www.standardwebhooks.com/).
 
-The message: `{"type": "items.created", "timestamp": <ISO 8601, UTC>, "data": [{"id": <item id>, ...its fields},
-...]}` (a field `id` of the item's own is replaced by the item's id). Headers: `webhook-id` (`msg_` and a digest of
-the batch's item ids: the same batch sent again has the same id, so a receiver can drop a repeat), `webhook-timestamp`
-(integer seconds) and `webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with
-the secret (SECRET, `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix, 24 to
+The message: `{"type": "items.created", "timestamp": <when the batch was formed, ISO 8601, UTC>, "data": [{"id":
+<item id>, ...its fields}, ...]}` (a field `id` of the item's own is replaced by the item's id): nothing in it
+changes from one try to the next. Headers: `webhook-id` (`msg_` and the batch's id, which the service keeps for every
+retry of the batch, so a receiver can drop a repeat), `webhook-timestamp` (integer seconds, this try's) and
+`webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with the secret (SECRET,
+`whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix, 24 to
 64 bytes; any other form is refused with the settings, before anything starts).
 
 The receiver's answer decides, for the whole batch: 2xx done; 413 TooLarge; 401/403 AuthFailed; any other status
@@ -25,14 +26,24 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from ...sdk._urls import where
-from ...sdk.timeutil import utcnow
-from ...settings import SettingsError
-from ..http import answer_failure, json_headers, retry_after
-from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Sink, SinkConfig
+from ..sdk import (
+    DONE,
+    Batch,
+    BatchRefused,
+    Doc,
+    Option,
+    Outcome,
+    SettingsError,
+    Sink,
+    SinkConfig,
+    answer_failure,
+    json_headers,
+    retry_after,
+    where,
+)
 from ._common import dumps, setting, with_id, within
 
 EVENT = "items.created"
@@ -73,14 +84,15 @@ class WebhookSink(Sink):
     def __init__(self, config: SinkConfig, http: Any):
         super().__init__(config, http)
         self.key = signing_key(config, self.option("SECRET"))
-        self.clock: Callable[[], datetime] = utcnow
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def deliver(self, batch: Sequence[Doc]) -> Sequence[Outcome]:
         url = self.config.url
         what = f"POST {where(url)}"
         now = self.clock()
-        message = {"type": EVENT, "timestamp": iso(now), "data": [with_id(doc) for doc in batch]}
-        body = within(dumps(message), self.max_batch_bytes, what)
+        formed = batch.formed if isinstance(batch, Batch) and batch.formed is not None else now
+        message = {"type": EVENT, "timestamp": iso(formed), "data": [with_id(doc) for doc in batch]}
+        body = within(dumps(message), self.max_batch_bytes, what)  # the batch's alone: the same bytes at each try
         headers = json_headers(extra=sign(self.key, message_id(batch), int(now.timestamp()), body))
         answer = self.http.request("POST", url, body=body, headers=headers)
         if 200 <= answer.status < 300:
@@ -101,7 +113,10 @@ def signing_key(config: SinkConfig, secret: str) -> bytes:
 
 
 def message_id(batch: Sequence[Doc]) -> str:
-    """`msg_` and a digest of the batch's item ids, in order: the same batch always has the same id."""
+    """`msg_` and the batch's id (the same at every retry of the batch: the service keeps it in MongoDB); for
+    documents handed over without one, a digest of their ids in order."""
+    if isinstance(batch, Batch) and batch.id:
+        return f"msg_{batch.id}"
     digest = hashlib.sha256("\n".join(doc.id for doc in batch).encode()).digest()[:18]
     return "msg_" + base64.urlsafe_b64encode(digest).decode()
 
