@@ -26,7 +26,7 @@ def housekeeping(
     forgotten = quotas.prune(now)
     sharing.share()
     latest = latest_wait(settings, now)
-    blocks, waits = store.bound_quota_blocks(latest), store.bound_rate_limit_waits(latest, now)
+    blocks, waits = store.bound_quota_blocks(latest), store.bound_rate_limit_waits(latest, now, settings.lease_seconds)
     if blocks or waits:
         log.warning(
             "housekeeping: %d shared quota blocks and %d rateLimit networks waited past RATE_LIMIT_MAX_WAIT (%gs): "

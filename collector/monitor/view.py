@@ -113,6 +113,7 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
             "unauthorized": m["unauthorized"],
             "leased": sum(m["leased"].values()),
             "expiredLeases": m["expiredLeases"],
+            "farLeases": m.get("farLeases", 0),
         }
     return {
         "at": at,

@@ -34,7 +34,7 @@ def check(
     for mode, info in status["modes"].items():
         live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
         w, c = lag_bounds(settings, mode, warn, crit)
-        problems += mode_problems(mode, info, live, pauses, w, c)
+        problems += mode_problems(mode, info, live, pauses, w, c) + far_leases(mode, info)
         perf += [f"lag_{mode}={info['lagSeconds']:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
         perf.append(f"live_{mode}={len(live)}")
     if "sinks" in status:
@@ -77,6 +77,21 @@ def mode_problems(
             if not any(serves(i, service) for i in live)
         ]
     return problems + lag_problem(mode, info["lagSeconds"], warn, crit)
+
+
+def far_leases(mode: str, info: dict[str, Any]) -> list[Problem]:
+    """Leases whose end lies further ahead than LEASE_SECONDS (plus a minute) reaches: written by no holder that
+    renews (a clock far ahead, a shell, a collector gone); the next claim takes them over and says so."""
+    n = info.get("farLeases", 0)
+    if not n:
+        return []
+    return [
+        (
+            WARNING,
+            f"mode {mode}: {n} network leases end further ahead than LEASE_SECONDS allows (a holder that no longer "
+            "renews, or a clock far ahead); the next claim takes them over",
+        )
+    ]
 
 
 def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem]:
