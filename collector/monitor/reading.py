@@ -4,9 +4,9 @@ the page (view.py does that).
 
 - the fleet: the `collectors` documents (heartbeat and the per-second stats beat), every refresh;
 - the work: what `collector status` counts (ops/status.py: networks, due and lag per mode and service, leases,
-  items, pauses), the networks most behind and the latest errors. On a large `networks` collection these scan,
-  so the refresh reads them at most as often as keeps the monitor's share of the database small
-  (`Cadence`).
+  items, pauses; ops/sinks.py: the sinks), the networks most behind and the latest errors. On a large
+  `networks` collection these scan, so the refresh reads them at most as often as keeps the monitor's share of
+  the database small (`Cadence`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engine.store import LEASE_DEFAULT, due_query
 from ..engine.store.control import read as read_pause
-from ..ops import status
+from ..ops import sinks, status
 from ..ops.networks import AdminError, find
 
 MAX_COLLECTORS = 1000  # a fleet is tens; the newest heartbeats first, so a flood of junk cannot hide them
@@ -65,6 +65,7 @@ def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> d
             .sort("scheduledTo", 1)
             .limit(BEHIND)
         ],
+        "sinks": sinks.gather(db, now),  # each sink's state, queue and failing streak; the service lease
         # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(
             db.networks.find({"lastError": {"$type": "object"}}).sort("lastError.at", -1).limit(RECENT_ERRORS)

@@ -15,6 +15,7 @@ from bson import json_util
 from ..engine.store.control import Pause
 from ..ops import status
 from ..ops.networks import format_id, masked, state_of
+from ..ops.sinksview import state_word
 from ..sdk.redaction import MASK, MIN_LENGTH, clip, secret_values
 from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
@@ -123,7 +124,31 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
         "pauses": [pause(p, now) for p in read["pauses"]],
         "behind": sorted((behind(n, at) for n in read["behind"]), key=lambda r: -r["lagS"])[:10],
         "errors": [error_row(n) for n in read["errors"]],
+        "sinks": sinks(read.get("sinks")),
     }
+
+
+def sinks(report: dict[str, Any] | None) -> dict[str, Any]:
+    """The sinks as the page shows them (ops/sinks.py `gather`, its text already masked, cut and printable): each
+    one's state, queue, delivered count and failing streak (since when, why), and the service lease."""
+    if not report:
+        return {"rows": [], "service": None}
+    rows = [
+        {
+            "name": r["name"],
+            "kind": r["kind"],
+            "state": state_word(r),
+            "backlog": r["backlog"],
+            "lagS": round(r["lagSeconds"], 1),
+            "delivered": r["counts"]["delivered"],
+            "deadLetters": r["deadLetters"],
+            "failing": r.get("failing"),
+        }
+        for r in report["sinks"][:MAX_ROWS]
+    ]
+    service = report.get("service")
+    lease = None if service is None else {k: service[k] for k in ("owner", "host", "live", "stale", "leaseUntil")}
+    return {"rows": rows, "service": lease}
 
 
 def services(read: dict[str, Any]) -> list[dict[str, Any]]:

@@ -103,12 +103,16 @@ def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem
 
 
 SINK_LAG_WARN = 900.0  # seconds, when the settings do not say (SINK_LAG_WARN)
+SINK_FAILING_WARN = 300.0  # seconds a sink may fail every delivery before `--check` warns
+REASON_SHOWN = 160  # characters of a failing sink's reason in the one line
 
 
 def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem], list[str]]:
-    """WARNING for a configured sink stopped (its credentials refused), paused, or lagging past SINK_LAG_WARN, for
-    registered sinks the lease holder does not configure (it queues no new item), and for sinks configured while
-    no sink service holds the lease; the backlog and lag of each, as performance data.
+    """WARNING for a configured sink stopped (its credentials refused), paused, failing every delivery for
+    SINK_FAILING_WARN or more (with the reason), or lagging past SINK_LAG_WARN, for registered sinks the lease
+    holder does not configure (it queues no new item), for a service lease that ends further ahead than a lease
+    reaches (stale), and for sinks configured while no sink service holds the lease; the backlog and lag of each,
+    as performance data.
     Sinks the database knows and the settings no longer name are not judged."""
     configured = set(getattr(settings, "sinks", ()) or ())
     warn = float(getattr(settings, "sink_lag_warn", SINK_LAG_WARN))
@@ -132,7 +136,16 @@ def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem],
                 "new items are queued for no sink (kept marked) until it does, or `collector sinks forget NAME`",
             )
         )
-    if configured and (service is None or not service["live"]):
+    if service is not None and service.get("stale"):
+        ends = f"{service['leaseUntil']:%Y-%m-%d %H:%M} UTC" if service["leaseUntil"] else "no date"
+        problems.append(
+            (
+                WARNING,
+                f"the sink service lease of {plain(service['owner'])} is stale: it ends {ends}, further ahead than a "
+                "lease reaches (no holder renews it); the next `collector sink` takes it over",
+            )
+        )
+    elif configured and (service is None or not service["live"]):
         since = (
             f" (lease expired {service['leaseUntil']:%Y-%m-%d %H:%M} UTC)" if service and service["leaseUntil"] else ""
         )
@@ -157,6 +170,16 @@ def sink_state(row: dict[str, Any], warn: float) -> list[Problem]:
                 WARNING,
                 f"sink {name} paused{since} by {plain(paused['by']) or '?'}"
                 + (f": {plain(paused['reason'])}" if paused["reason"] else ""),
+            )
+        ]
+    failing = row.get("failing")
+    if failing and failing["seconds"] >= SINK_FAILING_WARN:
+        why = plain(failing["reason"][:REASON_SHOWN]) or "?"
+        return [
+            (
+                WARNING,
+                f"sink {name} failing since {failing['since']:%Y-%m-%d %H:%M} UTC ({failing['seconds']:.0f}s, "
+                f"nothing delivered): {why}",
             )
         ]
     if row["lagSeconds"] > warn:
