@@ -4,7 +4,7 @@ the page (view.py does that).
 
 - the fleet: the `collectors` documents (heartbeat and the per-second stats beat), every refresh;
 - the work: what `collector status` counts (ops/status.py: networks, due and lag per mode and service, leases,
-  items, pauses; ops/sinks.py: the sinks), the networks most behind and the latest errors. On a large
+  items, pauses; the sinks' documents), the networks most behind and the latest errors. On a large
   `networks` collection these scan, so the refresh reads them at most as often as keeps the monitor's share of
   the database small (`Cadence`).
 """
@@ -65,12 +65,18 @@ def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> d
             .sort("scheduledTo", 1)
             .limit(BEHIND)
         ],
-        "sinks": sinks.gather(db, now),  # each sink's state, queue and failing streak; the service lease
+        "sinks": read_sinks(db),
         # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(
             db.networks.find({"lastError": {"$type": "object"}}).sort("lastError.at", -1).limit(RECENT_ERRORS)
         ),
     }
+
+
+def read_sinks(db: Any) -> list[dict[str, Any]]:
+    """The `sinks` collection in one find: each sink's document (its state, counters, the backlog and lag the sink
+    service writes every few seconds, its failing streak) and the service lease's."""
+    return list(db[sinks.SINKS].find().sort("_id", 1).limit(sinks.MAX_SINKS + 1))
 
 
 def due_by_service(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> list[dict[str, Any]]:

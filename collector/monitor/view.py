@@ -13,6 +13,7 @@ from typing import Any
 from bson import json_util
 
 from ..engine.store.control import Pause
+from ..ops import sinks as ops_sinks
 from ..ops import status
 from ..ops.networks import format_id, masked, state_of
 from ..ops.sinksview import state_word
@@ -124,31 +125,36 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
         "pauses": [pause(p, now) for p in read["pauses"]],
         "behind": sorted((behind(n, at) for n in read["behind"]), key=lambda r: -r["lagS"])[:10],
         "errors": [error_row(n) for n in read["errors"]],
-        "sinks": sinks(read.get("sinks")),
+        "sinks": sinks(read.get("sinks") or [], at),
     }
 
 
-def sinks(report: dict[str, Any] | None) -> dict[str, Any]:
-    """The sinks as the page shows them (ops/sinks.py `gather`, its text already masked, cut and printable): each
-    one's state, queue, delivered count and failing streak (since when, why), and the service lease."""
-    if not report:
-        return {"rows": [], "service": None}
-    rows = [
-        {
-            "name": r["name"],
-            "kind": r["kind"],
-            "state": state_word(r),
-            "backlog": r["backlog"],
-            "lagS": round(r["lagSeconds"], 1),
-            "delivered": r["counts"]["delivered"],
-            "deadLetters": r["deadLetters"],
-            "failing": r.get("failing"),
-        }
-        for r in report["sinks"][:MAX_ROWS]
-    ]
-    service = report.get("service")
-    lease = None if service is None else {k: service[k] for k in ("owner", "host", "live", "stale", "leaseUntil")}
-    return {"rows": rows, "service": lease}
+def sinks(docs: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """The sinks as the page shows them, from their documents (ops/sinks.py's rows: text masked, cut, printable):
+    each one's state, the backlog and lag the sink service last wrote, delivered and dead-lettered counts, its
+    failing streak (since when, why); and the service lease."""
+    rows, service = [], None
+    for doc in docs:
+        if doc.get("_id") == ops_sinks.SERVICE_ID:
+            lease = ops_sinks.lease_row(doc, now)
+            service = {k: lease[k] for k in ("owner", "host", "live", "stale", "leaseUntil")}
+            continue
+        row = ops_sinks.sink_row(doc, now, None)
+        held = doc.get("stats")
+        stats: dict[str, Any] = held if isinstance(held, dict) else {}
+        rows.append(
+            {
+                "name": row["name"],
+                "kind": row["kind"],
+                "state": state_word(row),
+                "backlog": status.count(stats.get("backlog")),
+                "lagS": round(status.number(stats.get("lagSeconds")), 1),
+                "delivered": row["counts"]["delivered"],
+                "deadLetters": row["counts"]["deadLettered"],
+                "failing": row["failing"],
+            }
+        )
+    return {"rows": rows[:MAX_ROWS], "service": service}
 
 
 def services(read: dict[str, Any]) -> list[dict[str, Any]]:

@@ -57,8 +57,11 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
     further ahead than the service's lease reaches: a `stale` one, further, is no holder's that renews it, and the
     next service takes it over), how old its last beat is."""
     doc = lease_doc(db)
-    if doc is None:
-        return None
+    return None if doc is None else lease_row(doc, now)
+
+
+def lease_row(doc: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The service lease's document as `lease` shows it (pure)."""
     until = when(doc.get("leaseUntil"))
     state = lease_state(doc.get("leaseUntil"), now, SERVICE_LEASE_SECONDS)
     beat = doc.get("beatAt")

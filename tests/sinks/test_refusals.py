@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from collector.jsonout import dumps
-from collector.monitor import view
+from collector.monitor import reading, view
 from collector.ops import sinks as ops_sinks
 from collector.ops import sinksview, statuscheck
 from collector.settings import load_settings
@@ -62,8 +62,9 @@ def check_failing(db, settings, name: str, now, expected: str) -> dict:
     text = sinksview.render_status(report)
     assert "FAILING" in text and "failing since" in text and expected in text
     assert json.loads(dumps(report))["sinks"][0]["failing"]["reason"] == row["failing"]["reason"]
-    (shown,) = view.sinks(report)["rows"]
+    (shown,) = view.sinks(reading.read_sinks(db), now)["rows"]  # the monitor: one find on `sinks`
     assert shown["state"] == "FAILING" and expected in shown["failing"]["reason"]
+    assert shown["failing"]["since"] == failing["since"]
     return failing
 
 
