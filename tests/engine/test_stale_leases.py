@@ -144,3 +144,23 @@ def test_the_monitor_judges_leases_by_the_same_rule(db):
     assert work["modes"]["initial"]["farLeases"] == 1 and work["modes"]["initial"]["leased"] == 1
     assert work["modes"]["initial"]["due"] == 1
     assert [b["user"] for b in work["behind"]] == ["far@x.test"]
+
+
+def test_housekeeping_clears_a_lease_no_claim_would_take(db, lease_settings, caplog):
+    """A disabled network (or one not due for a year) with a lease left years ahead: no claim takes it over, so
+    housekeeping clears it, as it clears a lease that lapsed long ago; a live one stays."""
+    far = leased(db, datetime(2099, 1, 1, tzinfo=T0.tzinfo), disabled=True, leaseToken="t1", leaseEpoch=9)
+    later = leased(
+        db, T0 + timedelta(days=3), scheduledTo=T0 + timedelta(days=365), leaseToken="t2", leaseOwner="gone\x1b[2J"
+    )
+    live = leased(db, T0 + timedelta(seconds=BOUND - 1), leaseToken="t3", leaseOwner="alive")
+    collector = Collector(db, lease_settings)
+    with caplog.at_level(logging.INFO, logger="collector.housekeeping"):
+        assert collector.housekeep(T0)["leasesCleared"] == 2
+    for doc in (far, later):
+        assert not {"leaseOwner", "leaseUntil", "leaseToken"} & set(network(db, doc))
+    assert network(db, far)["leaseEpoch"] == 9  # a late save of the old lease stays fenced
+    assert network(db, live)["leaseOwner"] == "alive"
+    assert "further ahead than a lease reaches" in caplog.text and "\x1b" not in caplog.text
+    assert status.gather(db, T0, 60.0, LEASE)["modes"]["initial"]["farLeases"] == 0
+    collector.close()

@@ -130,11 +130,18 @@ class NetworkStore:
                 {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
             )
 
-    def clear_lapsed_leases(self, before: datetime, limit: int = 1000) -> tuple[int, dict[str, int]]:
+    def clear_lapsed_leases(
+        self, before: datetime, limit: int = 1000, beyond: datetime | None = None
+    ) -> tuple[int, dict[str, int]]:
         """Unset the lease fields of networks whose lease lapsed before `before` (their collector died or gave
-        up): up to `limit` of them, found through the sparse `leaseToken` index. `leaseEpoch` stays, so a late
-        save of the old lease is still fenced as before. Returns how many were cleared and their owners."""
-        query = {"leaseToken": {"$exists": True}, "leaseUntil": {"$lt": before}}
+        up), or ends after `beyond` (further ahead than a lease reaches: no holder renews it; a network no claim
+        takes, disabled or not due, would keep it for ever): up to `limit` of them, found through the sparse
+        `leaseToken` index. `leaseEpoch` stays, so a late save of the old lease is still fenced as before. Returns
+        how many were cleared and their owners."""
+        ends: list[dict[str, Any]] = [{"leaseUntil": {"$lt": before}}]
+        if beyond is not None:
+            ends.append({"leaseUntil": {"$gt": beyond}})
+        query = {"leaseToken": {"$exists": True}, "$or": ends}
         found = list(self.networks.find(query, {"leaseOwner": 1}).limit(limit))
         if not found:
             return 0, {}
