@@ -261,7 +261,10 @@ class SinkService:
         lane.paused = bool(doc.get("paused"))
         if lane.stopped or lane.paused or self.stopping:
             return 0
+        tries = lane.prepare_tries
         auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
+        if lane.prepare_tries > tries:  # a prepare that failed (a TLS failure, a refused template): failing too
+            self.health.failed(lane.name, lane.problem, now)
         if auth is not None:
             self.outcomes.count(lane.name, "failed.auth")
             self._stop_sink(lane.name, auth, now)

@@ -172,3 +172,47 @@ def test_a_database_away_keeps_what_is_to_write(db):
 def test_the_takeover_line_says_from_whom_and_why(before, said):
     line = taken_over(before, "me", T0, 30.0)
     assert said in line and "\x1b" not in line and "\n" not in line and "\r" not in line
+
+
+# --- through the service, with the in-memory sink (tests/helpers/fakesink.py) ----------------------------------------
+def test_a_sink_that_cannot_start_is_failing_until_its_first_delivery(db, caplog):
+    from collector.sinks.sdk import BatchRefused
+
+    from helpers.fakesink import SECRET, Clock, Destination, add_items, run, service, sink_settings
+
+    caplog.set_level(logging.INFO, logger="collector.sinks")
+    add_items(db, 3)
+    clock, destination = Clock(), Destination()
+    destination.prepare_errors = [BatchRefused(f"certificate verify failed: self-signed ({SECRET})")] * 4
+    svc = service(db, sink_settings("a"), clock, {"a": destination})
+    run(svc, clock, rounds=3, tick=700)
+    assert destination.prepared == 0 and destination.prepare_errors  # still failing to start
+    failing = db[SINKS].find_one({"_id": "a"})["failing"]
+    assert "certificate verify failed" in failing["reason"] and SECRET not in failing["reason"]
+    assert len(warnings(caplog)) == 1 and SECRET not in warnings(caplog)[0]
+    run(svc, clock, rounds=20, tick=700)
+    assert destination.prepared == 1 and len(destination.received) == 3
+    assert "failing" not in db[SINKS].find_one({"_id": "a"}) and len(infos(caplog)) == 1
+    svc.stop(5)
+
+
+@pytest.mark.parametrize("refusals", [1, 3, 6])
+def test_the_service_writes_the_streak_and_clears_it_at_the_first_delivery(db, caplog, refusals):
+    from helpers.fakesink import Clock, Destination, add_items, run, service, sink_settings
+
+    caplog.set_level(logging.INFO, logger="collector.sinks")
+    add_items(db, 4)
+    clock, destination = Clock(), Destination()
+    destination.refuse = refusals
+    svc = service(db, sink_settings("a"), clock, {"a": destination})
+    seen = []
+    for _ in range(2 * refusals + 4):
+        run(svc, clock, rounds=1, tick=700)
+        doc = db[SINKS].find_one({"_id": "a"}) or {}
+        seen.append(doc.get("failing", {}).get("since"))
+    assert len(destination.received) == 4
+    sinces = {s for s in seen if s is not None}
+    assert len(sinces) == 1  # one streak, one `since`, however many batches it refused
+    assert seen[-1] is None and len(warnings(caplog)) == 1 and len(infos(caplog)) == 1
+    assert "503 down for maintenance" in warnings(caplog)[0]
+    svc.stop(5)
