@@ -125,6 +125,13 @@ def due(streak: Streak, now: datetime) -> bool:
     return streak.at > streak.written and (now - streak.written).total_seconds() >= FAILING_WRITE_EVERY
 
 
+def lease_line(before: Mapping[str, Any] | None, held: bool, owner: str, now: datetime, seconds: float) -> str:
+    """The line a service logs when it starts holding the service lease (`taken_over`) or stops (stand by)."""
+    return (
+        taken_over(before, owner, now, seconds) if held else "sinks: stand by: another service holds the service lease"
+    )
+
+
 def taken_over(before: Mapping[str, Any] | None, owner: str, now: datetime, seconds: float) -> str:
     """The line a service logs when it takes the service lease: from whom, and why it was free (lapsed; ending
     further ahead than a lease of `seconds` reaches, so no holder that renews wrote it; no date)."""

@@ -29,7 +29,7 @@ from .delivery import AUTH, REJECT, RETRY, VANISHED, Verdict
 from .docs import DocRefused, as_doc
 from .figures import SinkFigures, Stats
 from .guard import Guard
-from .health import Health, taken_over
+from .health import Health, lease_line
 from .lane import Lane
 from .mover import MOVE_BATCH, Unserved, move, register_new
 from .outcomes import Outcomes
@@ -211,14 +211,13 @@ class SinkService:
             and now < self._renewed + timedelta(seconds=self.lease_seconds / 6)
         ):
             return True
-        before = None if self.holds_lease else self.store.lease()
+        before = None if self.holds_lease else self.store.lease()  # whose it was: said when taken over
         held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
         self._renewed = now if held else None
         if held and not self.holds_lease:
             self.unserved.said = None  # the lease document may say another holder's: say ours
-            log.info("%s", taken_over(before, self.owner, now, self.lease_seconds))
-        elif held != self.holds_lease:
-            log.info("sinks: stand by: another service holds the service lease")
+        if held != self.holds_lease:
+            log.info("%s", lease_line(before, held, self.owner, now, self.lease_seconds))
         self.holds_lease = held
         return held
 
@@ -228,8 +227,7 @@ class SinkService:
             current = self.lanes.get(lane.name) is lane
             for entries, verdicts in lane.finished():
                 self.outcomes.add(lane.name, entries, verdicts if current else superseded(verdicts))
-                if current:
-                    self.health.note(lane.name, verdicts, self.clock())
+                self.health.note(lane.name, verdicts if current else [], self.clock())  # old settings: no verdict
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
@@ -261,8 +259,7 @@ class SinkService:
         lane.paused = bool(doc.get("paused"))
         if lane.stopped or lane.paused or self.stopping:
             return 0
-        tries = lane.prepare_tries
-        auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
+        tries, auth = lane.prepare_tries, lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
         if lane.prepare_tries > tries:  # a prepare that failed (a TLS failure, a refused template): failing too
             self.health.failed(lane.name, lane.problem, now)
         if auth is not None:
