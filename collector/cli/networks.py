@@ -98,8 +98,13 @@ def list_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     from ..sdk.timeutil import utcnow
 
     now = utcnow()
-    rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit)
-    total = admin.count_networks(db, now, args.service, args.user, args.state) if len(rows) >= args.limit else len(rows)
+    lease = settings.lease_seconds
+    rows = admin.list_networks(db, now, args.service, args.user, args.state, args.limit, lease)
+    total = (
+        admin.count_networks(db, now, args.service, args.user, args.state, lease)
+        if len(rows) >= args.limit
+        else len(rows)
+    )
     print(dumps(rows) if args.json else admin.render_rows(rows, now))
     if total > len(rows):
         note = f"{len(rows):,} of {total:,} shown; use --limit"
@@ -115,7 +120,7 @@ def show_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
 
     now = utcnow()
     for network in admin.find(db, args.key):
-        print(dumps(admin.shown(network, now)))
+        print(dumps(admin.shown(network, now, settings.lease_seconds)))
     return EXIT_OK
 
 

@@ -80,7 +80,7 @@ def show_status(
     from ..sdk.timeutil import utcnow
 
     try:
-        status = gather(database(settings), utcnow(), settings.heartbeat_seconds)
+        status = gather(database(settings), utcnow(), settings.heartbeat_seconds, settings.lease_seconds)
     except (PyMongoError, ValueError) as exc:
         if check:
             print(f"UNKNOWN: cannot read MongoDB: {short_error(exc, settings)}")

@@ -37,7 +37,7 @@ from .rules import MODES
 from .run import Claimed, RunResult, forget
 from .runlog import PassLog, RunLog
 from .saving import Saver, Saving
-from .store import Store
+from .store import Store, lease_held
 
 log = logging.getLogger("collector.engine")
 # Seconds a thread keeps the interpreter while another waits for it (Python's default: 0.005). The run with the
@@ -179,7 +179,7 @@ class Collector:
         if network is None:
             return None
         until = network.get("leaseUntil")
-        if isinstance(until, datetime) and to_ms(until) > now:
+        if lease_held(until, now, self.settings.lease_seconds):
             raise LookupError(
                 f"network {network_id} is leased by {clip(network.get('leaseOwner'), 80)} until {until}; "
                 "left alone (try again later)"
@@ -216,7 +216,7 @@ class Collector:
 
     def due(self, mode: str, now: datetime) -> int:
         """How many networks of `mode` are due now."""
-        return self.store.count_due(mode, now)
+        return self.store.count_due(mode, now, self.settings.lease_seconds)
 
     def tokens_blocked(self, now: datetime) -> int:
         """How many tokens the quota memory holds back now."""

@@ -121,6 +121,7 @@ class Monitor:
         *,
         token: str = "",
         heartbeat_seconds: float = 15.0,
+        lease_seconds: float = reading.LEASE_DEFAULT,
         version: str = "",
         describe: Callable[[Exception], str] = type_of,
         allowed_hosts: frozenset[str] = frozenset(),
@@ -128,6 +129,7 @@ class Monitor:
         clock: Callable[[], datetime] = utcnow,
     ):
         self.db, self.token, self.heartbeat_seconds, self.version = db, token, heartbeat_seconds, version
+        self.lease_seconds = lease_seconds  # LEASE_SECONDS: a lease further ahead is stale
         self.describe = describe  # a database error in one line, the URI's password masked
         self.allowed_hosts, self.clock = allowed_hosts, clock
         self.commands = commands  # the database commands sent since the start, when counted
@@ -188,7 +190,7 @@ class Monitor:
         if not self.cadence.due(time.monotonic()):
             return docs, None
         started = time.monotonic()
-        work = reading.read_work(self.db, now)
+        work = reading.read_work(self.db, now, self.lease_seconds)
         self.cadence.took(time.monotonic() - started, time.monotonic())
         return docs, work
 

@@ -4,9 +4,9 @@ the page (view.py does that).
 
 - the fleet: the `collectors` documents (heartbeat and the per-second stats beat), every refresh;
 - the work: what `collector status` counts (ops/status.py: networks, due and lag per mode and service, leases,
-  items, pauses), the networks most behind and the latest errors. On a large `networks` collection these scan,
-  so the refresh reads them at most as often as keeps the monitor's share of the database small
-  (`Cadence`).
+  items, pauses; the sinks' documents), the networks most behind and the latest errors. On a large
+  `networks` collection these scan, so the refresh reads them at most as often as keeps the monitor's share of
+  the database small (`Cadence`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.store import due_query
+from ..engine.store import LEASE_DEFAULT, due_query
 from ..engine.store.control import read as read_pause
-from ..ops import status
+from ..ops import sinks, status
 from ..ops.ids import AdminError, NotAnId
 from ..ops.networks import find
 
@@ -45,11 +45,12 @@ def read_fleet(db: Any, now: datetime) -> list[dict[str, Any]]:
     return list(db.collectors.find(recent, FLEET_FIELDS).sort("heartbeatAt", -1).limit(MAX_COLLECTORS))
 
 
-def read_work(db: Any, now: datetime) -> dict[str, Any]:
+def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """The work, leases judged by LEASE_SECONDS (`lease_seconds`), and the sinks (ops/sinks.py `gather`)."""
     modes: dict[str, dict[str, Any]] = {m: status.empty_mode() for m in ("initial", "normal")}
     services = status.count_networks(db, modes)
-    status.count_leases(db, modes, now)
-    due = {mode: due_by_service(db, mode, now) for mode in modes}
+    status.count_leases(db, modes, now, lease_seconds)
+    due = {mode: due_by_service(db, mode, now, lease_seconds) for mode in modes}
     pauses = [p for p in (read_pause(d) for d in db.control.find().limit(1000)) if p is not None]
     return {
         "at": now,
@@ -61,8 +62,11 @@ def read_work(db: Any, now: datetime) -> dict[str, Any]:
         "behind": [
             n
             for mode in modes
-            for n in db.networks.find(due_query(mode, now), NETWORK_FIELDS).sort("scheduledTo", 1).limit(BEHIND)
+            for n in db.networks.find(due_query(mode, now, lease_seconds), NETWORK_FIELDS)
+            .sort("scheduledTo", 1)
+            .limit(BEHIND)
         ],
+        "sinks": read_sinks(db),
         # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(
             db.networks.find({"lastError": {"$type": "object"}}).sort("lastError.at", -1).limit(RECENT_ERRORS)
@@ -70,11 +74,17 @@ def read_work(db: Any, now: datetime) -> dict[str, Any]:
     }
 
 
-def due_by_service(db: Any, mode: str, now: datetime) -> list[dict[str, Any]]:
+def read_sinks(db: Any) -> list[dict[str, Any]]:
+    """The `sinks` collection in one find: each sink's document (its state, counters, the backlog and lag the sink
+    service writes every few seconds, its failing streak) and the service lease's."""
+    return list(db[sinks.SINKS].find().sort("_id", 1).limit(sinks.MAX_SINKS + 1))
+
+
+def due_by_service(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> list[dict[str, Any]]:
     """The networks of `mode` due now, per service: how many, and the oldest `scheduledTo` (the lag). Through the
     `{mode, scheduledTo}` index on MongoDB."""
     pipeline = [
-        {"$match": due_query(mode, now)},
+        {"$match": due_query(mode, now, lease_seconds)},
         {"$group": {"_id": "$service", "due": {"$sum": 1}, "oldest": {"$min": "$scheduledTo"}}},
         {"$limit": 1000},
     ]

@@ -62,6 +62,7 @@ def monitor_for(db: Any, settings: Settings, counted: Counted | None = None) -> 
         commands=(lambda: counted.commands) if counted else None,
         token=settings.monitor_token,
         heartbeat_seconds=settings.heartbeat_seconds,
+        lease_seconds=settings.lease_seconds,
         version=__version__,
         describe=lambda exc: short_error(exc, settings),
     )

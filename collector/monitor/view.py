@@ -13,8 +13,10 @@ from typing import Any
 from bson import json_util
 
 from ..engine.store.control import Pause
+from ..ops import sinks as ops_sinks
 from ..ops import status
 from ..ops.networks import format_id, masked, state_of
+from ..ops.sinksview import state_word
 from ..sdk.redaction import MASK, MIN_LENGTH, clip, secret_values
 from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
@@ -113,6 +115,7 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
             "unauthorized": m["unauthorized"],
             "leased": sum(m["leased"].values()),
             "expiredLeases": m["expiredLeases"],
+            "farLeases": m.get("farLeases", 0),
         }
     return {
         "at": at,
@@ -122,7 +125,36 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
         "pauses": [pause(p, now) for p in read["pauses"]],
         "behind": sorted((behind(n, at) for n in read["behind"]), key=lambda r: -r["lagS"])[:10],
         "errors": [error_row(n) for n in read["errors"]],
+        "sinks": sinks(read.get("sinks") or [], at),
     }
+
+
+def sinks(docs: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """The sinks as the page shows them, from their documents (ops/sinks.py's rows: text masked, cut, printable):
+    each one's state, the backlog and lag the sink service last wrote, delivered and dead-lettered counts, its
+    failing streak (since when, why); and the service lease."""
+    rows, service = [], None
+    for doc in docs:
+        if doc.get("_id") == ops_sinks.SERVICE_ID:
+            lease = ops_sinks.lease_row(doc, now)
+            service = {k: lease[k] for k in ("owner", "host", "live", "stale", "leaseUntil")}
+            continue
+        row = ops_sinks.sink_row(doc, now, None)
+        held = doc.get("stats")
+        stats: dict[str, Any] = held if isinstance(held, dict) else {}
+        rows.append(
+            {
+                "name": row["name"],
+                "kind": row["kind"],
+                "state": state_word(row),
+                "backlog": status.count(stats.get("backlog")),
+                "lagS": round(status.number(stats.get("lagSeconds")), 1),
+                "delivered": row["counts"]["delivered"],
+                "deadLetters": row["counts"]["deadLettered"],
+                "failing": row["failing"],
+            }
+        )
+    return {"rows": rows[:MAX_ROWS], "service": service}
 
 
 def services(read: dict[str, Any]) -> list[dict[str, Any]]:

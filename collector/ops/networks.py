@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..engine.store import Store, due_query
+from ..engine.store import LEASE_DEFAULT, Store, due_query, lease_horizon, lease_state
 from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
@@ -28,13 +28,13 @@ class Changes(list):
     refused = 0
 
 
-def state_filter(state: str, now: datetime) -> dict[str, Any]:
+def state_filter(state: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     if state == "due":
-        query = due_query("initial", now)
+        query = due_query("initial", now, lease_seconds)
         query.pop("mode")
         return query
     filters: dict[str, dict[str, Any]] = {
-        "leased": {"leaseUntil": {"$gt": now}},
+        "leased": {"leaseUntil": {"$gt": now, "$lte": lease_horizon(now, lease_seconds)}},
         "rateLimit": {"mode": "rateLimit"},
         "disabled": {"disabled": True},
         "unauthorized": {"unauthorized": True},
@@ -44,10 +44,12 @@ def state_filter(state: str, now: datetime) -> dict[str, Any]:
     return filters[state]
 
 
-def state_of(network: Mapping[str, Any], now: datetime) -> str:
-    """One word for a network, the most pressing first."""
-    if _leased(network, now):
-        return "leased"
+def state_of(network: Mapping[str, Any], now: datetime, lease_seconds: float = LEASE_DEFAULT) -> str:
+    """One word for a network, the most pressing first: `staleLease` for a lease whose end lies further ahead
+    than a lease of `lease_seconds` reaches (no live holder keeps it: the next claim takes it over)."""
+    lease = lease_state(network.get("leaseUntil"), now, lease_seconds)
+    if lease in ("held", "far"):
+        return "leased" if lease == "held" else "staleLease"
     for field, word in (("disabled", "disabled"), ("unauthorized", "unauthorized"), ("skip", "skipped")):
         if network.get(field) is True:
             return word
@@ -79,14 +81,16 @@ def find(db: Any, key: str) -> list[dict]:
     return found
 
 
-def list_query(now: datetime, service: str | None, user: str | None, state: str | None) -> dict[str, Any]:
+def list_query(
+    now: datetime, service: str | None, user: str | None, state: str | None, lease_seconds: float = LEASE_DEFAULT
+) -> dict[str, Any]:
     query: dict[str, Any] = {}
     if service:
         query["service"] = equal(service)
     if user:
         query["user"] = equal(user)
     if state:
-        query.update(state_filter(state, now))
+        query.update(state_filter(state, now, lease_seconds))
     return query
 
 
@@ -97,19 +101,26 @@ def list_networks(
     user: str | None = None,
     state: str | None = None,
     limit: int = 50,
+    lease_seconds: float = LEASE_DEFAULT,
 ) -> list[dict[str, Any]]:
-    query = list_query(now, service, user, state)
-    return [row(d, now) for d in db.networks.find(query).sort([("scheduledTo", 1), ("_id", 1)]).limit(limit)]
+    query = list_query(now, service, user, state, lease_seconds)
+    found = db.networks.find(query).sort([("scheduledTo", 1), ("_id", 1)]).limit(limit)
+    return [row(d, now, lease_seconds) for d in found]
 
 
 def count_networks(
-    db: Any, now: datetime, service: str | None = None, user: str | None = None, state: str | None = None
+    db: Any,
+    now: datetime,
+    service: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    lease_seconds: float = LEASE_DEFAULT,
 ) -> int:
     """How many networks `list_networks` would show without a limit."""
-    return db.networks.count_documents(list_query(now, service, user, state))
+    return db.networks.count_documents(list_query(now, service, user, state, lease_seconds))
 
 
-def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def row(network: Mapping[str, Any], now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     last = network.get("lastError")
     error: Mapping[str, Any] = last if isinstance(last, Mapping) else {}
     return {
@@ -117,7 +128,7 @@ def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "user": network.get("user"),
         "service": network.get("service"),
         "mode": network.get("mode") or "initial",
-        "state": state_of(network, now),
+        "state": state_of(network, now, lease_seconds),
         "errors": _errors(network),
         "lastErrorKind": error.get("kind"),
         "lastErrorAt": (_when(error.get("at"), now) or _when(network.get("lastExecution"), now)) if error else None,
@@ -125,7 +136,7 @@ def row(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     }
 
 
-def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def shown(network: Mapping[str, Any], now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """Every field, secrets masked, times as they are (RFC 3339 once printed as JSON) and, in `relative`, how far
     from now each one is."""
     out: dict[str, Any] = {"_id": network.get("_id")}
@@ -134,7 +145,7 @@ def shown(network: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         out[name] = masked(value, name)
         if isinstance(value, datetime):
             ages[str(name)] = relative(as_utc(value), now)
-    out["state"] = state_of(network, now)
+    out["state"] = state_of(network, now, lease_seconds)
     out["relative"] = ages
     return out
 
@@ -206,7 +217,9 @@ def _change(
     for network in networks:
         what = printable(f"{format_id(network['_id'])} {network.get('service')} {network.get('user')}")
         if _leased(network, now):
-            lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later)")
+            stale = lease_state(network.get("leaseUntil"), now) == "far"
+            note = " (its end lies too far ahead: a collector takes it over at its next claim)" if stale else ""
+            lines.append(f"{what}: leased by {network.get('leaseOwner')}, left as it is (try again later){note}")
             lines.refused += 1
             continue
         line, update = plan(network)
@@ -271,6 +284,8 @@ def _chosen(db: Any, ids: Iterable[str], service: str | None, kind: str | None) 
 
 
 def _leased(network: Mapping[str, Any], now: datetime) -> bool:
+    """Whether an operator's change leaves the network alone: any lease end in the future (one too far ahead
+    too: the collector that takes it over says so; a change is never made under a holder)."""
     lease = network.get("leaseUntil")
     return isinstance(lease, datetime) and as_utc(lease) > now
 

@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..engine.store import lease_state
 from ..sdk.redaction import clip
 from ..sdk.timeutil import as_utc
-from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SINKS, lease_doc, oldest, outbox_pending
+from ..sinks.store import DEAD, QUEUE, SERVICE_ID, SERVICE_LEASE_SECONDS, SINKS, lease_doc, oldest, outbox_pending
 from ..textout import printable
 from .ids import equal
 from .pauses import who
@@ -53,11 +54,17 @@ def sink_documents(db: Any) -> list[dict]:
 
 
 def lease(db: Any, now: datetime) -> dict[str, Any] | None:
-    """The service lease as its document says: who holds it, whether it is live, how old its last beat is."""
+    """The service lease as its document says: who holds it, whether it is live (its end in the future and no
+    further ahead than the service's lease reaches: a `stale` one, further, is no holder's that renews it, and the
+    next service takes it over), how old its last beat is."""
     doc = lease_doc(db)
-    if doc is None:
-        return None
+    return None if doc is None else lease_row(doc, now)
+
+
+def lease_row(doc: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The service lease's document as `lease` shows it (pure)."""
     until = when(doc.get("leaseUntil"))
+    state = lease_state(doc.get("leaseUntil"), now, SERVICE_LEASE_SECONDS)
     beat = doc.get("beatAt")
     return {
         "owner": text(doc.get("owner")),
@@ -65,7 +72,8 @@ def lease(db: Any, now: datetime) -> dict[str, Any] | None:
         "pid": count(doc.get("pid")),
         "since": when(doc.get("since")),  # when this holder took the lease
         "leaseUntil": until,
-        "live": until is not None and until > now,
+        "live": state == "held",
+        "stale": state in ("far", "junk"),
         "beatAt": when(beat),
         "beatAge": age(now, beat),
         "blocked": blocked_by(doc),
@@ -150,7 +158,19 @@ def sink_row(doc: Mapping[str, Any], now: datetime, configured: bool | None) -> 
         "backfill": backfill(doc.get("backfill"), now),
         "counts": sink_counts(doc.get("counts")),
         "stats": {"at": when(stats.get("at")), "owner": text(stats.get("owner"))},
+        "failing": failing(doc.get("failing"), now),
     }
+
+
+def failing(value: Any, now: datetime) -> dict[str, Any] | None:
+    """A sink's failing streak as the service wrote it (sinks/health.py): since (the first failure of the streak),
+    at (the last), its reason (masked, cut, printable), and for how many seconds now; None when it delivers."""
+    doc = mapping(value)
+    since = when(doc.get("since"))
+    if since is None:
+        return None
+    seconds = max((now - since).total_seconds(), 0.0)
+    return {"since": since, "at": when(doc.get("at")), "reason": reason(doc.get("reason")), "seconds": seconds}
 
 
 def gather(db: Any, now: datetime, configured: Iterable[str] | None = None) -> dict[str, Any]:
@@ -185,6 +205,7 @@ def unregistered(name: str) -> dict[str, Any]:
         "backfill": None,
         "counts": sink_counts(None),
         "stats": {"at": None, "owner": ""},
+        "failing": None,
         **empty_queue(),
     }
 

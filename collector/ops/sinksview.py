@@ -20,6 +20,8 @@ def state_word(row: Mapping[str, Any]) -> str:
         return "STOPPED"
     if row["paused"]:
         return "paused"
+    if row.get("failing"):
+        return "FAILING"
     if row["configured"] is False:
         return "unconfigured"
     return "ok" if row["registered"] else "new"
@@ -34,6 +36,9 @@ def service_line(report: Mapping[str, Any]) -> str:
     held = (
         f"holds the lease{since}" if service["live"] else f"lease EXPIRED at {at(service['leaseUntil'])} (not running?)"
     )
+    if service.get("stale"):
+        ends = at(service["leaseUntil"]) if service["leaseUntil"] else "no date"
+        held = f"lease STALE: it ends {ends}, further ahead than a lease reaches (the next sink service takes it over)"
     return f"sink service: {service['owner']} (host {service['host']}, pid {service['pid']}) {held}{beat}"
 
 
@@ -73,7 +78,7 @@ def render_status(report: Mapping[str, Any]) -> str:
 
 
 def row_notes(row: Mapping[str, Any]) -> list[str]:
-    notes = []
+    notes = failing_notes(row)
     if row["stopped"]:
         stopped = row["stopped"]
         notes.append(
@@ -109,6 +114,18 @@ def row_notes(row: Mapping[str, Any]) -> list[str]:
     elif not row["registered"]:
         notes.append("configured; no sink service has registered it yet")
     return notes
+
+
+def failing_notes(row: Mapping[str, Any]) -> list[str]:
+    """A failing sink: since when nothing was delivered, the last failure and its reason."""
+    failing = row.get("failing")
+    if not failing:
+        return []
+    last = f", last at {at(failing['at'])}" if failing["at"] is not None else ""
+    return [
+        f"failing since {at(failing['since'])} ({duration(failing['seconds'])}, nothing delivered since){last}: "
+        f"{failing['reason'] or '?'}"
+    ]
 
 
 def summary(report: Mapping[str, Any]) -> str:

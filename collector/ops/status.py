@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.store import due_query
+from ..engine.store import LEASE_DEFAULT, due_query, lease_horizon
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
 from ..modes import MODES
@@ -33,14 +33,14 @@ def percentile(values: list[float], share: float) -> float | None:
     return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
 
 
-def gather(db: Any, now: datetime, heartbeat_seconds: float) -> dict[str, Any]:
-    """Everything `status` reports, read from MongoDB at `now`."""
+def gather(db: Any, now: datetime, heartbeat_seconds: float, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """Everything `status` reports, read from MongoDB at `now` (leases judged by LEASE_SECONDS: `lease_seconds`)."""
     modes: dict[str, dict[str, Any]] = {str(m): empty_mode() for m in MODES}
     services = count_networks(db, modes)
     count_errors(db, modes)
-    count_leases(db, modes, now)
+    count_leases(db, modes, now, lease_seconds)
     for mode in MODES:
-        modes[mode].update(due_now(db, mode, now))
+        modes[mode].update(due_now(db, mode, now, lease_seconds))
     items = count_items(db, now)
     instances = [instance(doc, now, heartbeat_seconds) for doc in db.collectors.find().limit(MAX_INSTANCES)]
     pauses = [pause_row(p, now) for p in (read_pause(d) for d in db.control.find().limit(1000)) if p is not None]
@@ -70,6 +70,7 @@ def empty_mode() -> dict[str, Any]:
         "erroring": {},
         "leased": {},
         "expiredLeases": 0,
+        "farLeases": 0,
     }
 
 
@@ -118,13 +119,20 @@ def count_errors(db: Any, modes: dict[str, dict[str, Any]]) -> None:
         errors[kind] = errors.get(kind, 0) + group["n"]
 
 
-def count_leases(db: Any, modes: dict[str, dict[str, Any]], now: datetime) -> None:
-    """Per mode: the leases held now, by owner, and the expired ones."""
-    by = {"mode": MODE_OF_NETWORK, "owner": "$leaseOwner", "live": {"$gt": ["$leaseUntil", now]}}
+def count_leases(
+    db: Any, modes: dict[str, dict[str, Any]], now: datetime, lease_seconds: float = LEASE_DEFAULT
+) -> None:
+    """Per mode: the leases held now, by owner, the expired ones, and those whose end lies further ahead than a
+    lease of `lease_seconds` reaches (`farLeases`: no live holder keeps them; the next claim takes them over)."""
+    horizon = lease_horizon(now, lease_seconds)  # BSON order: text and null sort before every date
+    live = {"$and": [{"$gt": ["$leaseUntil", now]}, {"$lte": ["$leaseUntil", horizon]}]}
+    by = {"mode": MODE_OF_NETWORK, "owner": "$leaseOwner", "live": live, "far": {"$gt": ["$leaseUntil", horizon]}}
     pipeline = [{"$match": {"leaseOwner": {"$exists": True}}}, {"$group": {"_id": by, "n": {"$sum": 1}}}]
     for group in db.networks.aggregate(pipeline):
         mode = mode_of(group["_id"].get("mode"))
-        if group["_id"].get("live"):
+        if group["_id"].get("far"):
+            modes[mode]["farLeases"] += group["n"]
+        elif group["_id"].get("live"):
             leased = modes[mode]["leased"]
             owner = text(group["_id"].get("owner"))
             leased[owner] = leased.get(owner, 0) + group["n"]
@@ -132,9 +140,9 @@ def count_leases(db: Any, modes: dict[str, dict[str, Any]], now: datetime) -> No
             modes[mode]["expiredLeases"] += group["n"]
 
 
-def due_now(db: Any, mode: str, now: datetime) -> dict[str, Any]:
+def due_now(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """The networks of `mode` due now, by service, and their schedule lag (the oldest, p50, p95)."""
-    due_docs = list(db.networks.find(due_query(mode, now), {"scheduledTo": 1, "service": 1}))
+    due_docs = list(db.networks.find(due_query(mode, now, lease_seconds), {"scheduledTo": 1, "service": 1}))
     lags = [
         max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
         if isinstance(d.get("scheduledTo"), datetime)
@@ -311,6 +319,12 @@ def render(status: dict[str, Any]) -> str:
         state = "EXPIRED pause" if p["expired"] else "paused"
         reason = f": {p['reason']}" if p["reason"] else ""
         lines.append(f"{state}: mode {p['mode']}, service {p['service']}{when} by {p['by']}{until}{reason}")
+    for mode, m in status["modes"].items():
+        if m.get("farLeases"):
+            lines.append(
+                f"STALE LEASES: mode {mode}, {m['farLeases']} networks leased further ahead than LEASE_SECONDS "
+                "allows (no holder renews them): the next claim takes them over"
+            )
     if "sinks" in status:
         from .sinksview import summary
 

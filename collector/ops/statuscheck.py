@@ -34,7 +34,7 @@ def check(
     for mode, info in status["modes"].items():
         live = [i for i in status["instances"] if i["live"] and i["mode"] == mode]
         w, c = lag_bounds(settings, mode, warn, crit)
-        problems += mode_problems(mode, info, live, pauses, w, c)
+        problems += mode_problems(mode, info, live, pauses, w, c) + far_leases(mode, info)
         perf += [f"lag_{mode}={info['lagSeconds']:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
         perf.append(f"live_{mode}={len(live)}")
     if "sinks" in status:
@@ -79,6 +79,21 @@ def mode_problems(
     return problems + lag_problem(mode, info["lagSeconds"], warn, crit)
 
 
+def far_leases(mode: str, info: dict[str, Any]) -> list[Problem]:
+    """Leases whose end lies further ahead than LEASE_SECONDS (plus a minute) reaches: written by no holder that
+    renews (a clock far ahead, a shell, a collector gone); the next claim takes them over and says so."""
+    n = info.get("farLeases", 0)
+    if not n:
+        return []
+    return [
+        (
+            WARNING,
+            f"mode {mode}: {n} network leases end further ahead than LEASE_SECONDS allows (a holder that no longer "
+            "renews, or a clock far ahead); the next claim takes them over",
+        )
+    ]
+
+
 def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem]:
     if lag > crit:
         return [(CRITICAL, f"mode {mode}: schedule lag {lag:.0f}s over {crit:.0f}s")]
@@ -88,12 +103,16 @@ def lag_problem(mode: str, lag: float, warn: float, crit: float) -> list[Problem
 
 
 SINK_LAG_WARN = 900.0  # seconds, when the settings do not say (SINK_LAG_WARN)
+SINK_FAILING_WARN = 300.0  # seconds a sink may fail every delivery before `--check` warns
+REASON_SHOWN = 160  # characters of a failing sink's reason in the one line
 
 
 def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem], list[str]]:
-    """WARNING for a configured sink stopped (its credentials refused), paused, or lagging past SINK_LAG_WARN, for
-    registered sinks the lease holder does not configure (it queues no new item), and for sinks configured while
-    no sink service holds the lease; the backlog and lag of each, as performance data.
+    """WARNING for a configured sink stopped (its credentials refused), paused, failing every delivery for
+    SINK_FAILING_WARN or more (with the reason), or lagging past SINK_LAG_WARN, for registered sinks the lease
+    holder does not configure (it queues no new item), for a service lease that ends further ahead than a lease
+    reaches (stale), and for sinks configured while no sink service holds the lease; the backlog and lag of each,
+    as performance data.
     Sinks the database knows and the settings no longer name are not judged."""
     configured = set(getattr(settings, "sinks", ()) or ())
     warn = float(getattr(settings, "sink_lag_warn", SINK_LAG_WARN))
@@ -117,7 +136,16 @@ def sink_problems(report: dict[str, Any], settings: Any) -> tuple[list[Problem],
                 "new items are queued for no sink (kept marked) until it does, or `collector sinks forget NAME`",
             )
         )
-    if configured and (service is None or not service["live"]):
+    if service is not None and service.get("stale"):
+        ends = f"{service['leaseUntil']:%Y-%m-%d %H:%M} UTC" if service["leaseUntil"] else "no date"
+        problems.append(
+            (
+                WARNING,
+                f"the sink service lease of {plain(service['owner'])} is stale: it ends {ends}, further ahead than a "
+                "lease reaches (no holder renews it); the next `collector sink` takes it over",
+            )
+        )
+    elif configured and (service is None or not service["live"]):
         since = (
             f" (lease expired {service['leaseUntil']:%Y-%m-%d %H:%M} UTC)" if service and service["leaseUntil"] else ""
         )
@@ -142,6 +170,16 @@ def sink_state(row: dict[str, Any], warn: float) -> list[Problem]:
                 WARNING,
                 f"sink {name} paused{since} by {plain(paused['by']) or '?'}"
                 + (f": {plain(paused['reason'])}" if paused["reason"] else ""),
+            )
+        ]
+    failing = row.get("failing")
+    if failing and failing["seconds"] >= SINK_FAILING_WARN:
+        why = plain(failing["reason"][:REASON_SHOWN]) or "?"
+        return [
+            (
+                WARNING,
+                f"sink {name} failing since {failing['since']:%Y-%m-%d %H:%M} UTC ({failing['seconds']:.0f}s, "
+                f"nothing delivered): {why}",
             )
         ]
     if row["lagSeconds"] > warn:

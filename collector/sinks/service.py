@@ -30,16 +30,17 @@ from .config import secret_values, sink_configs
 from .delivery import Fate, Verdict
 from .figures import SinkFigures, Stats
 from .guard import Guard
+from .health import Health, lease_line
 from .lane import Lane
 from .mover import MOVE_BATCH, Unserved, move, register_new
 from .outcomes import Outcomes
 from .registry import SinkRegistry
 from .sdk import Sink, SinkConfig
-from .store import SinkStore
+from .store import SERVICE_LEASE_SECONDS, SinkStore
 
 log = logging.getLogger("collector.sinks")
 
-LEASE_SECONDS = 30.0  # the service lease, renewed every 5 s; a stand-by takes over this long after a silence
+LEASE_SECONDS = SERVICE_LEASE_SECONDS  # renewed every 5 s; a stand-by takes over this long after a silence
 CUT_MARGIN = 1.0  # seconds before the end of a stop's wait at which the requests still running are cut
 BUSY, IDLE, DOWN, STANDBY = 0.0, 1.0, 2.0, 5.0  # seconds step() asks to wait before the next round
 HttpFactory = Callable[[SinkConfig, Settings, bool], Any]
@@ -75,6 +76,7 @@ class SinkService:
         self.walks = Walks(self.store)
         self.stats = Stats(self.store)
         self.guard = Guard()  # one sink's part of a round failing on a bad value: logged, the others go on
+        self.health = Health()  # each sink's failing streak: logged once, written to its document
         self.lanes: dict[str, Lane] = {}
         self.retiring: list[Lane] = []
         self.holds_lease = False
@@ -211,12 +213,13 @@ class SinkService:
             and now < self._renewed + timedelta(seconds=self.lease_seconds / 6)
         ):
             return True
+        before = None if self.holds_lease else self.store.lease()  # whose it was: said when taken over
         held = self.store.hold_lease(self.owner, self.host, self.pid, now, self.lease_seconds)
         self._renewed = now if held else None
         if held and not self.holds_lease:
             self.unserved.said = None  # the lease document may say another holder's: say ours
         if held != self.holds_lease:
-            log.info("sinks: %s the service lease", "took" if held else "stand by: another service holds")
+            log.info("%s", lease_line(before, held, self.owner, now, self.lease_seconds))
         self.holds_lease = held
         return held
 
@@ -227,6 +230,7 @@ class SinkService:
             for entries, done in lane.finished():
                 verdicts = done.verdicts if current else superseded(done.verdicts)
                 self.outcomes.add(lane.name, entries, verdicts, done.batches, done.splits)
+                self.health.note(lane.name, done.verdicts if current else [], self.clock())  # old settings: none
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
@@ -236,6 +240,7 @@ class SinkService:
         for name, reason in refused.items():
             self._stop_sink(name, reason, now)
         self.outcomes.flush()
+        self.health.flush(self.store.sinks, now)
 
     def _stop_sink(self, name: str, reason: str, now: datetime) -> None:
         lane = self.lanes.get(name)
@@ -256,7 +261,9 @@ class SinkService:
         lane.follow(doc)
         if lane.stopped or lane.paused or self.stopping:
             return 0
-        auth = lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
+        tries, auth = lane.prepare_tries, lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
+        if lane.prepare_tries > tries:  # a prepare that failed (a TLS failure, a refused template): failing too
+            self.health.failed(lane.name, lane.problem, now)
         if auth is not None:
             self.outcomes.count(lane.name, "failed.auth")
             self._stop_sink(lane.name, auth, now)

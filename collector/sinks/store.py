@@ -19,13 +19,14 @@ from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
-from ..engine.store import unavailable
+from ..engine.store import lease_free, unavailable
 from ..sdk.timeutil import as_utc
 
 QUEUE = "sinkQueue"
 DEAD = "sinkDeadLetters"
 SINKS = "sinks"
 SERVICE_ID = "~service"  # the lease document; never a sink name ([a-z][a-z0-9_]*)
+SERVICE_LEASE_SECONDS = 30.0  # the service lease's length (sinks/service.py)
 PENDING = "sinkPending"
 DUPLICATE_KEY = 11000
 REASON_MAX = 500  # characters of a dead letter's reason
@@ -245,8 +246,9 @@ class SinkStore:
 
     # --- the service's lease --------------------------------------------------------------------------------------
     def hold_lease(self, owner: str, host: str, pid: int, now: datetime, seconds: float) -> bool:
-        """Renew the lease when `owner` holds it, else take it when it lapsed (or was never taken): True when
-        `owner` holds it now. Taking it increases `epoch`."""
+        """Renew the lease when `owner` holds it, else take it when it lapsed, was never taken, or ends further
+        ahead than a lease of `seconds` reaches (engine/store lease_horizon: no holder that renews wrote it): True
+        when `owner` holds it now. Taking it increases `epoch`."""
         until = now + timedelta(seconds=seconds)
         renewed = self.sinks.update_one(
             {"_id": SERVICE_ID, "owner": owner, "leaseUntil": {"$gte": now}},
@@ -255,9 +257,9 @@ class SinkStore:
         if renewed.matched_count:
             return True
         fields = {"owner": owner, "host": host, "pid": pid, "leaseUntil": until, "beatAt": now, "since": now}
-        # lapsed, never taken, or a `leaseUntil` a shell made something else than a date (no service could renew
-        # that one: every service would stand by for ever)
-        lapsed = {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
+        # lapsed, never taken, ending further ahead than a lease reaches, or a `leaseUntil` a shell made something
+        # else than a date (no service could renew those: every service would stand by for ever)
+        lapsed = lease_free(now, seconds)
         try:
             self.sinks.update_one({"_id": SERVICE_ID, **lapsed}, {"$set": fields, "$inc": {"epoch": 1}}, upsert=True)
         except DuplicateKeyError:  # held by another, who renewed it

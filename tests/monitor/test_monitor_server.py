@@ -22,7 +22,7 @@ from collector.monitor.app import Monitor
 from helpers.proc import wait_until
 
 pytestmark = pytest.mark.system
-PER_REFRESH = 12  # find collectors; 4 aggregates and 3 finds on networks; 2 counts on items; find control
+PER_REFRESH = 13  # find collectors; 4 aggregates and 3 finds on networks; 2 counts on items; find control; find sinks
 
 
 class Commands(monitoring.CommandListener):

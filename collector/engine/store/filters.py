@@ -6,14 +6,18 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import Decimal128, ObjectId
 from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, ConnectionFailure, ExecutionTimeout, PyMongoError, WTimeoutError
 
+from ...sdk.timeutil import as_utc
+
 DUPLICATE_KEY = 11000
+LEASE_DEFAULT = 300.0  # seconds: LEASE_SECONDS's default, for readers not told the setting
+LEASE_SKEW = 60.0  # seconds a lease's end may lie past its length ahead (clocks differ): further, it is stale
 # Fields copied from `users` into each item's `userData`: public profile fields only.
 USER_FIELDS = ("email", "name", "displayName", "username", "avatar")
 
@@ -23,12 +27,13 @@ def item_key(user: str, service: str, item_id: str) -> ObjectId:
     return ObjectId(digest[:12])
 
 
-def due_query(mode: str, now: datetime) -> dict[str, Any]:
+def due_query(mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """Networks the `mode` collector should run at `now`.
 
     The initial collector takes every mode but normal (missing, initial, rateLimit, and garbage, which the
     executor then reports); a missing or non-date scheduledTo counts as due. A network leased to a collector
-    (leaseUntil in the future) is not due for anyone else until the lease expires.
+    (leaseUntil in the future, no further ahead than a lease of `lease_seconds` can reach: `lease_free`) is not
+    due for anyone else until the lease expires.
     """
     modes = {"mode": "normal"} if mode == "normal" else {"mode": {"$nin": ["normal"]}}
     return {
@@ -38,14 +43,48 @@ def due_query(mode: str, now: datetime) -> dict[str, Any]:
         "unauthorized": {"$ne": True},
         "$and": [
             {"$or": [{"scheduledTo": {"$lte": now}}, {"scheduledTo": {"$not": {"$type": "date"}}}]},
-            lease_free(now),
+            lease_free(now, lease_seconds),
         ],
     }
 
 
-def lease_free(now: datetime) -> dict[str, Any]:
-    """No collector holds the network at `now` (no lease, or one that lapsed)."""
-    return {"$or": [{"leaseUntil": {"$lte": now}}, {"leaseUntil": {"$not": {"$type": "date"}}}]}
+def lease_horizon(now: datetime, lease_seconds: float) -> datetime:
+    """The furthest end a live lease of `lease_seconds` can have at `now`: a holder that renews writes `now +
+    lease_seconds`; LEASE_SKEW more for clocks that differ. An end beyond it was written by no holder that
+    renews (a clock far off, a shell, a program of another time): the lease is stale and free to take."""
+    return now + timedelta(seconds=max(float(lease_seconds), 0.0) + LEASE_SKEW)
+
+
+def lease_free(now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """No collector holds the network at `now`: no lease, one that lapsed, one whose end lies further ahead than
+    a lease of `lease_seconds` reaches (`lease_horizon`), or a `leaseUntil` that is no date. Ranges on
+    `leaseUntil` only."""
+    return {
+        "$or": [
+            {"leaseUntil": {"$lte": now}},
+            {"leaseUntil": {"$gt": lease_horizon(now, lease_seconds)}},
+            {"leaseUntil": {"$not": {"$type": "date"}}},
+        ]
+    }
+
+
+def lease_state(until: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> str:
+    """A lease's end as read, judged at `now` by the rule `lease_free` queries with: "none" (no end), "lapsed",
+    "held", "far" (further ahead than a lease of `lease_seconds` reaches: its holder does not renew it) or
+    "junk" (no date)."""
+    if until is None:
+        return "none"
+    if not isinstance(until, datetime):
+        return "junk"
+    until = as_utc(until)
+    if until <= now:
+        return "lapsed"
+    return "held" if until <= lease_horizon(now, lease_seconds) else "far"
+
+
+def lease_held(until: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> bool:
+    """Whether a lease ending at `until` holds its network at `now` (`lease_state` "held")."""
+    return lease_state(until, now, lease_seconds) == "held"
 
 
 def lease_claim(owner: str, until: datetime) -> tuple[str, dict[str, Any]]:

@@ -12,13 +12,17 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, WriteError
 
 from ...sdk.redaction import clip
+from ...textout import printable
 from .filters import (
     BAD_EPOCH,
+    LEASE_DEFAULT,
     LEASE_FIELDS,
+    LEASE_SKEW,
     StateWrite,
     due_query,
     lease_claim,
     lease_free,
+    lease_state,
     state_update,
     unavailable,
     usable_epoch,
@@ -52,13 +56,15 @@ class NetworkStore:
         One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
         absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
         and the one that fails is left out."""
-        query = due_query(mode, now)
+        seconds = (until - now).total_seconds()  # the lease's length: a longer end was written by no live holder
+        query = due_query(mode, now, seconds)
         skipped = set(skip_services)
         if only_services is not None:  # a collector that serves chosen services (SERVICES): the index
             query["service"] = {"$in": sorted(set(only_services) - skipped)}  # (mode, service, scheduledTo)
         elif skipped:  # services this collector cannot start more of now, or does not serve
             query["service"] = {"$nin": sorted(skipped)}
-        found = list(self.networks.find(query, {"leaseEpoch": 1}).sort("scheduledTo", ASCENDING).limit(limit))
+        fields = {"leaseEpoch": 1, "leaseUntil": 1, "leaseOwner": 1}
+        found = list(self.networks.find(query, fields).sort("scheduledTo", ASCENDING).limit(limit))
         if not found:
             return []
         ids = [d["_id"] for d in found]
@@ -83,15 +89,22 @@ class NetworkStore:
                 clip(exc, 200),
             )
             self._claim_each(ids, query, claim)
-        return list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
+        won = list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
+        say_taken_over(found, won, now, seconds)
+        return won
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
-        """Lease one network by id, due or not (a run by hand), unless another collector holds it now."""
+        """Lease one network by id, due or not (a run by hand), unless another collector holds it now (a lease
+        whose end lies further ahead than `until`, plus LEASE_SKEW, holds nothing: it is taken over)."""
         token, claim = lease_claim(owner, until)
         one = {"$eq": network_id}  # an operator's id, compared whole: a document is never run as a query
+        seconds = (until - now).total_seconds()
         self.networks.update_many({"_id": one, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
-        self.networks.update_one({"_id": one, **lease_free(now)}, claim)
-        return self.networks.find_one({"_id": one, "leaseToken": token})
+        before = self.networks.find_one({"_id": one}, {"leaseUntil": 1, "leaseOwner": 1})
+        self.networks.update_one({"_id": one, **lease_free(now, seconds)}, claim)
+        won = self.networks.find_one({"_id": one, "leaseToken": token})
+        say_taken_over([before] if before else [], [won] if won else [], now, seconds)
+        return won
 
     def _claim_each(self, ids: list, query: dict, claim: dict) -> None:
         for network_id in ids:
@@ -118,11 +131,18 @@ class NetworkStore:
                 {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
             )
 
-    def clear_lapsed_leases(self, before: datetime, limit: int = 1000) -> tuple[int, dict[str, int]]:
+    def clear_lapsed_leases(
+        self, before: datetime, limit: int = 1000, beyond: datetime | None = None
+    ) -> tuple[int, dict[str, int]]:
         """Unset the lease fields of networks whose lease lapsed before `before` (their collector died or gave
-        up): up to `limit` of them, found through the sparse `leaseToken` index. `leaseEpoch` stays, so a late
-        save of the old lease is still fenced as before. Returns how many were cleared and their owners."""
-        query = {"leaseToken": {"$exists": True}, "leaseUntil": {"$lt": before}}
+        up), or ends after `beyond` (further ahead than a lease reaches: no holder renews it; a network no claim
+        takes, disabled or not due, would keep it for ever): up to `limit` of them, found through the sparse
+        `leaseToken` index. `leaseEpoch` stays, so a late save of the old lease is still fenced as before. Returns
+        how many were cleared and their owners."""
+        ends: list[dict[str, Any]] = [{"leaseUntil": {"$lt": before}}]
+        if beyond is not None:
+            ends.append({"leaseUntil": {"$gt": beyond}})
+        query = {"leaseToken": {"$exists": True}, "$or": ends}
         found = list(self.networks.find(query, {"leaseOwner": 1}).limit(limit))
         if not found:
             return 0, {}
@@ -135,16 +155,16 @@ class NetworkStore:
         result = self.networks.update_many({**query, "_id": {"$in": ids}}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")})
         return result.modified_count, owners
 
-    def bound_rate_limit_waits(self, latest: datetime, now: datetime) -> int:
+    def bound_rate_limit_waits(self, latest: datetime, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> int:
         """Bring rateLimit networks scheduled after `latest` back to `latest` (a reset no collector of ours would
         keep, written by an older collector or another program); one a collector holds now is left alone. Served
         by the (mode, scheduledTo) index. Returns how many were moved."""
-        query = {"mode": "rateLimit", "scheduledTo": {"$gt": latest}, **lease_free(now)}
+        query = {"mode": "rateLimit", "scheduledTo": {"$gt": latest}, **lease_free(now, lease_seconds)}
         return self.networks.update_many(query, {"$set": {"scheduledTo": latest}}).modified_count
 
-    def count_due(self, mode: str, now: datetime) -> int:
+    def count_due(self, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> int:
         """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
-        return self.networks.count_documents(due_query(mode, now))
+        return self.networks.count_documents(due_query(mode, now, lease_seconds))
 
     def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
         """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
@@ -213,3 +233,25 @@ class NetworkStore:
         claimed the network meanwhile (the write matched nothing)."""
         fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
         return self.networks.update_one(fence, update).matched_count == 1
+
+
+def say_taken_over(found: list[dict], won: list[dict], now: datetime, seconds: float) -> None:
+    """One line when a claim took networks whose lease no live holder keeps: an end further ahead than a lease
+    of `seconds` reaches (plus LEASE_SKEW), or no date (a shell, a holder that stopped long ago)."""
+    stale = [d for d in found if lease_state(d.get("leaseUntil"), now, seconds) in ("far", "junk")]
+    if stale:  # (ids may be any value, a dict too: compared, not hashed)
+        ids = [d["_id"] for d in won]
+        stale = [d for d in stale if d["_id"] in ids]
+    if not stale:
+        return
+    first = stale[0]
+    log.warning(
+        "took over %d networks whose lease no live holder keeps (an end further ahead than LEASE_SECONDS %gs plus "
+        "%gs, or no date), e.g. %s held by %s until %s",
+        len(stale),
+        seconds,
+        LEASE_SKEW,
+        printable(clip(first["_id"], 80)),
+        printable(clip(first.get("leaseOwner"), 80)),
+        printable(clip(first.get("leaseUntil"), 80)),
+    )

@@ -503,6 +503,17 @@
     { cls: "at", get: (p) => fmtTime(p.at) },
     { cls: "until", get: (p) => (p.until ? fmtTime(p.until) : "resumed by hand") },
   ];
+  const SINKS = [
+    { cls: "name", get: (s) => s.name },
+    { cls: "kind", get: (s) => s.kind },
+    { cls: "state", get: (s) => s.state },
+    { cls: "num", get: (s) => fmtInt(s.backlog) },
+    { cls: "num", get: (s) => fmtDur(s.lagS) },
+    { cls: "num", get: (s) => fmtInt(s.delivered) },
+    { cls: "num", get: (s) => fmtInt(s.deadLetters) },
+    { cls: "at", get: (s) => (s.failing ? fmtTime(s.failing.since) : "") },
+    { cls: "message", get: (s) => (s.failing ? s.failing.reason : "") },
+  ];
   const BEHIND = [
     { cls: "id mono", get: (b) => b.id },
     { cls: "user", get: (b) => b.user },
@@ -535,6 +546,12 @@
     }
     syncRows($("#pauses tbody"), work.pauses, PAUSES, MAX_ROWS);
     $("#pauses-none").hidden = Array.isArray(work.pauses) && work.pauses.length > 0;
+    const sinks = work.sinks && Array.isArray(work.sinks.rows) ? work.sinks.rows : [];
+    syncRows($("#sinks tbody"), sinks, SINKS, MAX_ROWS, (tr, s) => {
+      setAttr(tr, "data-sink", s.name);
+      toggle(tr, "failing", !!s.failing);
+    });
+    $("#sinks-none").hidden = sinks.length > 0;
     syncRows($("#behind tbody"), work.behind, BEHIND, MAX_ROWS, (tr, b) => {
       setAttr(tr, "data-network", b.id);
       toggle(tr, "clickable", true);
