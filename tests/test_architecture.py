@@ -62,7 +62,7 @@ def test_connectors_import_only_the_sdk():
 def test_the_sdk_imports_no_engine_module_and_no_connector():
     for path in sorted((ROOT / "collector" / "sdk").glob("*.py")):
         for name in ours(imports(path)):
-            assert name.startswith(("collector.sdk", "collector.settings", "collector.modes")), (
+            assert name.startswith(("collector.sdk", "collector.net", "collector.settings", "collector.modes")), (
                 f"sdk/{path.name} imports {name}"
             )
 
@@ -144,7 +144,9 @@ def test_every_file_and_function_the_architecture_doc_names_exists():
 # --- rooms ---------------------------------------------------------------------------------------------------------
 KERNEL = ("collector.settings", "collector.textout", "collector.jsonout", "collector.exitcodes", "collector.modes")
 ROOMS = {  # room -> the collector modules it may import (prefixes); collector/cli/ may import everything
-    "sdk": ("collector.sdk", "collector.settings", "collector.modes"),
+    "sdk": ("collector.sdk", "collector.net", "collector.settings", "collector.modes"),
+    # the wire: deadlines, checked connections, addresses, URLs; nothing of the collector but the kernel
+    "net": ("collector.net", *KERNEL),
     "engine": ("collector.engine", "collector.sdk", *KERNEL),
     "daemon": (  # the sink service's process (daemon/sink*.py) runs collector.sinks
         "collector.daemon",
@@ -165,7 +167,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
         *KERNEL,
     ),
     # the sink service and the sinks: their SDK, the store's `unavailable`; never the daemon, ops, cli, monitor
-    "sinks": ("collector.sinks", "collector.sdk", "collector.engine.store", *KERNEL),
+    "sinks": ("collector.sinks", "collector.sdk", "collector.net", "collector.engine.store", *KERNEL),
     # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts
     "monitor": (
         "collector.monitor",
@@ -194,7 +196,7 @@ def room_of(path: Path) -> str:
 def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
     rooms = {room_of(p) for p in (ROOT / "collector").rglob("*.py")}
     rooms_known = {"cli", "package", "kernel", "sdk", "engine", "daemon", "ops", "monitor", "devtools", "testing"}
-    rooms_known.add("sinks")
+    rooms_known |= {"sinks", "net"}
     assert rooms == rooms_known, rooms
     for path in sorted((ROOT / "collector").rglob("*.py")):
         room = room_of(path)
@@ -205,6 +207,9 @@ def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
                 raise AssertionError(f"{path.relative_to(ROOT)} ({room}) imports {name}")
             if room == "ops" and name in OPS_ENGINE_PUBLIC:
                 continue
+            parts = name.split(".")
+            if room != "sdk" and parts[:2] == ["collector", "sdk"] and len(parts) > 2 and parts[2].startswith("_"):
+                raise AssertionError(f"{path.relative_to(ROOT)} ({room}) imports the sdk's private {name}")
             allowed = ROOMS[room]
             assert (
                 name == "collector"
@@ -220,6 +225,8 @@ def test_the_room_rule_fails_on_a_forbidden_import(tmp_path):
         ("ops", "from ..engine.dispatch import Dispatcher"),
         ("sinks", "from ..ops import status"),
         ("ops", "from ..sinks.service import SinkService"),
+        ("net", "from ..sdk.errors import Transient"),
+        ("sinks", "from ..sdk._session import Session"),
     )
     for room, line in probes:
         fake = ROOT / "collector" / room / "_forbidden_probe.py"

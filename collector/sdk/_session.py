@@ -2,7 +2,7 @@
 
 The session keeps no cookie, follows at most 5 redirects (never from https to http, nor to a URL with
 credentials), retries only failures to connect, and reads proxy settings from the environment only where proxies
-are configured. The adapter builds its pools from checked connections (_connections.py). `send` prepares a plain
+are configured. The adapter builds its pools from checked connections (net/connections.py). `send` prepares a plain
 GET itself and hands it to `Session.send` (requests' whole path re-merges the session's settings on every call).
 """
 
@@ -24,8 +24,8 @@ from requests.utils import check_header_validity, get_encoding_from_headers
 from urllib3.util import Timeout
 from urllib3.util.retry import Retry
 
-from ._connections import POOL_CLASSES
-from ._urls import prepared_url
+from ..net.connections import POOL_CLASSES
+from ..net.urls import prepared_url
 
 NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
 
@@ -154,7 +154,7 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
 @functools.lru_cache(maxsize=8)
 def connect_only(seconds: float) -> Timeout:
     """`seconds` for connecting as urllib3's Timeout, made once per value (the adapter would make one per request;
-    urllib3 clones it before use); reads have none, the deadline watch ends them (_deadline.py)."""
+    urllib3 clones it before use); reads have none, the deadline watch ends them (net/deadline.py)."""
     return Timeout(connect=seconds, read=None)
 
 

@@ -2,21 +2,21 @@
 
 `Http` is the facade; each concern has its own private module behind it:
 
-- **A deadline per request** (_deadline.py). `HTTP_TIMEOUT` bounds the whole request: connecting, the status line
+- **A deadline per request** (net/deadline.py). `HTTP_TIMEOUT` bounds the whole request: connecting, the status line
   and headers, and the body, however slowly a server trickles them. One watch thread per process shuts down the
   socket of a request that passes its deadline; reads carry no socket timeout of their own.
-- **Addresses** (_connections.py, under safeurl.py's `Policy`). Every socket to a host that is not one of the
+- **Addresses** (net/connections.py, under net/addresses.py's `Policy`). Every socket to a host that is not one of the
   collector's configured API hosts is checked at the address actually connected to (no loopback, private,
   link-local or translated address unless ALLOW_PRIVATE_HOSTS), on every redirect hop.
 - **The session and adapter** (_session.py): no cookies, at most 5 redirects and never from https to http,
   retries of failed connects only; a plain GET prepared and sent without requests' per-call merging.
-- **URLs** (_urls.py): prepared once per URL and parameters; `where` names a request by host and path.
+- **URLs** (net/urls.py): prepared once per URL and parameters; `where` names a request by host and path.
 - **A size cap** (here). Bodies are read as received up to `HTTP_MAX_BYTES` (past it: refused, the connection
   dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to `HTTP_MAX_BYTES` decoded.
 - **Slots** (here). With `slots` (slots.py) each request waits for a slot of its run's service and of the whole
   before it is sent, and gives them back once its body is read (still encoded): the concurrency bounds exchanges,
   not runs. The body is decoded after that, a large one under the run's turn (slots.py: one run at a time).
-- **Stopping** (here, with _deadline.py). `interrupt_after(seconds)` cuts every request still running after that
+- **Stopping** (here, with net/deadline.py). `interrupt_after(seconds)` cuts every request still running after that
   many seconds, and refuses new ones: a collector that is asked to stop is done within the deadline.
 
 Error messages name the host and path only: a query string may carry credentials for some services.
@@ -32,16 +32,16 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from ..net.addresses import Policy
+from ..net.deadline import WATCH, Entry, begin
+from ..net.errors import AddressRefused, Stopping
+from ..net.urls import where
 from ..settings import Settings
-from ._connections import AddressRefused
-from ._deadline import WATCH, Entry, begin, expired
 from ._session import Adapter, RedirectRefused, make_session, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
-from ._urls import where
 from .decoding import CHUNK, bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
-from .safeurl import Policy
 from .slots import Slots, give_turn, take_turn
 
 __all__ = [
@@ -129,9 +129,12 @@ class Http:
         return response
 
     def _exchange(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
-        """Send under the deadline (_deadline.py), check the answer is final, read its body (still encoded); any
+        """Send under the deadline (net/deadline.py), check the answer is final, read its body (still encoded); any
         failure as the SDK's errors (`failure`), and the answer's status counted."""
-        entry = begin(self, self.timeout, self.cutoff, self.policy, what)
+        try:
+            entry = begin(self, self.timeout, self.cutoff, self.policy, what)
+        except Stopping as exc:
+            raise Interrupted(str(exc)) from None
         code = "error"
         try:
             response = send(self.session, self.timeout, method, url, **kwargs)
@@ -259,3 +262,10 @@ def transport_failure(exc: Exception, timeout: float, what: str) -> Exception:
     if isinstance(exc, (requests.RequestException, urllib3.exceptions.HTTPError)):
         return Transient(f"request failed ({type(exc).__name__}): {what}")
     return exc
+
+
+def expired(entry: Entry, timeout: float, what: str) -> Exception:
+    """The error of a request the watch cut: `Interrupted` at the collector's stop cutoff, else `Transient`."""
+    if entry.cutoff:
+        return Interrupted(f"collector stopping: {what} cut short")
+    return Transient(f"deadline of {timeout:g}s exceeded: {what}")

@@ -2,10 +2,10 @@
 every request bounded as a whole, answers bounded in bytes, no redirect followed, messages naming host and path.
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
-  answer, however slowly a server trickles it: the sdk's deadline watch (sdk/_deadline.py) shuts the socket of a
+  answer, however slowly a server trickles it: the wire's deadline watch (net/deadline.py) shuts the socket of a
   request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`.
 - **Addresses**: a sink whose URL a user could set (`Sink.checks_addresses`, a webhook) gets the checks every user
-  host gets (sdk/_connections.py): https only, and every connection made to a public address only, checked at the
+  host gets (net/connections.py): https only, and every connection made to a public address only, checked at the
   address actually connected to — unless ALLOW_PRIVATE_HOSTS. The connections of the other sinks are not checked:
   their URL is the operator's own search cluster, often on a private network.
 - **Messages** name the method, host and path only: never the URL's credentials or query, a header, or the body
@@ -16,7 +16,6 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Mapping
@@ -30,11 +29,12 @@ import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
-from ..sdk._connections import POOL_CLASSES, AddressRefused
-from ..sdk._deadline import WATCH, begin
-from ..sdk._urls import where
+from ..net.addresses import Policy, is_public, literal_address
+from ..net.connections import POOL_CLASSES
+from ..net.deadline import WATCH, begin
+from ..net.errors import AddressRefused
+from ..net.urls import where
 from ..sdk.redaction import clip
-from ..sdk.safeurl import Policy, is_public
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError
 from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
@@ -175,14 +175,6 @@ def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> 
             )
     policy = Policy(allow_private=allow or not check_addresses, trusted_hosts=frozenset())
     return SinkHttp(config, settings.user_agent, policy)
-
-
-def literal_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
 
 
 def scrub(text: object, config: SinkConfig, limit: int = 300) -> str:

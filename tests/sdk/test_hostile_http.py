@@ -532,7 +532,7 @@ def test_the_address_is_checked_before_any_connection_is_made(monkeypatch, answe
     never connects anywhere): no attempt to a non-public address, ever, whatever the name answers."""
     import socket as socket_module
 
-    from collector.sdk import _connections as connections
+    from collector.net import connections
 
     lookups = iter(answers * 4)
     tried: list[str] = []
@@ -567,7 +567,7 @@ def test_a_name_with_many_unanswering_addresses_gets_one_deadline_not_one_per_ad
     import socket as socket_module
     import time
 
-    from collector.sdk import _connections as connections
+    from collector.net import connections
 
     addresses = [f"93.184.216.{k}" for k in range(1, 21)]
     granted: list[float] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ...sdk._urls import where
+from ...net.urls import where
 from ...settings import SettingsError
 from ..http import answer_failure, json_headers, scrub
 from ..sdk import DONE, AuthFailed, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import orjson
 
-from ...sdk._urls import where
+from ...net.urls import where
 from ...settings import SettingsError
 from ..http import answer_failure, json_headers, scrub
 from ..sdk import DONE, BatchRefused, Doc, Option, Outcome, Reject, Retry, Sink, SinkConfig

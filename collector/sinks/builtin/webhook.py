@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...sdk._urls import where
+from ...net.urls import where
 from ...sdk.timeutil import utcnow
 from ...settings import SettingsError
 from ..http import answer_failure, json_headers, retry_after

@@ -1,5 +1,5 @@
-"""Checked connections: urllib3's connections and pools with the deadline watch (_deadline.py) and the address
-check (safeurl.py's `Policy`) built in.
+"""Checked connections: urllib3's connections and pools with the deadline watch (deadline.py) and the address
+check (addresses.py's `Policy`) built in.
 
 Every socket to a host that is not one of the collector's configured API hosts is checked at the address actually
 connected to (no loopback, private, link-local or translated address unless ALLOW_PRIVATE_HOSTS), on every
@@ -18,14 +18,11 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
-from ._deadline import WATCH, Entry
-from .safeurl import is_public
+from .addresses import is_public
+from .deadline import WATCH, Entry
+from .errors import AddressRefused
 
 READ_BUFFER = 64 * 1024  # bytes http.client's response reader takes per read (its default: 8 KiB)
-
-
-class AddressRefused(Exception):
-    """A connection to a non-public address from a host the collector does not trust."""
 
 
 def quiet_class(base: type[socket.socket]) -> type:
@@ -137,7 +134,7 @@ class Checked:
         if self.sock is not None:  # a pooled connection, reused: under this request's deadline now
             WATCH.attach(self, self.sock)
             if WATCH.current() is not None:
-                self.timeout = None  # sent as its reads are read: bounded by the watch (_deadline.py)
+                self.timeout = None  # sent as its reads are read: bounded by the watch (deadline.py)
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
