@@ -3,6 +3,8 @@ or `BadResponse` (sdk/http.py), the sinks to their batch failures (sinks/http.py
 
 from __future__ import annotations
 
+from http.client import HTTPException
+
 
 class AddressRefused(Exception):
     """A connection to a non-public address from a host the collector does not trust."""
@@ -10,3 +12,43 @@ class AddressRefused(Exception):
 
 class Stopping(Exception):
     """The owner's stop cutoff has passed: the request was not started (deadline.py)."""
+
+
+class WireError(Exception):
+    """An exchange that did not end cleanly: its connection is closed, never reused, and the answer not trusted."""
+
+
+class InterimRefused(WireError, HTTPException):
+    """Interim (1xx) answers past their bound, or a `101 Switching Protocols` nobody asked for (answers.py). An
+    `HTTPException`, so urllib3 drops the connection as for any protocol error."""
+
+
+class AnswerUnclear(WireError):
+    """Bytes came after the end of an answer as its framing says (answers.py): the server said more than it was
+    asked, and which answer belongs to which request is no longer known."""
+
+
+class BodyTooLarge(WireError):
+    """A body over a cap (body.py): `length` is the size the answer declared (None when it came without one)."""
+
+    def __init__(self, cap: int, length: int | None):
+        self.cap, self.length = cap, length
+        told = f" of {length} bytes" if length is not None else ""
+        super().__init__(f"body{told} over the {cap}-byte cap")
+
+
+def wire_error(exc: BaseException | None, depth: int = 8) -> WireError | None:
+    """The WireError behind `exc` (itself, its cause or context, or the error urllib3 and requests wrap: a
+    ProtocolError's second argument, a MaxRetryError's `reason`, a ConnectionError's first argument)."""
+    if exc is None or depth <= 0:
+        return None
+    if isinstance(exc, WireError):
+        return exc
+    inner = [getattr(exc, "reason", None), exc.__cause__, exc.__context__]
+    inner += [arg for arg in getattr(exc, "args", ()) if isinstance(arg, BaseException)]
+    for candidate in inner:
+        if isinstance(candidate, BaseException) and candidate is not exc:
+            found = wire_error(candidate, depth - 1)
+            if found is not None:
+                return found
+    return None

@@ -33,13 +33,14 @@ import requests
 import urllib3
 
 from ..net.addresses import Policy
+from ..net.body import read_capped
 from ..net.deadline import WATCH, Entry, begin
-from ..net.errors import AddressRefused, Stopping
+from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
 from ..net.urls import where
 from ..settings import Settings
 from ._session import Adapter, RedirectRefused, make_session, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
-from .decoding import CHUNK, bounded_decompress, decode_body
+from .decoding import bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
 from .slots import Slots, give_turn, take_turn
@@ -58,7 +59,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
-NO_CONTENT = frozenset({204, 304})  # statuses that have no body
 TURN_BYTES = 32 * 1024  # an answer this large (decoded) waits for the turn to be turned into items (slots.py)
 TURN_RAW_BYTES = 4 * 1024  # a body this large as received waits for the turn to be decoded (JSON gzips ~8 to 1)
 UNFOLLOWABLE = (
@@ -171,21 +171,13 @@ class Http:
         response._content_consumed = True  # type: ignore[attr-defined]
 
     def _read_chunks(self, response: requests.Response, what: str) -> list[bytes]:
-        cap = self.max_bytes
-        length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > cap:
-            raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
-            response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
-            return []
-        chunks: list[bytes] = []
-        received = 0
-        for chunk in response.raw.stream(CHUNK, decode_content=False):
-            received += len(chunk)
-            if received > cap:
-                raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
-            chunks.append(chunk)
-        return chunks
+        """The body as it came (net/body.py, the sinks' read too); BadResponse past the cap, AnswerUnclear (a
+        Transient, `failure`) when bytes followed it."""
+        try:
+            return read_capped(response.raw, self.max_bytes)
+        except BodyTooLarge as exc:
+            told = f" of {exc.length} bytes" if exc.length is not None else ""
+            raise BadResponse(f"body{told} exceeds the {exc.cap}-byte cap: {what}", response.status_code) from None
 
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
@@ -246,6 +238,9 @@ def failure(exc: Exception, entry: Entry, timeout: float, what: str) -> Exceptio
         return expired(entry, timeout, what)
     if isinstance(exc, (BadResponse, Transient, Interrupted)):
         return exc
+    unclean = wire_error(exc)  # interim answers past their bound, an unasked 101, bytes after the answer
+    if unclean is not None:
+        return Transient(f"{unclean}: {what}")
     return transport_failure(exc, timeout, what)
 
 

@@ -30,9 +30,10 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
 from ..net.addresses import Policy, is_public, literal_address
+from ..net.body import finish, read_capped, read_prefix
 from ..net.connections import POOL_CLASSES
 from ..net.deadline import WATCH, begin
-from ..net.errors import AddressRefused
+from ..net.errors import AddressRefused, AnswerUnclear, BodyTooLarge, wire_error
 from ..net.urls import where
 from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
@@ -42,6 +43,7 @@ from .sdk import AuthFailed, BatchRefused, SinkConfig, SinkError, TooLarge
 __all__ = [
     "MAX_ANSWER_BYTES",
     "Answer",
+    "AnswerTooLarge",
     "SinkHttp",
     "answer_failure",
     "make_http",
@@ -49,9 +51,15 @@ __all__ = [
     "scrub",
 ]
 
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a 2xx whose body is needed (per-document results): larger, the batch is split
+DROP_BYTES = 64 * 1024 * 1024  # a 2xx whose body is not needed: read and dropped up to this, then the connection closed
+REASON_BYTES = 64 * 1024  # an error answer: this much of its body kept for the reason, the rest not read
 RETRY_AFTER_MAX = 3600.0  # seconds: a server's wait beyond this is taken as this (the service caps it further)
-READ_CHUNK = 64 * 1024
+
+
+class AnswerTooLarge(TooLarge):
+    """A 2xx whose body holds the per-document results is over MAX_ANSWER_BYTES: the batch is split in halves
+    (delivery.py), a single document rejected; never sent again unchanged."""
 
 
 @dataclass(frozen=True)
@@ -83,17 +91,26 @@ class SinkHttp:
         self.lock = threading.Lock()
 
     def request(
-        self, method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        keep_body: bool = True,
     ) -> Answer:
-        """Send one request and read its whole answer (any status; redirects are answers too)."""
+        """Send one request and read its answer (any status; redirects are answers too). A 2xx's body is read whole
+        (AnswerTooLarge past MAX_ANSWER_BYTES: the batch is split), or with `keep_body=False` read and dropped (up
+        to DROP_BYTES, then the connection closed; the answer counts with an empty body, even when the deadline
+        cuts the dropping). Any other status keeps the first REASON_BYTES of its body, for the reason."""
         what = f"{method} {where(url)}"
         try:
             entry = begin(self, self.timeout, self.cutoff, self.policy, what)
         except Exception:
             raise BatchRefused(f"sink stopping: {what} not started") from None
         try:
-            answer = self._exchange(method, url, body, {**self.headers, **(headers or {})}, what)
-            if entry.fired:
+            answer, settled = self._exchange(method, url, body, {**self.headers, **(headers or {})}, keep_body, what)
+            if entry.fired and not settled:
                 raise BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
             return answer
         except SinkError:
@@ -103,30 +120,38 @@ class SinkHttp:
         finally:
             WATCH.end(entry)
 
-    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str], what: str) -> Answer:
+    def _exchange(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], keep_body: bool, what: str
+    ) -> tuple[Answer, bool]:
+        """The answer, and whether it stands whatever became of the rest of its body (a 2xx dropped)."""
         response = self.pools.urlopen(
             method, url, body=body, headers=headers, retries=False, redirect=False, preload_content=False
         )
+        status = response.status
+        names = {name.lower(): value for name, value in response.headers.items()}
         try:
-            length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
-                raise BatchRefused(f"answer of {length} bytes over the {MAX_ANSWER_BYTES}-byte cap: {what}")
-            chunks, received = [], 0
-            for chunk in response.stream(READ_CHUNK, decode_content=False):
-                received += len(chunk)
-                if received > MAX_ANSWER_BYTES:
-                    raise BatchRefused(f"answer over the {MAX_ANSWER_BYTES}-byte cap: {what}")
-                chunks.append(chunk)
+            if not 200 <= status < 300:
+                reason, whole = read_prefix(response, REASON_BYTES)
+                finish(response, whole)  # past the prefix: closed, the status says what happened
+                return Answer(status, names, reason), False
+            if not keep_body:
+                return Answer(status, names, b""), drop(response)
+            try:
+                chunks = read_capped(response, MAX_ANSWER_BYTES)
+            except BodyTooLarge as exc:
+                raise AnswerTooLarge(f"{status}: answer {str(exc).removeprefix('body ')}: {what}") from None
         except BaseException:
             response.close()  # never reuse a connection read halfway
             raise
         response.release_conn()
-        names = {name.lower(): value for name, value in response.headers.items()}
-        return Answer(response.status, names, b"".join(chunks))
+        return Answer(status, names, b"".join(chunks)), False
 
     def _failure(self, exc: Exception, fired: bool, what: str) -> SinkError:
         if fired:
             return BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
+        unclean = wire_error(exc)  # interim answers past their bound, an unasked 101, bytes after the answer
+        if unclean is not None:
+            return BatchRefused(f"{unclean}: {what}")
         if isinstance(exc, AddressRefused):
             return BatchRefused(f"{exc}: {what}")
         cause = exc.__context__ if isinstance(exc, Urllib3Error) else exc
@@ -149,6 +174,20 @@ class SinkHttp:
 
     def close(self) -> None:
         self.pools.clear()
+
+
+def drop(response: Any) -> bool:
+    """Read a 2xx's body to its end and drop it (at most DROP_BYTES; past them the connection is closed): True,
+    the answer stands however the dropping ends — unless bytes followed its end (AnswerUnclear: which answer
+    belongs to which request is no longer known)."""
+    try:
+        _, whole = read_prefix(response, DROP_BYTES, keep=False)
+    except AnswerUnclear:
+        raise
+    except Exception:  # cut by the deadline, reset, cut short: the status was final, and it said yes
+        whole = False
+    finish(response, whole)
+    return True
 
 
 def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> SinkHttp:
