@@ -11,8 +11,9 @@
 - **The session and adapter** (_session.py): no cookies, at most 5 redirects and never from https to http,
   retries of failed connects only; a plain GET prepared and sent without requests' per-call merging.
 - **URLs** (net/urls.py): prepared once per URL and parameters; `where` names a request by host and path.
-- **A size cap** (here). Bodies are read as received up to `HTTP_MAX_BYTES` (past it: refused, the connection
-  dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to `HTTP_MAX_BYTES` decoded.
+- **A size cap** (net/body.py, the sinks' read too). Bodies are read as received up to `HTTP_MAX_BYTES` (past it:
+  refused, the connection dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to
+  `HTTP_MAX_BYTES` decoded.
 - **Slots** (here). With `slots` (slots.py) each request waits for a slot of its run's service and of the whole
   before it is sent, and gives them back once its body is read (still encoded): the concurrency bounds exchanges,
   not runs. The body is decoded after that, a large one under the run's turn (slots.py: one run at a time).
@@ -216,8 +217,9 @@ def check_final(response: requests.Response, what: str) -> None:
     """Refuse an answer that is not the final one (the connection closed: nothing more is read from it)."""
     status = response.status_code
     if status < 200:
-        # an interim answer (103 Early Hints) that http.client took for the final one: the real answer may
-        # still come on this connection and would be read as the next request's, so the connection is closed
+        # an interim answer taken for the final one (net/answers.py skips them on the checked connections; a
+        # connection through a proxy is urllib3's own): the real answer may still come on this connection and
+        # would be read as the next request's, so the connection is closed
         response.close()
         raise Transient(f"{status} interim response taken as the answer: {what}")
     if 300 <= status < 400 and status != 304:

@@ -3,7 +3,12 @@ every request bounded as a whole, answers bounded in bytes, no redirect followed
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
   answer, however slowly a server trickles it: the wire's deadline watch (net/deadline.py) shuts the socket of a
-  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`.
+  request past it. A request it cut, a connection refused or reset, an exchange that did not end cleanly (interim
+  answers past their bound, an unasked 101, bytes after the answer: net/answers.py): `BatchRefused`.
+- **Answers bounded, a 2xx never lost for its size**: a 2xx whose body is needed (per-document results) is read up
+  to 16 MiB, past that `AnswerTooLarge` (a `TooLarge`: the batch is split); one whose body is not needed
+  (`keep_body=False`, a webhook) is read and dropped up to 64 MiB, then its connection closed, and counts; an error
+  answer keeps its first 64 KiB for the reason, its status deciding.
 - **Addresses**: a sink whose URL a user could set (`Sink.checks_addresses`, a webhook) gets the checks every user
   host gets (net/connections.py): https only, and every connection made to a public address only, checked at the
   address actually connected to — unless ALLOW_PRIVATE_HOSTS. The connections of the other sinks are not checked:
