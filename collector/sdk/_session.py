@@ -78,6 +78,15 @@ class Adapter(HTTPAdapter):
             self.pools[key] = pool
         return pool
 
+    def proxy_manager_for(self, proxy: Any, **proxy_kwargs: Any) -> Any:
+        """requests' manager for a proxy, its pools made of checked connections too (net/connections.py: the
+        deadline watch, and answers read by net/answers.py); the check by address is the proxy's."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not getattr(manager, "collector_checked", False) and hasattr(manager, "pool_classes_by_scheme"):
+            manager.pool_classes_by_scheme = dict(POOL_CLASSES)
+            manager.collector_checked = True
+        return manager
+
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
         settled = (url[:5].lower() == "https", verify, cert)
         if getattr(conn, "_collector_cert", None) != settled:  # the same settings again: set already

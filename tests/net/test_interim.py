@@ -201,3 +201,19 @@ def test_a_refused_bulk_after_interim_answers_is_retried_and_the_next_bulk_done(
     assert [v.outcome for v in refused] == [RETRY] * 4 and "503" in refused[0].reason
     assert [v.outcome for v in done] == [DONE] * 3
     assert server.connections == 1
+
+
+@pytest.mark.parametrize("kind", ["103", "several", "150"])
+def test_through_a_proxy_the_collectors_skip_interim_answers_too(monkeypatch, kind):
+    """A request through a proxy (HTTP_PROXY) goes through requests' proxy manager, whose pools are made of the
+    checked connections as well: interim answers skipped, each request its own page."""
+    with WireServer(scripted([*INTERIM[kind], answer(200, b'["for 1"]')])) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("http_proxy", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        http = collector_http()
+        assert http.session.trust_env
+        pages = [http.get(f"http://api.collector-test.example/page/{n}").content for n in (1, 2)]
+    assert pages == [b'["for 1"]', b"for 2"]
+    assert [r.path for r in proxy.requests] == [f"http://api.collector-test.example/page/{n}" for n in (1, 2)]
