@@ -37,18 +37,19 @@ class BodyTooLarge(WireError):
         super().__init__(f"body{told} over the {cap}-byte cap")
 
 
-def wire_error(exc: BaseException | None, depth: int = 8) -> WireError | None:
+def wire_error(exc: BaseException | None) -> WireError | None:
     """The WireError behind `exc` (itself, its cause or context, or the error urllib3 and requests wrap: a
-    ProtocolError's second argument, a MaxRetryError's `reason`, a ConnectionError's first argument)."""
-    if exc is None or depth <= 0:
-        return None
-    if isinstance(exc, WireError):
-        return exc
-    inner = [getattr(exc, "reason", None), exc.__cause__, exc.__context__]
-    inner += [arg for arg in getattr(exc, "args", ()) if isinstance(arg, BaseException)]
-    for candidate in inner:
-        if isinstance(candidate, BaseException) and candidate is not exc:
-            found = wire_error(candidate, depth - 1)
-            if found is not None:
-                return found
+    ProtocolError's second argument, a MaxRetryError's `reason`, a ConnectionError's first argument); at most 32
+    errors looked at."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 32:
+        current = todo.pop(0)
+        if current is None or any(current is s for s in seen):
+            continue
+        if isinstance(current, WireError):
+            return current
+        seen.append(current)
+        todo += [getattr(current, "reason", None), current.__cause__, current.__context__]
+        todo += [arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)]
     return None
