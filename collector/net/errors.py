@@ -42,7 +42,7 @@ def wire_error(exc: BaseException | None) -> WireError | None:
     ProtocolError's second argument, a MaxRetryError's `reason`, a ConnectionError's first argument); at most 32
     errors looked at."""
     seen: list[BaseException] = []
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo and len(seen) < 32:
         current = todo.pop(0)
         if current is None or any(current is s for s in seen):
@@ -50,6 +50,6 @@ def wire_error(exc: BaseException | None) -> WireError | None:
         if isinstance(current, WireError):
             return current
         seen.append(current)
-        todo += [getattr(current, "reason", None), current.__cause__, current.__context__]
-        todo += [arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)]
+        inner = [getattr(current, "reason", None), current.__cause__, current.__context__, *current.args]
+        todo += [error for error in inner if isinstance(error, BaseException)]  # an SSLError's reason is text
     return None

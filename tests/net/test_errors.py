@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ssl
+
 import requests
-from urllib3.exceptions import MaxRetryError, ProtocolError
+from urllib3.exceptions import MaxRetryError, ProtocolError, SSLError
 
 from collector.net.errors import AnswerUnclear, BodyTooLarge, InterimRefused, wire_error
 
@@ -33,6 +35,9 @@ def test_other_errors_and_cycles_find_none():
     first.__context__, second.__context__ = second, first  # a cycle: looked at once each
     assert wire_error(first) is None
     assert wire_error(ProtocolError("Connection aborted.", ConnectionResetError())) is None
+    ssl_error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    ssl_error.reason = "CERTIFICATE_VERIFY_FAILED"  # as ssl sets it: an attribute named `reason` that is text
+    assert wire_error(SSLError(ssl_error)) is None
 
 
 def test_a_body_too_large_says_its_declared_length_when_it_had_one():
