@@ -283,6 +283,9 @@ def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
                 raise AssertionError(f"{path.relative_to(ROOT)} ({room}) imports {name}")
             if room == "ops" and name in OPS_ENGINE_PUBLIC:
                 continue
+            parts = name.split(".")
+            if room != "sdk" and parts[:2] == ["collector", "sdk"] and len(parts) > 2 and parts[2].startswith("_"):
+                raise AssertionError(f"{path.relative_to(ROOT)} ({room}) imports the sdk's private {name}")
             allowed = ROOMS[room]
             assert (
                 name == "collector"
@@ -298,6 +301,8 @@ def test_the_room_rule_fails_on_a_forbidden_import(tmp_path):
         ("ops", "from ..engine.dispatch import Dispatcher"),
         ("sinks", "from ..ops import status"),
         ("ops", "from ..sinks.service import SinkService"),
+        ("net", "from ..sdk.errors import Transient"),
+        ("sinks", "from ..sdk._session import Session"),
     )
     for room, line in probes:
         fake = ROOT / "collector" / room / "_forbidden_probe.py"

@@ -2,7 +2,7 @@
 
 The session keeps no cookie, follows at most 5 redirects (never from https to http, nor to a URL with
 credentials), retries only failures to connect, and reads proxy settings from the environment only where proxies
-are configured. The adapter builds its pools from checked connections (_connections.py). `send` prepares a plain
+are configured. The adapter builds its pools from checked connections (net/connections.py). `send` prepares a plain
 GET itself and hands it to `Session.send` (requests' whole path re-merges the session's settings on every call).
 """
 
@@ -24,8 +24,8 @@ from requests.utils import check_header_validity, get_encoding_from_headers
 from urllib3.util import Timeout
 from urllib3.util.retry import Retry
 
-from ._connections import POOL_CLASSES
-from ._urls import prepared_url
+from ..net.connections import POOL_CLASSES
+from ..net.urls import prepared_url
 
 NO_COOKIES = DefaultCookiePolicy(allowed_domains=[])  # a cookie jar under it keeps nothing
 
@@ -77,6 +77,15 @@ class Adapter(HTTPAdapter):
                 self.pools.clear()
             self.pools[key] = pool
         return pool
+
+    def proxy_manager_for(self, proxy: Any, **proxy_kwargs: Any) -> Any:
+        """requests' manager for a proxy, its pools made of checked connections too (net/connections.py: the
+        deadline watch, and answers read by net/answers.py); the check by address is the proxy's."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not getattr(manager, "collector_checked", False) and hasattr(manager, "pool_classes_by_scheme"):
+            manager.pool_classes_by_scheme = dict(POOL_CLASSES)
+            manager.collector_checked = True
+        return manager
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
         settled = (url[:5].lower() == "https", verify, cert)
@@ -154,7 +163,7 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
 @functools.lru_cache(maxsize=8)
 def connect_only(seconds: float) -> Timeout:
     """`seconds` for connecting as urllib3's Timeout, made once per value (the adapter would make one per request;
-    urllib3 clones it before use); reads have none, the deadline watch ends them (_deadline.py)."""
+    urllib3 clones it before use); reads have none, the deadline watch ends them (net/deadline.py)."""
     return Timeout(connect=seconds, read=None)
 
 

@@ -2,21 +2,22 @@
 
 `Http` is the facade; each concern has its own private module behind it:
 
-- **A deadline per request** (_deadline.py). `HTTP_TIMEOUT` bounds the whole request: connecting, the status line
+- **A deadline per request** (net/deadline.py). `HTTP_TIMEOUT` bounds the whole request: connecting, the status line
   and headers, and the body, however slowly a server trickles them. One watch thread per process shuts down the
   socket of a request that passes its deadline; reads carry no socket timeout of their own.
-- **Addresses** (_connections.py, under safeurl.py's `Policy`). Every socket to a host that is not one of the
+- **Addresses** (net/connections.py, under net/addresses.py's `Policy`). Every socket to a host that is not one of the
   collector's configured API hosts is checked at the address actually connected to (no loopback, private,
   link-local or translated address unless ALLOW_PRIVATE_HOSTS), on every redirect hop.
 - **The session and adapter** (_session.py): no cookies, at most 5 redirects and never from https to http,
   retries of failed connects only; a plain GET prepared and sent without requests' per-call merging.
-- **URLs** (_urls.py): prepared once per URL and parameters; `where` names a request by host and path.
-- **A size cap** (here). Bodies are read as received up to `HTTP_MAX_BYTES` (past it: refused, the connection
-  dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to `HTTP_MAX_BYTES` decoded.
+- **URLs** (net/urls.py): prepared once per URL and parameters; `where` names a request by host and path.
+- **A size cap** (net/body.py, the sinks' read too). Bodies are read as received up to `HTTP_MAX_BYTES` (past it:
+  refused, the connection dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to
+  `HTTP_MAX_BYTES` decoded.
 - **Slots** (here). With `slots` (slots.py) each request waits for a slot of its run's service and of the whole
   before it is sent, and gives them back once its body is read (still encoded): the concurrency bounds exchanges,
   not runs. The body is decoded after that, a large one under the run's turn (slots.py: one run at a time).
-- **Stopping** (here, with _deadline.py). `interrupt_after(seconds)` cuts every request still running after that
+- **Stopping** (here, with net/deadline.py). `interrupt_after(seconds)` cuts every request still running after that
   many seconds, and refuses new ones: a collector that is asked to stop is done within the deadline.
 
 Error messages name the host and path only: a query string may carry credentials for some services. A request that
@@ -34,17 +35,18 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from ..net.addresses import Policy
+from ..net.body import read_capped
 from ..net.causes import cause
+from ..net.deadline import WATCH, Entry, begin
+from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
+from ..net.urls import where
 from ..settings import Settings
-from ._connections import AddressRefused
-from ._deadline import WATCH, Entry, begin, expired
 from ._session import Adapter, RedirectRefused, make_session, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
-from ._urls import where
-from .decoding import CHUNK, bounded_decompress, decode_body
+from .decoding import bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
-from .safeurl import Policy
 from .slots import Slots, give_turn, take_turn
 
 __all__ = [
@@ -61,7 +63,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
-NO_CONTENT = frozenset({204, 304})  # statuses that have no body
 TURN_BYTES = 32 * 1024  # an answer this large (decoded) waits for the turn to be turned into items (slots.py)
 TURN_RAW_BYTES = 4 * 1024  # a body this large as received waits for the turn to be decoded (JSON gzips ~8 to 1)
 UNFOLLOWABLE = (
@@ -134,9 +135,12 @@ class Http:
         return response
 
     def _exchange(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
-        """Send under the deadline (_deadline.py), check the answer is final, read its body (still encoded); any
+        """Send under the deadline (net/deadline.py), check the answer is final, read its body (still encoded); any
         failure as the SDK's errors (`failure`), and the answer's status counted."""
-        entry = begin(self, self.timeout, self.cutoff, self.policy, what)
+        try:
+            entry = begin(self, self.timeout, self.cutoff, self.policy, what)
+        except Stopping as exc:
+            raise Interrupted(str(exc)) from None
         code = "error"
         try:
             response = send(self.session, self.timeout, method, url, **kwargs)
@@ -173,21 +177,13 @@ class Http:
         response._content_consumed = True  # type: ignore[attr-defined]
 
     def _read_chunks(self, response: requests.Response, what: str) -> list[bytes]:
-        cap = self.max_bytes
-        length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > cap:
-            raise BadResponse(f"body of {length} bytes exceeds the {cap}-byte cap: {what}", response.status_code)
-        if response.status_code in NO_CONTENT:  # no body by definition (RFC 9110): nothing to decode
-            response.raw.read(decode_content=False)  # read to its end: the connection is free for the next
-            return []
-        chunks: list[bytes] = []
-        received = 0
-        for chunk in response.raw.stream(CHUNK, decode_content=False):
-            received += len(chunk)
-            if received > cap:
-                raise BadResponse(f"body exceeds the {cap}-byte cap: {what}", response.status_code)
-            chunks.append(chunk)
-        return chunks
+        """The body as it came (net/body.py, the sinks' read too); BadResponse past the cap, AnswerUnclear (a
+        Transient, `failure`) when bytes followed it."""
+        try:
+            return read_capped(response.raw, self.max_bytes)
+        except BodyTooLarge as exc:
+            told = f" of {exc.length} bytes" if exc.length is not None else ""
+            raise BadResponse(f"body{told} exceeds the {exc.cap}-byte cap: {what}", response.status_code) from None
 
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
@@ -226,8 +222,9 @@ def check_final(response: requests.Response, what: str) -> None:
     """Refuse an answer that is not the final one (the connection closed: nothing more is read from it)."""
     status = response.status_code
     if status < 200:
-        # an interim answer (103 Early Hints) that http.client took for the final one: the real answer may
-        # still come on this connection and would be read as the next request's, so the connection is closed
+        # an interim answer taken for the final one (net/answers.py skips them on the checked connections; a
+        # connection through a proxy is urllib3's own): the real answer may still come on this connection and
+        # would be read as the next request's, so the connection is closed
         response.close()
         raise Transient(f"{status} interim response taken as the answer: {what}")
     if 300 <= status < 400 and status != 304:
@@ -248,6 +245,9 @@ def failure(exc: Exception, entry: Entry, timeout: float, what: str) -> Exceptio
         return expired(entry, timeout, what)
     if isinstance(exc, (BadResponse, Transient, Interrupted)):
         return exc
+    unclean = wire_error(exc)  # interim answers past their bound, an unasked 101, bytes after the answer
+    if unclean is not None:
+        return Transient(f"{unclean}: {what}")
     return transport_failure(exc, timeout, what)
 
 
@@ -264,3 +264,10 @@ def transport_failure(exc: Exception, timeout: float, what: str) -> Exception:
     if isinstance(exc, (requests.RequestException, urllib3.exceptions.HTTPError)):
         return Transient(f"{cause(exc) or f'request failed ({type(exc).__name__})'}: {what}")
     return exc
+
+
+def expired(entry: Entry, timeout: float, what: str) -> Exception:
+    """The error of a request the watch cut: `Interrupted` at the collector's stop cutoff, else `Transient`."""
+    if entry.cutoff:
+        return Interrupted(f"collector stopping: {what} cut short")
+    return Transient(f"deadline of {timeout:g}s exceeded: {what}")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
+from ..net.addresses import is_public
 from ..sdk.redaction import clip
-from ..sdk.safeurl import is_public
 from ..settings import SettingsError
 from ..textout import printable
 from .sdk import Sink, SinkConfig

@@ -19,14 +19,14 @@ from typing import Any
 from ..engine.store import LEASE_SKEW, lease_state
 from ..sdk.redaction import clip
 from ..textout import printable
-from .delivery import AUTH, DONE, REJECT, RETRY, Verdict
+from .delivery import Fate, Verdict
 
 log = logging.getLogger("collector.sinks")
 
 FAILING_LOG_EVERY = 300.0  # seconds at least between two "failing" lines of one sink
 FAILING_WRITE_EVERY = 30.0  # seconds at least between two writes of a failing sink's last reason
 REASON_KEPT = 300  # characters of a reason written and logged
-FAILED = (RETRY, REJECT, AUTH)
+FAILED = (Fate.RETRY, Fate.REJECT, Fate.AUTH)
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Streak:
 def judged(verdicts: Sequence[Verdict]) -> tuple[str, str]:
     """A finished batch as a streak sees it: ("done", "") when anything was delivered, ("failed", reason) when
     every document failed (the whole-batch failure's reason first), ("", "") otherwise (gone, cut, nothing)."""
-    if any(v.outcome == DONE for v in verdicts):
+    if any(v.outcome == Fate.DONE for v in verdicts):
         return "done", ""
     failed = [v for v in verdicts if v.outcome in FAILED]
     if not failed or len(failed) < len(verdicts):

@@ -2,12 +2,17 @@
 every request bounded as a whole, answers bounded in bytes, no redirect followed, messages naming host and path.
 
 - **A deadline per request**: SINK_<NAME>_TIMEOUT bounds connecting, sending, the status line and the whole
-  answer, however slowly a server trickles it: the sdk's deadline watch (sdk/_deadline.py) shuts the socket of a
-  request past it. A request it cut, a connection refused or reset, an answer over 16 MiB: `BatchRefused`, a
+  answer, however slowly a server trickles it: the wire's deadline watch (net/deadline.py) shuts the socket of a
+  request past it. A request it cut, a connection refused or reset, an exchange that did not end cleanly (interim
+  answers past their bound, an unasked 101, bytes after the answer: net/answers.py): `BatchRefused`, a
   request that got no answer saying why (net/causes.py). TLS trusts the authorities CA_BUNDLE names
   (settings/trust.py), or the system's.
+- **Answers bounded, a 2xx never lost for its size**: a 2xx whose body is needed (per-document results) is read up
+  to 16 MiB, past that `AnswerTooLarge` (a `TooLarge`: the batch is split); one whose body is not needed
+  (`keep_body=False`, a webhook) is read and dropped up to 64 MiB, then its connection closed, and counts; an error
+  answer keeps its first 64 KiB for the reason, its status deciding.
 - **Addresses**: a sink whose URL a user could set (`Sink.checks_addresses`, a webhook) gets the checks every user
-  host gets (sdk/_connections.py): https only, and every connection made to a public address only, checked at the
+  host gets (net/connections.py): https only, and every connection made to a public address only, checked at the
   address actually connected to — unless ALLOW_PRIVATE_HOSTS. The connections of the other sinks are not checked:
   their URL is the operator's own search cluster, often on a private network.
 - **Messages** name the method, host and path only: never the URL's credentials or query, a header, or the body
@@ -22,24 +27,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
+from ..net.addresses import Policy
+from ..net.body import finish, read_capped, read_prefix
 from ..net.causes import cause
-from ..sdk._connections import POOL_CLASSES, AddressRefused
-from ..sdk._deadline import WATCH, begin
-from ..sdk._urls import where
-from ..sdk.safeurl import Policy
+from ..net.connections import POOL_CLASSES
+from ..net.deadline import WATCH, begin
+from ..net.errors import AddressRefused, AnswerUnclear, BodyTooLarge, wire_error
+from ..net.urls import where
 from ..settings import Settings
 from ..settings.trust import pool_options
 from .checks import check_url
-from .sdk import Answer, BatchRefused, SinkConfig, SinkError, answer_failure, retry_after, scrub
+from .sdk import Answer, BatchRefused, SinkConfig, SinkError, TooLarge, answer_failure, retry_after, scrub
 
 __all__ = [
     "MAX_ANSWER_BYTES",
     "Answer",
+    "AnswerTooLarge",
     "SinkHttp",
     "answer_failure",
     "make_http",
@@ -47,8 +56,14 @@ __all__ = [
     "scrub",
 ]
 
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
-READ_CHUNK = 64 * 1024
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a 2xx whose body is needed (per-document results): larger, the batch is split
+DROP_BYTES = 64 * 1024 * 1024  # a 2xx whose body is not needed: read and dropped up to this, then the connection closed
+REASON_BYTES = 64 * 1024  # an error answer: this much of its body kept for the reason, the rest not read
+
+
+class AnswerTooLarge(TooLarge):
+    """A 2xx whose body holds the per-document results is over MAX_ANSWER_BYTES: the batch is split in halves
+    (delivery.py), a single document rejected; never sent again unchanged."""
 
 
 class SinkHttp:
@@ -74,17 +89,26 @@ class SinkHttp:
         self.lock = threading.Lock()
 
     def request(
-        self, method: str, url: str, *, body: bytes | None = None, headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        keep_body: bool = True,
     ) -> Answer:
-        """Send one request and read its whole answer (any status; redirects are answers too)."""
+        """Send one request and read its answer (any status; redirects are answers too). A 2xx's body is read whole
+        (AnswerTooLarge past MAX_ANSWER_BYTES: the batch is split), or with `keep_body=False` read and dropped (up
+        to DROP_BYTES, then the connection closed; the answer counts with an empty body, even when the deadline
+        cuts the dropping). Any other status keeps the first REASON_BYTES of its body, for the reason."""
         what = f"{method} {where(url)}"
         try:
             entry = begin(self, self.timeout, self.cutoff, self.policy, what)
         except Exception:
             raise BatchRefused(f"sink stopping: {what} not started") from None
         try:
-            answer = self._exchange(method, url, body, {**self.headers, **(headers or {})}, what)
-            if entry.fired:
+            answer, settled = self._exchange(method, url, body, {**self.headers, **(headers or {})}, keep_body, what)
+            if entry.fired and not settled:
                 raise BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
             return answer
         except SinkError:
@@ -94,30 +118,38 @@ class SinkHttp:
         finally:
             WATCH.end(entry)
 
-    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str], what: str) -> Answer:
+    def _exchange(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], keep_body: bool, what: str
+    ) -> tuple[Answer, bool]:
+        """The answer, and whether it stands whatever became of the rest of its body (a 2xx dropped)."""
         response = self.pools.urlopen(
             method, url, body=body, headers=headers, retries=False, redirect=False, preload_content=False
         )
+        status = response.status
+        names = {name.lower(): value for name, value in response.headers.items()}
         try:
-            length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
-                raise BatchRefused(f"answer of {length} bytes over the {MAX_ANSWER_BYTES}-byte cap: {what}")
-            chunks, received = [], 0
-            for chunk in response.stream(READ_CHUNK, decode_content=False):
-                received += len(chunk)
-                if received > MAX_ANSWER_BYTES:
-                    raise BatchRefused(f"answer over the {MAX_ANSWER_BYTES}-byte cap: {what}")
-                chunks.append(chunk)
+            if not 200 <= status < 300:
+                reason, whole = read_prefix(response, REASON_BYTES)
+                finish(response, whole)  # past the prefix: closed, the status says what happened
+                return Answer(status, names, reason), False
+            if not keep_body:
+                return Answer(status, names, b""), drop(response)
+            try:
+                chunks = read_capped(response, MAX_ANSWER_BYTES)
+            except BodyTooLarge as exc:
+                raise AnswerTooLarge(f"{status}: answer {str(exc).removeprefix('body ')}: {what}") from None
         except BaseException:
             response.close()  # never reuse a connection read halfway
             raise
         response.release_conn()
-        names = {name.lower(): value for name, value in response.headers.items()}
-        return Answer(response.status, names, b"".join(chunks))
+        return Answer(status, names, b"".join(chunks)), False
 
     def _failure(self, exc: Exception, fired: bool, what: str) -> SinkError:
         if fired:
             return BatchRefused(f"deadline of {self.timeout:g}s exceeded: {what}")
+        unclean = wire_error(exc)  # interim answers past their bound, an unasked 101, bytes after the answer
+        if unclean is not None:
+            return BatchRefused(f"{unclean}: {what}")
         if isinstance(exc, AddressRefused):
             return BatchRefused(f"{exc}: {what}")
         context = exc.__context__ if isinstance(exc, Urllib3Error) else exc
@@ -143,6 +175,20 @@ class SinkHttp:
 
     def close(self) -> None:
         self.pools.clear()
+
+
+def drop(response: Any) -> bool:
+    """Read a 2xx's body to its end and drop it (at most DROP_BYTES; past them the connection is closed): True,
+    the answer stands however the dropping ends — unless bytes followed its end (AnswerUnclear: which answer
+    belongs to which request is no longer known)."""
+    try:
+        _, whole = read_prefix(response, DROP_BYTES, keep=False)
+    except AnswerUnclear:
+        raise
+    except Exception:  # cut by the deadline, reset, cut short: the status was final, and it said yes
+        whole = False
+    finish(response, whole)
+    return True
 
 
 def make_http(config: SinkConfig, settings: Settings, check_addresses: bool) -> SinkHttp:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
-from ..sdk._urls import where
+from ..net.urls import where
 from ..sdk.redaction import clip
 from ..settings import SettingsError
 

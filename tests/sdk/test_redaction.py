@@ -83,7 +83,7 @@ def test_no_message_is_cut_before_it_is_masked():
         "collector/sdk/redaction.py",  # clip itself: what it cuts is masked
         "collector/sdk/errors.py",  # a search in an exception's text, not shown
         "collector/sdk/htmltext.py",  # the bound on an item's HTML read, not a message
-        "collector/sdk/_urls.py",  # `where`: the host and path of the collector's own request (no secret goes there)
+        "collector/net/urls.py",  # `where`: the host and path of the collector's own request (no secret goes there)
         "collector/net/causes.py",  # OpenSSL's fixed reasons and the request's or proxy's host (no secret goes there)
     }
     found = []

@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from collector.sinks.delivery import AUTH, DELIVERED, REJECT, RETRY, UNSENT, VANISHED, Verdict
+from collector.sinks.delivery import DELIVERED, UNSENT, VANISHED, Fate, Verdict
 from collector.sinks.health import FAILING_LOG_EVERY, FAILING_WRITE_EVERY, Health, judged, taken_over
 from collector.sinks.store import SINKS
 
 from helpers import T0
 
-REFUSED = Verdict(RETRY, "refused: 503: batch refused: POST host/hook", "refused", whole=True)
-REJECTED = Verdict(REJECT, "400: mapper_parsing_exception", "rejected")
+REFUSED = Verdict(Fate.RETRY, "refused: 503: batch refused: POST host/hook", "refused", whole=True)
+REJECTED = Verdict(Fate.REJECT, "400: mapper_parsing_exception", "rejected")
 
 
 @pytest.mark.parametrize(
@@ -26,8 +26,12 @@ REJECTED = Verdict(REJECT, "400: mapper_parsing_exception", "rejected")
         ([REFUSED] * 3, "failed", REFUSED.reason),
         ([REJECTED, REJECTED], "failed", REJECTED.reason),
         ([REJECTED, REFUSED], "failed", REFUSED.reason),  # the whole-batch failure's reason first
-        ([Verdict(AUTH, "authentication refused: 401", "auth", whole=True)], "failed", "authentication refused: 401"),
-        ([Verdict(RETRY, "", "refused")], "failed", "refused"),
+        (
+            [Verdict(Fate.AUTH, "authentication refused: 401", "auth", whole=True)],
+            "failed",
+            "authentication refused: 401",
+        ),
+        ([Verdict(Fate.RETRY, "", "refused")], "failed", "refused"),
         ([DELIVERED, REJECTED], "done", ""),  # something went through: the destination takes deliveries
         ([DELIVERED], "done", ""),
         ([REJECTED, VANISHED], "", ""),  # not every document failed: no verdict on the sink

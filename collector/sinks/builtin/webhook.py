@@ -9,11 +9,12 @@ retry of the batch, so a receiver can drop a repeat), `webhook-timestamp` (integ
 `whsec_<base64>` as Standard Webhooks gives it: the key is the base64 after the prefix, 24 to
 64 bytes; any other form is refused with the settings, before anything starts).
 
-The receiver's answer decides, for the whole batch: 2xx done; 413 TooLarge; 401/403 AuthFailed; any other status
-BatchRefused (tried again after a back-off, as long as it takes; a Retry-After read): 429, 5xx, 408, a redirect
-(never followed) and every other 4xx alike. A whole-request answer names no document: a missing route during a
-deploy, a proxy's 404, an endpoint moved with a 308 must not dead-letter the items, so no answer of a webhook
-receiver ever rejects a document (a receiver that cannot take an item answers 2xx and drops it itself).
+The receiver's answer decides, for the whole batch: 2xx done (whatever its body's size: it is read and dropped);
+413 TooLarge; 401/403 AuthFailed; any other status BatchRefused (tried again after a back-off, as long as it takes;
+a Retry-After read): 429, 5xx, 408, a redirect (never followed) and every other 4xx alike. A whole-request answer
+names no document: a missing route during a deploy, a proxy's 404, an endpoint moved with a 308 must not
+dead-letter the items, so no answer of a webhook receiver ever rejects a document (a receiver that cannot take an
+item answers 2xx and drops it itself).
 
 The URL is a user host (`checks_addresses`): https, and only public addresses are connected to, unless
 ALLOW_PRIVATE_HOSTS (sinks/http.py).
@@ -94,7 +95,7 @@ class WebhookSink(Sink):
         message = {"type": EVENT, "timestamp": iso(formed), "data": [with_id(doc) for doc in batch]}
         body = within(dumps(message), self.max_batch_bytes, what)  # the batch's alone: the same bytes at each try
         headers = json_headers(extra=sign(self.key, message_id(batch), int(now.timestamp()), body))
-        answer = self.http.request("POST", url, body=body, headers=headers)
+        answer = self.http.request("POST", url, body=body, headers=headers, keep_body=False)  # a 2xx's body: dropped
         if 200 <= answer.status < 300:
             return [DONE] * len(batch)
         failure = answer_failure(answer, what, now)  # 401/403, 413, 408/429/5xx, a redirect (not followed)

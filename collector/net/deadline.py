@@ -3,10 +3,11 @@ slowly a server trickles them. One watch thread per process shuts down the socke
 deadline (socket timeouts alone only bound each read). A GET's reads carry no socket timeout of their own, nor does
 its request sent on a kept-alive connection: the watch is their bound (a timeout costs a poll() before every read
 and write, and switching it two ioctl() calls per request, each a hand-over of the interpreter lock); connecting
-keeps HTTP_TIMEOUT as its timeout, since the watch takes a socket once it is connected (_connections.py).
+keeps HTTP_TIMEOUT as its timeout, since the watch takes a socket once it is connected (connections.py).
 
-A stopping collector brings the deadline of its running requests forward to its cutoff (`Watch.clamp`); a request
-cut there is `Interrupted`, one past its own deadline `Transient`.
+A stopping collector (or sink service) brings the deadline of its running requests forward to its cutoff
+(`Watch.clamp`); an entry tells whether it was cut there (`cutoff`) or at its own deadline, and each room names the
+two as its errors (the collectors' SDK: `Interrupted` and `Transient`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import Interrupted, Transient
-from .safeurl import Policy
+from .addresses import Policy
+from .errors import Stopping
 
 
 @dataclass(eq=False)
@@ -131,19 +132,12 @@ WATCH = Watch()
 
 def begin(owner: Any, timeout: float, stop: float | None, policy: Policy, what: str) -> Entry:
     """Put the calling thread's next request under watch: due `timeout` seconds from now, or at the owner's stop
-    cutoff (`stop`, monotonic) when that comes first; `Interrupted` when the cutoff has passed."""
+    cutoff (`stop`, monotonic) when that comes first; `Stopping` when the cutoff has passed."""
     now = time.monotonic()
     deadline, cutoff = now + timeout, False
     if stop is not None:
         if now >= stop:
-            raise Interrupted(f"collector stopping: {what} not started")
+            raise Stopping(f"collector stopping: {what} not started")
         if stop < deadline:
             deadline, cutoff = stop, True
     return WATCH.begin(owner, deadline, cutoff, policy)
-
-
-def expired(entry: Entry, timeout: float, what: str) -> Exception:
-    """The error of a request the watch cut."""
-    if entry.cutoff:
-        return Interrupted(f"collector stopping: {what} cut short")
-    return Transient(f"deadline of {timeout:g}s exceeded: {what}")

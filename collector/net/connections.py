@@ -1,10 +1,11 @@
-"""Checked connections: urllib3's connections and pools with the deadline watch (_deadline.py) and the address
-check (safeurl.py's `Policy`) built in.
+"""Checked connections: urllib3's connections and pools with the deadline watch (deadline.py) and the address
+check (addresses.py's `Policy`) built in.
 
 Every socket to a host that is not one of the collector's configured API hosts is checked at the address actually
 connected to (no loopback, private, link-local or translated address unless ALLOW_PRIVATE_HOSTS), on every
 redirect hop. A connected socket's settimeout() does nothing when the timeout is already that value, and its
-response reader takes 64 KiB per read (`quiet_class`).
+response reader takes 64 KiB per read (`quiet_class`). An answer is its own request's: interim answers are skipped
+and a connection is reused only after a clean exchange (answers.py, body.py).
 """
 
 from __future__ import annotations
@@ -18,14 +19,12 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
-from ._deadline import WATCH, Entry
-from .safeurl import is_public
+from .addresses import is_public
+from .answers import Response
+from .deadline import WATCH, Entry
+from .errors import AddressRefused
 
 READ_BUFFER = 64 * 1024  # bytes http.client's response reader takes per read (its default: 8 KiB)
-
-
-class AddressRefused(Exception):
-    """A connection to a non-public address from a host the collector does not trust."""
 
 
 def quiet_class(base: type[socket.socket]) -> type:
@@ -69,7 +68,9 @@ class Checked:
     address is checked, and a connection is opened only to an address that passed — so no TCP connection ever
     reaches a non-public address (no port-scan oracle: open and closed ports give the same refusal), and a name
     that answers a public address first and loopback next cannot rebind: the address checked is the address
-    connected to. Behind a proxy the socket reaches the proxy; the check by address is the proxy's."""
+    connected to. Behind a proxy the socket reaches the proxy; the check by address is the proxy's. Its answers
+    are read by answers.py's `Response` (the classes below): interim answers skipped, bytes after an answer
+    noticed."""
 
     host: str
     port: int
@@ -137,16 +138,16 @@ class Checked:
         if self.sock is not None:  # a pooled connection, reused: under this request's deadline now
             WATCH.attach(self, self.sock)
             if WATCH.current() is not None:
-                self.timeout = None  # sent as its reads are read: bounded by the watch (_deadline.py)
+                self.timeout = None  # sent as its reads are read: bounded by the watch (deadline.py)
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
 class CheckedHTTPConnection(Checked, HTTPConnection):
-    pass
+    response_class = Response
 
 
 class CheckedHTTPSConnection(Checked, HTTPSConnection):
-    pass
+    response_class = Response
 
 
 class CheckedHTTPPool(HTTPConnectionPool):

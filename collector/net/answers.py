@@ -1,0 +1,97 @@
+"""An answer belongs to its own request: the response class of every checked connection (connections.py).
+
+http.client skips only `100 Continue`: any other interim answer (`102 Processing`, `103 Early Hints`, a 1xx no
+RFC defines) was taken for the final one, with an empty body, and the connection went back to the pool with the
+real answer still to come — read, then, as the answer to the next request on it. `Response` reads past every
+interim answer (1xx but 101: their heads are dropped), at most `MAX_INTERIM` of them and `MAX_INTERIM_BYTES` in
+all; past that, or on a `101 Switching Protocols` nobody asked for, `InterimRefused` (urllib3 then drops the
+connection). Once a body ends where its framing says (Content-Length, the last chunk), any byte that came with it
+past its end marks the answer unclear (`unclear`): the socket is shut, so the pool never hands the connection out
+again, and the exchange is refused by its caller (body.py: `AnswerUnclear`). Bytes that arrive later find the
+connection idle in the pool, where urllib3 drops a connection with anything to read before reusing it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from typing import Any
+
+from .errors import InterimRefused
+
+MAX_INTERIM = 16  # interim answers skipped before one request's final answer, at most
+MAX_INTERIM_BYTES = 64 * 1024  # and their status lines and heads together
+
+
+class Response(http.client.HTTPResponse):
+    """http.client's response, with interim answers skipped (bounded) and bytes after the body noticed."""
+
+    def __init__(self, sock: Any, *args: Any, **kwargs: Any):
+        super().__init__(sock, *args, **kwargs)
+        self.wire_sock = sock
+        self.interim = 0  # interim answers skipped
+        self.unclear = ""  # why the connection must not be reused ("": it may)
+
+    def _read_status(self) -> tuple[str, int, str]:
+        budget = MAX_INTERIM_BYTES
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not 100 <= status < 200:
+                return version, status, reason
+            if status == 101:
+                raise InterimRefused("101 Switching Protocols, which no request asked for")
+            self.interim += 1
+            budget -= len(version) + len(reason) + 5
+            if self.interim > MAX_INTERIM:
+                raise InterimRefused(f"more than {MAX_INTERIM} interim (1xx) answers")
+            budget = self._skip_head(budget)
+
+    def _skip_head(self, budget: int) -> int:
+        """Read past an interim answer's header lines, up to its blank line; what is left of `budget`."""
+        assert self.fp is not None
+        while True:
+            line = self.fp.readline(max(budget, 0) + 1)
+            budget -= len(line)
+            if budget < 0:
+                raise InterimRefused(f"interim (1xx) answers over {MAX_INTERIM_BYTES} bytes")
+            if line in (b"\r\n", b"\n", b""):  # the end of its head (or of the stream: the next status line says)
+                return budget
+
+    def _close_conn(self) -> None:
+        """The body ended as its framing says (http.client's reader), or the response is closed (urllib3's
+        chunked reader closes it at the last chunk; a caller closes one read halfway, whose connection is dropped
+        anyway): on a connection kept alive, nothing may follow the answer until the next request is sent."""
+        if self.will_close is False and not self.unclear and self.fp is not None:
+            if waiting(self.fp):
+                self.unclear = "bytes after the end of the answer"
+                shut(self.wire_sock)
+        super()._close_conn()  # type: ignore[misc]
+
+
+def waiting(fp: Any) -> bool:
+    """Whether bytes wait in the reader's buffer after the answer, found without a system call (a socket timeout
+    set is one, handing the interpreter lock over): while it is asked, the raw reader under the buffer reads
+    nothing, so only what the read that ended the answer brought along is seen. Bytes still on their way find
+    the connection idle in its pool, where urllib3 drops a connection with anything to read before reusing it."""
+    raw = getattr(fp, "raw", None)
+    if raw is None:
+        return False
+    raw.readinto = _nothing
+    try:
+        return bool(fp.peek(1))
+    except (OSError, ValueError):
+        return False
+    finally:
+        del raw.readinto
+
+
+def _nothing(_buffer: Any) -> None:
+    return None  # as a non-blocking reader with nothing to read
+
+
+def shut(sock: Any) -> None:
+    """Shut a socket both ways (the plain socket's call: safe under a TLS one): the pool finds it dropped."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except (OSError, TypeError, ValueError):
+        pass
