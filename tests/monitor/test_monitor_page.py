@@ -10,7 +10,7 @@ import re
 import shutil
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pymongo import MongoClient
@@ -29,6 +29,7 @@ SCRIPTED = '<img src=x onerror="window.pwned=1">'
 HOSTILE_USER = SCRIPTED + "@evil.test"
 HOSTILE_SERVICE = "<script>window.pwned=2</script>"
 HOSTILE_MESSAGE = '</td><svg onload="window.pwned=3"><b>bold</b>'
+FAILING_REASON = 'refused: 302: redirect not followed: POST hooks.example/in <img src=y onerror="window.pwned=4">'
 
 
 class Fleet:
@@ -77,6 +78,16 @@ def fleet(tmp_path_factory):
             }
         )
         db.networks.insert_one({"user": "mallory@evil.test", "service": HOSTILE_SERVICE, "accessToken": "x" * 20})
+        now = datetime.now(UTC)
+        db.sinks.insert_one(  # a sink whose every delivery is refused, as the sink service records it
+            {
+                "_id": "hooks",
+                "kind": "webhook",
+                "stats": {"backlog": 3, "lagSeconds": 12.5},
+                "counts": {"delivered": 4, "deadLettered": 1},
+                "failing": {"since": now - timedelta(minutes=10), "at": now, "reason": FAILING_REASON},
+            }
+        )
         threading.Thread(target=keep_starring, args=(fake, [p[0] for p in people], stop_starring), daemon=True).start()
         running = Fleet(tmp, wire, api, fake, db)
         try:
@@ -165,6 +176,17 @@ def test_hostile_text_is_shown_literally_and_runs_nothing(fleet, browser):
     assert browser.execute_script("return window.pwned") is None
     assert count(browser, "#errors img, #errors svg, #errors script, #errors b, #network-detail img") == 0
     assert browser.execute_script("return window.__violations") == []
+    assert severe(browser) == []
+
+
+def test_a_failing_sink_shows_since_when_and_why_as_text(fleet, browser):
+    open_page(browser, fleet)
+    row = "#sinks tbody tr"
+    wait_until(lambda: "hooks" in text(browser, row), timeout=30)
+    shown = text(browser, row)
+    assert "FAILING" in shown and FAILING_REASON in shown  # the reason literally, never as markup
+    assert count(browser, "#sinks img, #sinks script") == 0 and browser.execute_script("return window.pwned") is None
+    assert browser.execute_script("return document.querySelector('#sinks-none').hidden") is True
     assert severe(browser) == []
 
 
