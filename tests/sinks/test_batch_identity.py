@@ -156,7 +156,7 @@ class Capture:
     def __init__(self) -> None:
         self.requests: list[tuple[dict, bytes]] = []
 
-    def request(self, method, url, *, body=None, headers=None):
+    def request(self, method, url, *, body=None, headers=None, keep_body=True):
         self.requests.append((dict(headers or {}), body or b""))
         return Answer(503)
 

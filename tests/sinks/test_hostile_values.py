@@ -70,7 +70,7 @@ def test_a_reject_reason_starting_with_superscript_digits_is_dead_lettered_and_t
 
 def test_a_typesense_error_line_without_code_starting_with_superscripts_is_dead_lettered(db):
     class Hostile:
-        def request(self, method, url, *, body=None, headers=None):
+        def request(self, method, url, *, body=None, headers=None, keep_body=True):
             if method == "GET":
                 return Answer(200, {}, b"{}")
             lines = len(body.splitlines())

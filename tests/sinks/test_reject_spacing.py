@@ -25,7 +25,7 @@ class IndexGone:
         self.back = False
         self.indexed: set[str] = set()
 
-    def request(self, method, url, *, body=None, headers=None):
+    def request(self, method, url, *, body=None, headers=None, keep_body=True):
         if method == "HEAD":
             return Answer(200, {}, b"")
         rows = [orjson.loads(line) for line in body.splitlines()]

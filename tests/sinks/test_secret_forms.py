@@ -32,7 +32,7 @@ class EchoHttp:
     def __init__(self, echo=lambda credential: credential):
         self.echo = echo
 
-    def request(self, method, url, *, body=None, headers=None):
+    def request(self, method, url, *, body=None, headers=None, keep_body=True):
         if method == "HEAD":
             return Answer(200)
         credential = headers["Authorization"].split(" ", 1)[1]
