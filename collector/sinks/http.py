@@ -81,7 +81,9 @@ class SinkHttp:
             maxsize=max(1, config.concurrency) + 1,  # the deliveries in flight, and prepare() beside them
             block=False,
             retries=False,
-            timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+            # the deadline watch ends a request at SINK_<NAME>_TIMEOUT; the socket's own read timeout is only a backstop
+            # behind it, never a second timer of the same length racing it (which of the two fired decided the text)
+            timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout * 2 + 1),
             ca_certs=trust.get("ca_certs"),  # CA_BUNDLE resolved (settings/trust.py); none: the system's authorities
             ca_cert_dir=trust.get("ca_cert_dir"),
         )
