@@ -14,10 +14,9 @@ it quotes is escaped."""
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
-from ..net.addresses import is_public
+from ..net.addresses import is_public, literal_address
 from ..sdk.redaction import clip
 from ..settings import SettingsError
 from ..textout import printable
@@ -47,15 +46,6 @@ def url_problem(url: str, user_host: bool, allow_private: bool) -> str | None:
         if literal_address(host) and not is_public(host):
             return f"host {host} is a non-public address; set ALLOW_PRIVATE_HOSTS=true to allow it"
     return None
-
-
-def literal_address(host: str) -> bool:
-    """Whether `host` is an IP address written out (with or without an IPv6 zone), not a name."""
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
 
 
 def check_url(config: SinkConfig, user_host: bool, allow_private: bool) -> None:
