@@ -69,3 +69,15 @@ def test_constraints_pin_every_dependency_inside_its_range():
         name = canonicalize_name(requirement.name)
         assert name in pinned, f"constraints.txt does not pin {requirement.name}"
         assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is outside {requirement}"
+
+
+def test_every_package_of_the_code_is_in_what_an_install_copies():
+    """pyproject.toml names the packages an install copies (a list, not a find): a package left out imports in a
+    checkout and fails on every installed machine (collector.net once did, caught only by CI's demo)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    present = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("collector", "connectors")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert present - listed == set(), f"packages an install would leave out: {sorted(present - listed)}"
