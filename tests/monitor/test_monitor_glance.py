@@ -205,7 +205,9 @@ return {top: t('text.ymax'), peak: t('text.peak'), young: t('text.young'),
         ([(100, 2), (400, 0)], "1/s", "▲ peak 2.00/s, clipped"),  # all quiet now: the lowest scale
     ],
 )
-def test_a_charts_scale_follows_the_last_minutes_and_clips_an_older_burst_with_a_mark(browser, monitor, spans, top, peak):
+def test_a_charts_scale_follows_the_last_minutes_and_clips_an_older_burst_with_a_mark(
+    browser, monitor, spans, top, peak
+):
     url, _ = monitor
     open_page(browser, url)
     drawn = js(browser, DRAWN, points(spans), "runs")
@@ -221,7 +223,8 @@ def test_a_chart_with_little_history_says_so_instead_of_a_spike(browser, monitor
     open_page(browser, url)
     drawn = js(browser, DRAWN, points([(seconds + 1, 90)]), "runs")
     assert drawn["collecting"] is True and drawn["young"] == f"collecting: {seconds} s of history"
-    hidden = js(browser, "return getComputedStyle(document.querySelector(\"svg.chart[data-series='runs'] polyline\")).visibility")
+    line = "svg.chart[data-series='runs'] polyline"
+    hidden = js(browser, "return getComputedStyle(document.querySelector(arguments[0])).visibility", line)
     assert hidden == "hidden"
     drawn = js(browser, DRAWN, points([(seconds + 90, 90)]), "runs")
     assert drawn["collecting"] is False and drawn["young"] == ""
