@@ -217,7 +217,7 @@ def test_a_charts_scale_follows_the_last_minutes_and_clips_an_older_burst_with_a
     assert scale == {"top": 5, "peak": 50, "clipped": True}
 
 
-@pytest.mark.parametrize("seconds", [0, 1, 12, 59])
+@pytest.mark.parametrize("seconds", [0, 1, 12, 29])
 def test_a_chart_with_little_history_says_so_instead_of_a_spike(browser, monitor, seconds):
     url, _ = monitor
     open_page(browser, url)
@@ -226,8 +226,36 @@ def test_a_chart_with_little_history_says_so_instead_of_a_spike(browser, monitor
     line = "svg.chart[data-series='runs'] polyline"
     hidden = js(browser, "return getComputedStyle(document.querySelector(arguments[0])).visibility", line)
     assert hidden == "hidden"
-    drawn = js(browser, DRAWN, points([(seconds + 90, 90)]), "runs")
+    drawn = js(browser, DRAWN, points([(seconds + 31, 90)]), "runs")
     assert drawn["collecting"] is False and drawn["young"] == ""
+
+
+TICKS = """
+window.monitorCharts.draw(arguments[0]);
+return [...document.querySelectorAll("svg.chart[data-series='requests'] text.tlabel")].map(t => t.textContent);
+"""
+
+
+@pytest.mark.parametrize(
+    ("seconds", "ticks"),
+    [
+        (45, ["-90 s", "-60 s", "-30 s", "now"]),
+        (150, ["-3 min", "-2 min", "-1 min", "now"]),
+        (400, ["-9 min", "-6 min", "-3 min", "now"]),
+        (800, ["-15 min", "-10 min", "-5 min", "now"]),
+        (2000, ["-15 min", "-10 min", "-5 min", "now"]),
+    ],
+)
+def test_a_young_history_fills_the_chart_rather_than_squeezing_against_its_right_edge(browser, monitor, seconds, ticks):
+    url, _ = monitor
+    open_page(browser, url)
+    assert js(browser, TICKS, points([(seconds + 1, 5)])) == ticks
+    left = js(
+        browser,
+        "const l = document.querySelector(\"svg.chart[data-series='runs'] polyline[data-instance='*']\");"
+        "return Math.min(...l.getAttribute('points').split(' ').map(p => Number(p.split(',')[0])))",
+    )
+    assert left <= 320 / 2  # the oldest point at the middle of the chart or left of it, not at its right edge
 
 
 LINES = """

@@ -12,7 +12,8 @@
   const SERIES = ["runs", "newItems", "requests", "notModified", "errors", "rateLimited"];
   const WINDOW_S = 15 * 60; // what the charts show
   const RECENT_S = 120; // a chart's scale: the highest value of the last two minutes (older peaks are clipped, marked)
-  const COLLECTING_S = 60; // less history than this: the chart says so rather than draw a spike at its right edge
+  const COLLECTING_S = 30; // less history than this: the chart says so rather than draw a spike at its right edge
+  const SPANS = [90, 180, 360, 540, WINDOW_S]; // a chart spans the shortest of these that holds its history
   const MAX_POINTS = 3600; // and never more points than this, however often the monitor refreshes
   const MAX_LINES = 12; // collectors drawn one by one (the total always is); as many colours
   const MAX_FLEET_ROWS = 200;
@@ -131,6 +132,19 @@
     return { top: top, peak: peak, clipped: peak > top };
   }
 
+  // The seconds a chart spans: the shortest of SPANS that holds `had` seconds of history (a young monitor's lines
+  // fill the chart rather than squeeze against its right edge). Pure.
+  function chartSpan(had) {
+    for (const s of SPANS) if (had <= s) return s;
+    return WINDOW_S;
+  }
+
+  // A tick's label, `ago` seconds before now on a chart spanning `span`: "-90 s", "-3 min".
+  function tickText(ago, span) {
+    if (ago <= 0) return "now";
+    return span < 180 ? "-" + Math.round(ago) + " s" : "-" + Math.round(ago / 60) + " min";
+  }
+
   // ---------- DOM helpers ----------
 
   function setText(el, v) {
@@ -219,15 +233,17 @@
     ymax.textContent = "1/s";
     root.appendChild(ymax);
     const labels = [
-      [G.left, "start", "-15 min"],
-      [G.left + (G.right - G.left) / 3, "middle", "-10 min"],
-      [G.left + (2 * (G.right - G.left)) / 3, "middle", "-5 min"],
-      [G.right, "end", "now"],
+      [G.left, "start", 1],
+      [G.left + (G.right - G.left) / 3, "middle", 2 / 3],
+      [G.left + (2 * (G.right - G.left)) / 3, "middle", 1 / 3],
+      [G.right, "end", 0],
     ];
-    for (const [x, anchor, text] of labels) {
+    const ticks = [];
+    for (const [x, anchor, part] of labels) {
       const t = svg("text", { x: x, y: G.label, "text-anchor": anchor, class: "tlabel" });
-      t.textContent = text;
+      t.textContent = tickText(part * WINDOW_S, WINDOW_S);
       root.appendChild(t);
+      ticks.push([t, part]);
     }
     // the total under the collectors' lines, wider and paler: a collector's line equal to it still shows
     const total = svg("polyline", { class: "line total", "data-instance": "*", "data-points": "0", points: "" });
@@ -240,7 +256,7 @@
     root.appendChild(peak);
     const young = svg("text", { x: (G.left + G.right) / 2, y: (G.top + G.bottom) / 2, "text-anchor": "middle", class: "young" });
     root.appendChild(young);
-    charts[s] = { svg: root, per: per, lines: new Map(), total: total, ymax: ymax, clip: clip, peak: peak, young: young };
+    charts[s] = { svg: root, per, lines: new Map(), total, ymax, clip, peak, young, ticks };
   }
 
   const collator = new Intl.Collator("en", { numeric: true });
@@ -268,7 +284,7 @@
   // A line's points, values above `ymax` drawn at the top (their x added to `clipped`).
   function coords(points, pick, t0, ymax, clipped) {
     const out = [];
-    const xs = (G.right - G.left) / WINDOW_S;
+    const xs = (G.right - G.left) / chartSpan(historyS(points));
     const ys = (G.bottom - G.top) / ymax;
     for (const p of points) {
       const v = pick(p);
@@ -310,7 +326,9 @@
   function renderChart(s, points, drawn, t0) {
     const c = charts[s];
     if (!c) return;
-    const scale = chartScale(samples(points, s, drawn), t0 + WINDOW_S);
+    const span = chartSpan(historyS(points));
+    for (const [t, part] of c.ticks) setText(t, tickText(part * span, span));
+    const scale = chartScale(samples(points, s, drawn), t0 + span);
     const ymax = scale.top;
     const clipped = new Set();
     setText(c.ymax, Number(ymax.toPrecision(3)).toLocaleString("en-US") + "/s"); // a nice number: 5/s, 2.5/s
@@ -373,7 +391,7 @@
   function renderCharts() {
     const pts = state.points;
     const last = pts.length ? pts[pts.length - 1].t : Date.now() / 1000;
-    const t0 = last - WINDOW_S;
+    const t0 = last - chartSpan(historyS(pts));
     const { drawn, hidden } = drawnInstances(pts);
     for (const s of SERIES) renderChart(s, pts, drawn, t0);
     renderLegend(drawn, hidden);
@@ -889,6 +907,7 @@
   // For the browser test (and the curious, in the console): the charts' scale, and the charts drawn from points.
   window.monitorCharts = Object.freeze({
     scale: chartScale,
+    span: chartSpan,
     draw: function (points) {
       state.points = Array.isArray(points) ? points.filter(validPoint) : [];
       renderCharts();
