@@ -37,6 +37,8 @@ NOT_SETTINGS = {
     "HTTPS_PROXY": "the proxy variable requests reads (limits-and-reliability.md)",
     "HTTP_PROXY": "the proxy variable requests reads for http:// URLs",
     "CLOCK_BOOTTIME": "the Linux clock the process metrics read",
+    "REQUIRE_CHROMIUM": "the browser tests fail rather than skip without Chromium (tests/helpers/browser.py)",
+    "SCREENSHOT_TO": "where the browser test copies the docs' screenshot (tests/monitor/test_monitor_page.py)",
 }
 
 

@@ -262,9 +262,10 @@ class Monitor:
             self.queued -= 1
 
     async def search(self, query: str) -> Answer:
-        def find() -> list[dict[str, Any]]:
-            now = self.clock()
-            return [view.network(n, now, reading.items_of(self.db, n)) for n in reading.search(self.db, query)]
+        def find() -> dict[str, Any]:
+            now, found = self.clock(), reading.search(self.db, query)
+            shown = [view.network(n, now, reading.items_of(self.db, n)) for n in found.networks]
+            return {"networks": shown, "more": found.more, "slow": found.slow, "bound": reading.FOUND}
 
         try:
             found = await self.on_db(find)
@@ -275,7 +276,7 @@ class Monitor:
         except Exception as exc:
             error = f"cannot search ({type(exc).__name__})"
             return Answer.json(503, {"networks": [], "query": view.text(query, 200), "error": error})
-        return Answer(200, dumps({"networks": found, "query": view.text(query, 200), "error": None}))
+        return Answer(200, dumps({**found, "query": view.text(query, 200), "error": None}))
 
     async def act(self, request: Request) -> Answer:
         refused = actions.refusal(request, self.token)

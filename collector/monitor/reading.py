@@ -12,19 +12,22 @@ the page (view.py does that).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from pymongo.errors import ExecutionTimeout
 
 from ..engine.store import LEASE_DEFAULT, due_query
 from ..engine.store.control import read as read_pause
 from ..ops import sinks, status
-from ..ops.ids import AdminError, NotAnId
-from ..ops.networks import find
+from ..ops.ids import AdminError, NotAnId, equal, format_id, parse_id
 
 MAX_COLLECTORS = 1000  # a fleet is tens; the newest heartbeats first, so a flood of junk cannot hide them
 BEHIND = 10  # networks most behind, per mode
 RECENT_ERRORS = 20
-FOUND = 20  # networks a search lists at most
+FOUND = 50  # networks a search lists at most
+SCAN_MS = 2000  # the longest a search scans users' addresses on the server
 FLEET_FIELDS = {"lastMinute": 0, "jobs": 0}  # the page shows neither; a document may hold thousands of jobs
 NETWORK_FIELDS = {
     "user": 1,
@@ -91,22 +94,65 @@ def due_by_service(db: Any, mode: str, now: datetime, lease_seconds: float = LEA
     return list(db.networks.aggregate(pipeline))
 
 
-def search(db: Any, query: str) -> list[dict[str, Any]]:
-    """Networks by id, by user (an email, exactly), or by the start of a user's email: at most FOUND. NotAnId for
-    a query given as an id (ops/ids.py)."""
+@dataclass
+class Found:
+    """What a search found: at most FOUND networks; `more` when it stopped at that bound (there are more), `slow`
+    when a scan of users' addresses stopped at SCAN_MS before reading every network."""
+
+    networks: list[dict[str, Any]] = field(default_factory=list)
+    more: bool = False
+    slow: bool = False
+
+
+def search(db: Any, query: str) -> Found:
+    """Networks by id (equality, ops/ids.py), by service (its name, equality) and by any part of a user's address
+    (the text escaped: a literal, never a pattern; case ignored). No index serves a part of an address, so that
+    read is a scan, bounded: FOUND + 1 documents, SCAN_MS of the server's time. NotAnId for a query given as an id
+    (it is refused, never run)."""
     query = query.strip()[:200]
+    found = Found()
     if not query:
-        return []
+        return found
+    by_id = _by_id(db, query)
+    services = sorted({query, query.lower()})
+    by_service = _bounded(db.networks.find({"service": {"$in": services}}), found)
+    by_user = _bounded(db.networks.find({"user": {"$regex": re.escape(query), "$options": "i"}}), found)
+    seen: set[str] = set()
+    for doc in by_id + by_service + sorted(by_user, key=_user_order):
+        key = format_id(doc.get("_id"))
+        if key not in seen:
+            seen.add(key)
+            found.networks.append(doc)
+    found.more = found.more or len(found.networks) > FOUND
+    found.networks = found.networks[:FOUND]
+    return found
+
+
+def _by_id(db: Any, query: str) -> list[dict[str, Any]]:
     try:
-        found = find(db, query)
-    except NotAnId:  # a query given as an id: said to the viewer, never run (nor searched as an email)
+        wanted = parse_id(query)
+    except NotAnId:  # a query given as an id: said to the viewer, never run (nor searched as an address)
         raise
-    except AdminError:
-        found = []
-    if not found:
-        prefix = {"user": {"$regex": "^" + re.escape(query)}}
-        found = list(db.networks.find(prefix).sort([("user", 1), ("service", 1)]).limit(FOUND))
-    return found[:FOUND]
+    except AdminError:  # no id at all (no JSON): the other two searches still run
+        return []
+    doc = db.networks.find_one({"_id": equal(wanted)})
+    return [doc] if doc is not None else []
+
+
+def _bounded(cursor: Any, found: Found) -> list[dict[str, Any]]:
+    """At most FOUND + 1 documents of `cursor` (one more tells there are more), read for at most SCAN_MS."""
+    out: list[dict[str, Any]] = []
+    try:
+        for doc in cursor.limit(FOUND + 1).max_time_ms(SCAN_MS):
+            out.append(doc)
+    except ExecutionTimeout:
+        found.slow = True
+    found.more = found.more or len(out) > FOUND
+    return out
+
+
+def _user_order(doc: dict[str, Any]) -> tuple[str, str]:
+    return str(doc.get("user")), str(doc.get("service"))
 
 
 def items_of(db: Any, network: dict[str, Any]) -> int | None:

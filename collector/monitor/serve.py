@@ -152,6 +152,6 @@ def announce(host: str) -> Callable[[int], None]:
     def say(port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
         print(f"collector monitor: http://{shown}:{port}/ (Ctrl-C to stop)", flush=True)
-        log.warning("monitor: serving on %s port %d", host, port)
+        log.info("monitor: serving on %s port %d", host, port)
 
     return say

@@ -1,7 +1,8 @@
 """The monitor's page in a real headless Chromium, against real processes: an initial and a normal collector and
 `collector monitor`, on the MongoDB stand-in and the fake GitHub API. The page goes live without a reload, its
 charts fill, hostile text stays text, actions need the token and then pause the fleet, and an outage of the
-database is said and recovered from. The last test leaves a screenshot (SCREENSHOT_TO copies it, for the docs)."""
+database is said and recovered from. The last test measures that no text is cut at three widths and leaves
+screenshots of each (SCREENSHOTS, a folder; SCREENSHOT_TO copies the one at 1280 px, for the docs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import shutil
 import threading
 import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -55,6 +57,14 @@ class Fleet:
         self.url = f"http://127.0.0.1:{self.port}/"
 
 
+def serving(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     require()
@@ -91,6 +101,7 @@ def fleet(tmp_path_factory):
         threading.Thread(target=keep_starring, args=(fake, [p[0] for p in people], stop_starring), daemon=True).start()
         running = Fleet(tmp, wire, api, fake, db)
         try:
+            wait_until(lambda: serving(running.url), timeout=30)  # a page opened before would fail to load
             yield running
         finally:
             stop_starring.set()
@@ -244,7 +255,58 @@ def test_the_page_says_when_the_monitor_loses_the_database_and_recovers(fleet, b
     wait_until(lambda: points(browser, "runs") > first, timeout=60)
     wait_until(lambda: rate(browser, "runs") > 0, timeout=90)
     assert browser.execute_script("return window.notReloaded") is True
-    shot = fleet.tmp / "monitor.png"
-    browser.save_screenshot(str(shot))
-    if os.environ.get("SCREENSHOT_TO"):
-        shutil.copyfile(shot, os.environ["SCREENSHOT_TO"])
+
+
+# Every piece of text the page holds in a box of its own, measured: a placeholder wider than its input, a label,
+# header, button, caption or note whose text is wider than its box (cut, or hidden by an ellipsis), and anything
+# wider than the window (the page would scroll sideways; a table scrolls inside its own box, which is fine).
+CUT = """
+const cut = [];
+const ruler = document.createElement('canvas').getContext('2d');
+const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+  + ' "' + (e.placeholder || e.textContent).trim().slice(0, 40) + '"';
+for (const e of document.querySelectorAll('input[placeholder]')) {
+  if (!e.offsetParent) continue;
+  const s = getComputedStyle(e);
+  ruler.font = s.font;
+  const room = e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+  if (ruler.measureText(e.placeholder).width > room + 0.5) cut.push('placeholder of ' + name(e));
+}
+const boxes = 'label, th, button, select, h1, h2, h3, figcaption span, .pill, .legend li, .legend .name, '
+  + 'p.note, #search-status, dt, .kinds';
+for (const e of document.querySelectorAll(boxes)) {
+  if (!e.offsetParent) continue;
+  if (e.scrollWidth > e.clientWidth + 1) cut.push('text of ' + name(e));
+}
+const wide = document.documentElement.scrollWidth;
+if (wide > window.innerWidth + 1) cut.push('the page is ' + wide + ' px wide in a ' + window.innerWidth + ' px window');
+return cut;
+"""
+WIDTHS = (1920, 1280, 390)  # two common screens and a phone
+
+
+def test_nothing_is_cut_at_common_widths_and_on_a_phone(fleet, browser, tmp_path):
+    """Screenshots of the whole page at each width go to SCREENSHOTS (a folder; the test's temporary folder when
+    unset), for a person to look at: monitor-1920.png, monitor-1280.png, monitor-390.png."""
+    folder = os.environ.get("SCREENSHOTS") or str(tmp_path)
+    os.makedirs(folder, exist_ok=True)
+    open_page(browser, fleet)
+    wait_until(lambda: count(browser, "#fleet tbody tr[data-instance]") >= 2, timeout=60)
+    wait_until(lambda: count(browser, "svg.chart.collecting") == 0, timeout=90)  # lines to look at
+    browser.find_element("css selector", "#search-q").send_keys("demo.likeastore")
+    click(browser, "#search button")
+    wait_until(lambda: "network" in text(browser, "#search-status"), timeout=30)
+    cut = {}
+    try:
+        for width in WIDTHS:
+            browser.set_window_size(width, 1000)
+            height = browser.execute_script("return document.documentElement.scrollHeight")
+            browser.set_window_size(width, height + 40)
+            browser.save_screenshot(os.path.join(folder, f"monitor-{width}.png"))
+            cut[width] = browser.execute_script(CUT)
+    finally:
+        browser.set_window_size(1400, 1800)
+    if os.environ.get("SCREENSHOT_TO"):  # the docs' picture: the page at 1280 px
+        shutil.copyfile(os.path.join(folder, "monitor-1280.png"), os.environ["SCREENSHOT_TO"])
+    assert cut == {width: [] for width in WIDTHS}
+    assert severe(browser) == []

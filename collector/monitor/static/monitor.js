@@ -11,6 +11,9 @@
   let svgNS = null; // the SVG namespace, taken from the page's own <svg> elements (no URL in this file)
   const SERIES = ["runs", "newItems", "requests", "notModified", "errors", "rateLimited"];
   const WINDOW_S = 15 * 60; // what the charts show
+  const RECENT_S = 120; // a chart's scale: the highest value of the last two minutes (older peaks are clipped, marked)
+  const COLLECTING_S = 30; // less history than this: the chart says so rather than draw a spike at its right edge
+  const SPANS = [90, 180, 360, 540, WINDOW_S]; // a chart spans the shortest of these that holds its history
   const MAX_POINTS = 3600; // and never more points than this, however often the monitor refreshes
   const MAX_LINES = 12; // collectors drawn one by one (the total always is); as many colours
   const MAX_FLEET_ROWS = 200;
@@ -113,6 +116,35 @@
     return 10 * p;
   }
 
+  /* A chart's scale from what a person needs to see now: a nice number above the highest value of the last
+   * RECENT_S seconds (the start-up burst does not flatten the quarter of an hour after it). samples: [t, v] pairs,
+   * `now` the newest t. Returns {top, peak, clipped}: `peak` the highest value of all, `clipped` whether some value
+   * is above `top` (drawn at the top, marked). Pure. */
+  function chartScale(samples, now) {
+    let recent = 0;
+    let peak = 0;
+    for (const [t, v] of samples) {
+      if (!isNum(v) || !isNum(t)) continue;
+      if (v > peak) peak = v;
+      if (t >= now - RECENT_S && v > recent) recent = v;
+    }
+    const top = niceMax(recent * 1.05);
+    return { top: top, peak: peak, clipped: peak > top };
+  }
+
+  // The seconds a chart spans: the shortest of SPANS that holds `had` seconds of history (a young monitor's lines
+  // fill the chart rather than squeeze against its right edge). Pure.
+  function chartSpan(had) {
+    for (const s of SPANS) if (had <= s) return s;
+    return WINDOW_S;
+  }
+
+  // A tick's label, `ago` seconds before now on a chart spanning `span`: "-90 s", "-3 min".
+  function tickText(ago, span) {
+    if (ago <= 0) return "now";
+    return span < 180 ? "-" + Math.round(ago) + " s" : "-" + Math.round(ago / 60) + " min";
+  }
+
   // ---------- DOM helpers ----------
 
   function setText(el, v) {
@@ -201,21 +233,30 @@
     ymax.textContent = "1/s";
     root.appendChild(ymax);
     const labels = [
-      [G.left, "start", "-15 min"],
-      [G.left + (G.right - G.left) / 3, "middle", "-10 min"],
-      [G.left + (2 * (G.right - G.left)) / 3, "middle", "-5 min"],
-      [G.right, "end", "now"],
+      [G.left, "start", 1],
+      [G.left + (G.right - G.left) / 3, "middle", 2 / 3],
+      [G.left + (2 * (G.right - G.left)) / 3, "middle", 1 / 3],
+      [G.right, "end", 0],
     ];
-    for (const [x, anchor, text] of labels) {
+    const ticks = [];
+    for (const [x, anchor, part] of labels) {
       const t = svg("text", { x: x, y: G.label, "text-anchor": anchor, class: "tlabel" });
-      t.textContent = text;
+      t.textContent = tickText(part * WINDOW_S, WINDOW_S);
       root.appendChild(t);
+      ticks.push([t, part]);
     }
-    const per = svg("g", { class: "per" });
-    root.appendChild(per);
+    // the total under the collectors' lines, wider and paler: a collector's line equal to it still shows
     const total = svg("polyline", { class: "line total", "data-instance": "*", "data-points": "0", points: "" });
     root.appendChild(total);
-    charts[s] = { svg: root, per: per, lines: new Map(), total: total, ymax: ymax };
+    const per = svg("g", { class: "per" });
+    root.appendChild(per);
+    const clip = svg("path", { class: "clip", d: "" });
+    root.appendChild(clip);
+    const peak = svg("text", { x: G.right, y: G.top - 4, "text-anchor": "end", class: "peak" });
+    root.appendChild(peak);
+    const young = svg("text", { x: (G.left + G.right) / 2, y: (G.top + G.bottom) / 2, "text-anchor": "middle", class: "young" });
+    root.appendChild(young);
+    charts[s] = { svg: root, per, lines: new Map(), total, ymax, clip, peak, young, ticks };
   }
 
   const collator = new Intl.Collator("en", { numeric: true });
@@ -240,40 +281,61 @@
     return { drawn: drawn, hidden: all.length - drawn.length };
   }
 
-  function coords(points, pick, t0, ymax) {
+  // A line's points, values above `ymax` drawn at the top (their x added to `clipped`).
+  function coords(points, pick, t0, ymax, clipped) {
     const out = [];
-    const xs = (G.right - G.left) / WINDOW_S;
+    const xs = (G.right - G.left) / chartSpan(historyS(points));
     const ys = (G.bottom - G.top) / ymax;
     for (const p of points) {
       const v = pick(p);
       if (!isNum(v) || !isNum(p.t)) continue;
       const x = G.left + (p.t - t0) * xs;
       const y = G.bottom - Math.min(v, ymax) * ys;
+      if (v > ymax) clipped.add(x.toFixed(1));
       out.push(x.toFixed(1) + "," + y.toFixed(1));
     }
     return out;
   }
 
-  function seriesMax(points, s, drawn) {
-    let m = 0;
+  function samples(points, s, drawn) {
+    const out = [];
     for (const p of points) {
-      const v = p.total ? p.total[s] : null;
-      if (isNum(v) && v > m) m = v;
+      out.push([p.t, p.total ? p.total[s] : null]);
       if (!p.by) continue;
       for (const id of drawn) {
         const r = p.by[id];
-        if (r && isNum(r[s]) && r[s] > m) m = r[s];
+        if (r) out.push([p.t, r[s]]);
       }
     }
-    return m;
+    return out;
+  }
+
+  // The history the charts hold, in seconds (0 for fewer than two points).
+  function historyS(points) {
+    return points.length > 1 ? points[points.length - 1].t - points[0].t : 0;
+  }
+
+  // The marks of clipped values: a small triangle at the top of the chart above each.
+  function clipMarks(c, clipped, scale) {
+    const d = Array.from(clipped, (x) => "M" + x + "," + (G.top + 1) + "l-2.5,-4h5z").join("");
+    setAttr(c.clip, "d", d);
+    setAttr(c.clip, "data-clipped", clipped.size);
+    setText(c.peak, scale.clipped ? "▲ peak " + fmtRate(scale.peak) + "/s, clipped" : "");
   }
 
   function renderChart(s, points, drawn, t0) {
     const c = charts[s];
     if (!c) return;
-    const ymax = niceMax(seriesMax(points, s, drawn) * 1.05);
-    setText(c.ymax, fmtRate(ymax) + "/s");
-    const total = coords(points, (p) => (p.total ? p.total[s] : null), t0, ymax);
+    const span = chartSpan(historyS(points));
+    for (const [t, part] of c.ticks) setText(t, tickText(part * span, span));
+    const scale = chartScale(samples(points, s, drawn), t0 + span);
+    const ymax = scale.top;
+    const clipped = new Set();
+    setText(c.ymax, Number(ymax.toPrecision(3)).toLocaleString("en-US") + "/s"); // a nice number: 5/s, 2.5/s
+    const had = historyS(points);
+    toggle(c.svg, "collecting", had < COLLECTING_S);
+    setText(c.young, had < COLLECTING_S ? "collecting: " + Math.floor(had) + " s of history" : "");
+    const total = coords(points, (p) => (p.total ? p.total[s] : null), t0, ymax, clipped);
     setAttr(c.total, "points", total.join(" "));
     setAttr(c.total, "data-points", total.length);
     const keep = new Set(drawn);
@@ -283,18 +345,19 @@
         c.lines.delete(id);
       }
     }
-    for (const id of drawn) {
+    drawn.forEach((id, layer) => {
       let line = c.lines.get(id);
       if (!line) {
         line = svg("polyline", { "data-instance": id, points: "" });
         c.lines.set(id, line);
-        c.per.appendChild(line);
       }
-      setAttr(line, "class", "line c" + colours.get(id));
-      const xy = coords(points, (p) => (p.by && p.by[id] ? p.by[id][s] : null), t0, ymax);
+      c.per.appendChild(line); // in the order drawn: each line above is thinner, so one under it still shows
+      setAttr(line, "class", "line c" + colours.get(id) + " w" + Math.min(layer, 3));
+      const xy = coords(points, (p) => (p.by && p.by[id] ? p.by[id][s] : null), t0, ymax, clipped);
       setAttr(line, "points", xy.join(" "));
       setAttr(line, "data-points", xy.length);
-    }
+    });
+    clipMarks(c, clipped, scale);
   }
 
   function renderLegend(drawn, hidden) {
@@ -328,7 +391,7 @@
   function renderCharts() {
     const pts = state.points;
     const last = pts.length ? pts[pts.length - 1].t : Date.now() / 1000;
-    const t0 = last - WINDOW_S;
+    const t0 = last - chartSpan(historyS(pts));
     const { drawn, hidden } = drawnInstances(pts);
     for (const s of SERIES) renderChart(s, pts, drawn, t0);
     renderLegend(drawn, hidden);
@@ -420,7 +483,7 @@
       .sort((a, b) => b[1] - a[1])
       .slice(0, 30);
     const ul = $("#errors-by-kind");
-    const want = list.length ? list.map(([k, v]) => [k, fmtRate(v) + "/s"]) : [[null, "none"]];
+    const want = list.length ? list.map(([k, v]) => [k, fmtRate(v) + "/s"]) : [[null, "none now"]];
     while (ul.children.length > want.length) ul.lastChild.remove();
     for (let i = 0; i < want.length; i++) {
       let li = ul.children[i];
@@ -545,18 +608,26 @@
       if (e) setText(e, fmtInt(items[k]));
     }
     syncRows($("#pauses tbody"), work.pauses, PAUSES, MAX_ROWS);
-    $("#pauses-none").hidden = Array.isArray(work.pauses) && work.pauses.length > 0;
     const sinks = work.sinks && Array.isArray(work.sinks.rows) ? work.sinks.rows : [];
     syncRows($("#sinks tbody"), sinks, SINKS, MAX_ROWS, (tr, s) => {
       setAttr(tr, "data-sink", s.name);
       toggle(tr, "failing", !!s.failing);
     });
-    $("#sinks-none").hidden = sinks.length > 0;
     syncRows($("#behind tbody"), work.behind, BEHIND, MAX_ROWS, (tr, b) => {
       setAttr(tr, "data-network", b.id);
       toggle(tr, "clickable", true);
     });
     syncRows($("#errors tbody"), work.errors, ERRORS, MAX_ROWS);
+  }
+
+  // Under every table of the snapshot: what its emptiness means (the note's data-empty), hidden when it has rows.
+  function renderEmpty() {
+    for (const note of document.querySelectorAll("p.empty[data-for]")) {
+      const body = $("#" + note.getAttribute("data-for") + " tbody");
+      const rows = body ? body.rows.length : 0;
+      note.hidden = rows > 0;
+      if (!rows) setText(note, note.getAttribute("data-empty"));
+    }
   }
 
   // ---------- rendering ----------
@@ -570,6 +641,7 @@
     renderRates(snap);
     renderFleet(snap);
     renderWork(snap);
+    renderEmpty();
   }
 
   function scheduleRender() {
@@ -755,6 +827,14 @@
     pane.hidden = false;
   }
 
+  // How many a search found, and where it stopped: "3 networks", "first 50 of more: narrow the search".
+  function foundText(n, data) {
+    const what = n + (n === 1 ? " network" : " networks");
+    if (data && data.slow) return "first " + what + " found: the search of addresses stopped at its time bound";
+    if (data && data.more) return "first " + n + " of more: narrow the search";
+    return what;
+  }
+
   async function search(q, keepSelected) {
     state.lastQuery = q;
     setText($("#search-status"), "searching…");
@@ -771,7 +851,10 @@
     state.results = list.slice(0, MAX_ROWS);
     state.selected = keepSelected && list.some((n) => n.id === keepSelected) ? keepSelected : null;
     const err = data && data.error ? "error: " + str(data.error) : "";
-    setText($("#search-status"), err || list.length + (list.length === 1 ? " network" : " networks"));
+    setText($("#search-status"), err || foundText(list.length, data));
+    const none = $("#networks-none");
+    none.hidden = list.length > 0 || !!err;
+    setText(none, q ? "no network matches “" + q + "”: no id, no service of that name, no user whose address holds it" : "type a part of a user’s address, a service’s name or a network’s id");
     renderNetworks();
     renderDetail();
   }
@@ -820,6 +903,16 @@
     connect();
     scheduleRender();
   }
+
+  // For the browser test (and the curious, in the console): the charts' scale, and the charts drawn from points.
+  window.monitorCharts = Object.freeze({
+    scale: chartScale,
+    span: chartSpan,
+    draw: function (points) {
+      state.points = Array.isArray(points) ? points.filter(validPoint) : [];
+      renderCharts();
+    },
+  });
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
