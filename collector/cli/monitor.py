@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from ..exitcodes import EXIT_USAGE
 from ..settings import Settings
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         complain("--host is empty: name the address to listen on (127.0.0.1: this machine only)")
         return EXIT_USAGE
     setup_logging(settings.log_level, settings.log_format)
+    logging.getLogger("collector.monitor").info("reading MongoDB at %s", settings.mongodb_shown())
     counted = serve.Counted()
     db = serve.client(settings.mongodb_uri, counted).get_default_database(DATABASE)
     monitor = serve.monitor_for(db, settings, counted)
