@@ -20,6 +20,7 @@ from ..textout import printable
 
 __all__ = [
     "Commands",
+    "Parser",
     "Handler",
     "complain",
     "database",
@@ -35,6 +36,24 @@ Handler = Callable[[argparse.Namespace, Settings], int]  # a command: its argume
 DATABASE = "likeastore"  # the database when MONGODB_URI names none
 OPERATOR_SELECTION_MS = 3_000  # an operator's command gives up on a MongoDB that does not answer after 3 s more
 NOTICE_AFTER = 0.5  # seconds: a MongoDB that has not answered by then is waited for aloud
+
+
+class Parser(argparse.ArgumentParser):
+    """Every command's parser (its sub-commands' too: argparse makes them of their parent's class): its help opens
+    with its description, one line saying what the command does (as git's and gh's do), then the usage, the
+    options and the epilog."""
+
+    def format_help(self) -> str:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        for group in self._action_groups:
+            formatter.start_section(group.title)
+            formatter.add_text(group.description)
+            formatter.add_arguments(group._group_actions)
+            formatter.end_section()
+        formatter.add_text(self.epilog)
+        text = formatter.format_help()
+        return f"{self.description}\n\n{text}" if self.description else text
 
 
 def complain(message: str) -> None:

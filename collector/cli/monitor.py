@@ -13,6 +13,7 @@ from .common import Commands, complain, printable
 def register(commands: Commands) -> None:
     monitor = commands.add_parser(
         "monitor",
+        description="Serve the live web view of the fleet, read from MongoDB.",
         help="serve the live web view of the fleet (every collector, its rates, the work waiting) from MongoDB; "
         "read-only unless MONITOR_TOKEN is set",
     )

@@ -21,7 +21,9 @@ STUCK_FACTOR = 3  # a run older than this many HTTP_TIMEOUTs is flagged by `stat
 
 def register(commands: Commands) -> None:
     status = commands.add_parser(
-        "status", help="what the collectors are doing, read from MongoDB (due networks, schedule lag, instances)"
+        "status",
+        description="Show what the collectors are doing, read from MongoDB.",
+        help="what the collectors are doing, read from MongoDB (due networks, schedule lag, instances)",
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument(

@@ -6,7 +6,7 @@ tests/daemon/test_settings_declaration.py fails when the two disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -111,6 +111,15 @@ class Settings:
     def origin(self, name: str) -> Origin:
         """Where the setting `name` (its environment name) came from."""
         return self.origins.get(name, DEFAULT)
+
+    def by_origin(self, names: Iterable[str]) -> dict[Origin, list[str]]:
+        """`names` grouped by where their values came from: what was set (the operator's settings file, the
+        environment, ./.env) first, then the defaults of the COLLECTOR_ENV, then config/defaults.env's; each group
+        in the order of `names`."""
+        groups: dict[Origin, list[str]] = {}
+        for name in names:
+            groups.setdefault(self.origin(name), []).append(name)
+        return dict(sorted(groups.items(), key=lambda group: (group[0].is_default, group[0] == DEFAULT)))
 
     def mongodb_shown(self) -> str:
         """The MongoDB URI as said to a person: secrets masked, escaped, and where it came from."""
