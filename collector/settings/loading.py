@@ -33,7 +33,7 @@ def load_settings(
     env, env_origin = _environment(env, operator, environ, env_file)
     base = config_dir()
     merged: dict[str, str] = {}
-    origins: dict[str, Origin] = {ENVIRONMENT.name: env_origin}
+    origins: dict[str, Origin] = {}
     files = [(base / "defaults.env", DEFAULT), (base / f"{env}.env", Origin("default", env))]  # shipped with the code
     if read_dotenv:
         dotenv = _working_dir(cwd) / ".env"
@@ -51,6 +51,7 @@ def load_settings(
     origins.update(dict.fromkeys(from_environ, ENVIRONMENT_ORIGIN))
     merged.update(operator)
     origins.update(dict.fromkeys(operator, Origin("file", str(env_file))))
+    origins[ENVIRONMENT.name] = env_origin  # given by the caller: that, whatever the environment says
     read.append("the environment")
     if env_file:
         read.append(str(env_file))
