@@ -85,7 +85,7 @@ def check_config(settings: Settings) -> int:
 
 def origin_lines(settings: Settings, names: Iterable[str]) -> list[str]:
     """Where the settings `names` came from, one line per place, what was set first; then the verdict."""
-    lines = []
+    lines: list[str] = []
     for origin, group in settings.by_origin(names).items():
         if origin == DEFAULT:  # the longest list and the least telling: counted, not named
             lines.append(f"{origin}: every other one ({len(group)} settings)" if len(lines) else f"{origin}: all")
