@@ -49,7 +49,7 @@ FIXED = (
     "monitor_token",
 )
 ENV_NAMES = {attr: env for env, attr, _ in SCHEMA} | {"env": "COLLECTOR_ENV"}
-NOT_COMPARED = ("raw", "file_keys", "sources")
+NOT_COMPARED = ("raw", "file_keys", "sources", "origins")
 LOGGING = {"LOG_LEVEL", "LOG_FORMAT"}
 
 

@@ -17,6 +17,7 @@ from .. import __version__
 from ..exitcodes import EXIT_USAGE
 from ..settings import SettingsError
 from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, sink, sinks, status
+from .common import Parser
 
 COMMANDS = (
     demo,
@@ -34,9 +35,9 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="collector",
-        description="Collect what people like, star and favourite into MongoDB (likeastore-compatible).",
+        description="Collect likes, stars and favourites into MongoDB (likeastore-compatible).",
         epilog="Settings come from config/, ./.env, the environment and the --env-file (COLLECTOR_ENV picks "
         "development, test or production); see docs/configuration.md. Exit codes: 0 done, 1 no (not found, left alone, "
         "failed), 2 usage or settings, 3 MongoDB unreachable; status --check: 0 OK, 1 WARNING, 2 CRITICAL, "

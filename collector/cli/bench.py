@@ -47,7 +47,9 @@ BENCH_FLAGS = (
 
 def register(commands: Commands) -> None:
     bench = commands.add_parser(
-        "bench", help="measure throughput, quota use and memory against the fake API; prints one line of JSON"
+        "bench",
+        description="Measure throughput, quota use and memory against the fake API.",
+        help="measure throughput, quota use and memory against the fake API; prints one line of JSON",
     )
     defaults = Options()
     for flag, kind, help_text in BENCH_FLAGS:

@@ -9,7 +9,11 @@ from .common import Commands
 
 
 def register(commands: Commands) -> None:
-    connectors = commands.add_parser("connectors", help="list the registered connectors, built-in or third-party")
+    connectors = commands.add_parser(
+        "connectors",
+        description="List the registered connectors, built-in or third-party.",
+        help="list the registered connectors, built-in or third-party",
+    )
     connectors.set_defaults(handler=run)
 
 

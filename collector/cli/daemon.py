@@ -9,10 +9,13 @@ import functools
 import json
 import socket
 import sys
+from collections.abc import Iterable
 
 from ..exitcodes import EXIT_USAGE
 from ..modes import MODES
 from ..settings import MAX_CONCURRENCY, Settings
+from ..settings.model import DEFAULT
+from ..textout import printable
 
 
 def mode_arg(text: str) -> tuple[str, str]:
@@ -66,13 +69,29 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def check_config(settings: Settings) -> int:
-    """`--check-config`: the settings as the daemon would use them, secrets masked (a sink kind's secret options
-    too, whatever their names)."""
+    """`--check-config`: the settings as the daemon would use them, as JSON on standard output, secrets masked (a
+    sink kind's secret options too, whatever their names); on standard error, which were set and where (the
+    operator's settings file, the environment, ./.env) and which are defaults. Settings the daemon or the sink
+    service would refuse never get here: loading them refused them (exit 2)."""
     from ..sinks.config import secret_names
     from ..sinks.registry import SinkRegistry
 
-    print(json.dumps(settings.describe(secret_names=secret_names(settings, SinkRegistry())), indent=2))
+    described = settings.describe(secret_names=secret_names(settings, SinkRegistry()))
+    print(json.dumps(described, indent=2))
+    for line in origin_lines(settings, described):
+        print(f"collector: {line}", file=sys.stderr)
     return 0
+
+
+def origin_lines(settings: Settings, names: Iterable[str]) -> list[str]:
+    """Where the settings `names` came from, one line per place, what was set first; then the verdict."""
+    lines: list[str] = []
+    for origin, group in settings.by_origin(names).items():
+        if origin == DEFAULT:  # the longest list and the least telling: counted, not named
+            lines.append(f"{origin}: every other one ({len(group)} settings)" if len(lines) else f"{origin}: all")
+        else:
+            lines.append(f"{origin}: {', '.join(printable(name) for name in group)}")
+    return [*lines, "the settings are valid: the daemon and the sink service accept them"]
 
 
 def serve(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: Settings) -> int:

@@ -13,6 +13,7 @@ from .common import Commands, complain
 def register(commands: Commands) -> None:
     demo = commands.add_parser(
         "demo",
+        description="Run the whole collector against a fake GitHub API and an in-memory database.",
         help="run the whole collector against a local fake GitHub API and an in-memory database; prints a JSON summary",
     )
     demo.add_argument(

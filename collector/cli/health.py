@@ -13,6 +13,7 @@ from .common import Commands, complain, printable, seconds_arg
 def register(commands: Commands) -> None:
     health = commands.add_parser(
         "healthcheck",
+        description="Ask this instance's own /healthz (or /readyz): exit 0 healthy, 1 not.",
         help="ask this instance's own /healthz (or /readyz) on METRICS_ADDR:METRICS_PORT; exit 0 healthy, 1 not "
         "(for container health checks without curl)",
     )

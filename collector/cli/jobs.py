@@ -13,12 +13,22 @@ from .common import Commands, on_database
 
 
 def register(commands: Commands) -> None:
-    jobs = commands.add_parser("jobs", help="the collectors' recurring jobs: list them, or run the inactive sweep now")
+    jobs = commands.add_parser(
+        "jobs",
+        description="List the collectors' recurring jobs, or run one now.",
+        help="the collectors' recurring jobs: list them, or run the inactive sweep now",
+    )
     job_verbs = jobs.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = job_verbs.add_parser(
-        "list", help="per collector (from its heartbeat): trigger, next run, last success and failure"
+        "list",
+        description="List each collector's jobs: trigger, next run, last success and failure.",
+        help="per collector (from its heartbeat): trigger, next run, last success and failure",
     )
-    job_run = job_verbs.add_parser("run", help="run a job now: inactive-sweep")
+    job_run = job_verbs.add_parser(
+        "run",
+        description="Run a job now: the inactive sweep.",
+        help="run a job now: inactive-sweep",
+    )
     job_run.add_argument("job", choices=("inactive-sweep",))
     job_run.add_argument("--dry-run", action="store_true", help="say what it would skip and revive; write nothing")
     job_run.add_argument("--force", action="store_true", help="run again even if it ran today")

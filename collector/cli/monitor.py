@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from ..exitcodes import EXIT_USAGE
 from ..settings import Settings
@@ -12,6 +13,7 @@ from .common import Commands, complain, printable
 def register(commands: Commands) -> None:
     monitor = commands.add_parser(
         "monitor",
+        description="Serve the live web view of the fleet, read from MongoDB.",
         help="serve the live web view of the fleet (every collector, its rates, the work waiting) from MongoDB; "
         "read-only unless MONITOR_TOKEN is set",
     )
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         complain("--host is empty: name the address to listen on (127.0.0.1: this machine only)")
         return EXIT_USAGE
     setup_logging(settings.log_level, settings.log_format)
+    logging.getLogger("collector.monitor").info("reading MongoDB at %s", settings.mongodb_shown())
     counted = serve.Counted()
     db = serve.client(settings.mongodb_uri, counted).get_default_database(DATABASE)
     monitor = serve.monitor_for(db, settings, counted)

@@ -30,19 +30,31 @@ def limit_arg(text: str) -> int:
 
 def register(commands: Commands) -> None:
     networks = commands.add_parser(
-        "networks", help="list, show, re-enable or reset networks (reads and writes MongoDB)"
+        "networks",
+        description="List, show, re-enable, run or reset networks (in MongoDB).",
+        help="list, show, re-enable or reset networks (reads and writes MongoDB)",
     )
     verbs = networks.add_subparsers(dest="verb", metavar="VERB", required=True)
-    listing = verbs.add_parser("list", help="one line per network: id, user, service, mode, state, errors, next run")
+    listing = verbs.add_parser(
+        "list",
+        description="List the networks, one line each: id, user, service, mode, state, next run.",
+        help="one line per network: id, user, service, mode, state, errors, next run",
+    )
     listing.add_argument("--service")
     listing.add_argument("--user", metavar="EMAIL")
     listing.add_argument("--state", choices=STATES)
     listing.add_argument("--limit", type=limit_arg, default=50, help="at most this many lines, 1 or more (50)")
     listing.add_argument("--json", action="store_true")
-    show = verbs.add_parser("show", help="every field of a network (or of a user's networks), secrets masked")
+    show = verbs.add_parser(
+        "show",
+        description="Show every field of a network, or of a user's networks (secrets masked).",
+        help="every field of a network (or of a user's networks), secrets masked",
+    )
     show.add_argument("key", metavar="ID|EMAIL")
     enabling = verbs.add_parser(
-        "enable", help="clear disabled, errors and lastError and schedule now (unauthorized stays unless --force)"
+        "enable",
+        description="Re-enable networks: clear their errors and schedule them now.",
+        help="clear disabled, errors and lastError and schedule now (unauthorized stays unless --force)",
     )
     enabling.add_argument("ids", nargs="*", metavar="ID")
     enabling.add_argument("--service", help="every disabled or erroring network of this service")
@@ -50,13 +62,19 @@ def register(commands: Commands) -> None:
     enabling.add_argument("--force", action="store_true", help="clear unauthorized too")
     enabling.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
     running = verbs.add_parser(
-        "run", help="run one network now in the foreground with the daemon's code, printing requests, items, state"
+        "run",
+        description="Run one network now in the foreground, printing requests, items and state.",
+        help="run one network now in the foreground with the daemon's code, printing requests, items, state",
     )
     running.add_argument("id", metavar="ID")
     running.add_argument(
         "--dry-run", action="store_true", help="call the API but write nothing (tokens a refresh obtains are kept)"
     )
-    resetting = verbs.add_parser("reset", help="back to initial mode from the start of the history (items kept)")
+    resetting = verbs.add_parser(
+        "reset",
+        description="Send networks back to the start of their history (items kept).",
+        help="back to initial mode from the start of the history (items kept)",
+    )
     resetting.add_argument("ids", nargs="+", metavar="ID")
     resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
     for verb, handler in (

@@ -36,10 +36,15 @@ def until_arg(text: str) -> datetime:
 def register(commands: Commands) -> None:
     pausing = commands.add_parser(
         "pause",
+        description="Stop every collector from claiming a mode, a service or both.",
         help="stop every collector from claiming a scope (a mode, a service, or both) until resumed or --until; "
         "runs in flight finish and are saved",
     )
-    resuming = commands.add_parser("resume", help="lift the pause of a scope (the same --mode/--service as given)")
+    resuming = commands.add_parser(
+        "resume",
+        description="Lift the pause of a mode, a service or both.",
+        help="lift the pause of a scope (the same --mode/--service as given)",
+    )
     for sub in (pausing, resuming):
         sub.add_argument("--mode", choices=MODES, help="only this mode (default: every mode)")
         sub.add_argument("--service", help="only this service (default: every service)")

@@ -13,6 +13,7 @@ from .common import Commands, complain
 def register(commands: Commands) -> None:
     sink = commands.add_parser(
         "sink",
+        description="Run the sink service: hand new items to the configured sinks (SINKS).",
         help="run the sink service: hand new items to the configured sinks (SINKS), backlog in MongoDB; one "
         "process holds the service lease and works, others stand by",
     )

@@ -34,31 +34,43 @@ def since_arg(text: str) -> datetime:
 
 def register(commands: Commands) -> None:
     sinks = commands.add_parser(
-        "sinks", help="the sinks (where new items are handed on): list, status, pause, resume, replay, forget"
+        "sinks",
+        description="See and steer the sinks, where new items are handed on.",
+        help="the sinks (where new items are handed on): list, status, pause, resume, replay, forget",
     )
     verbs = sinks.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = verbs.add_parser(
         "list",
+        description="List the configured sinks, and those the database knows but SINKS lost.",
         help="the configured sinks (kind, host, batch, concurrency, services; secrets masked) and the ones "
         "the database knows that are no longer configured",
     )
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status = verbs.add_parser(
         "status",
+        description="Show each sink's backlog, lag, deliveries, dead letters and failures.",
         help="per sink: backlog, lag, delivered, dead letters, failures by kind, paused or stopped, backfill; the "
         "service lease and the items not yet queued",
     )
     status.add_argument("name", nargs="?", metavar="NAME", help="only this sink, with its newest dead letters")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    pausing = verbs.add_parser("pause", help="stop delivering to a sink until resumed (items keep queueing)")
+    pausing = verbs.add_parser(
+        "pause",
+        description="Stop delivering to a sink until it is resumed (items keep queueing).",
+        help="stop delivering to a sink until resumed (items keep queueing)",
+    )
     pausing.add_argument("name", metavar="NAME")
     pausing.add_argument("--reason", default="", help="why, shown by sinks status and status --check")
     resuming = verbs.add_parser(
-        "resume", help="deliver to a sink again: lifts a pause, and a stop after its credentials were refused"
+        "resume",
+        description="Deliver to a sink again, after a pause or refused credentials.",
+        help="deliver to a sink again: lifts a pause, and a stop after its credentials were refused",
     )
     resuming.add_argument("name", metavar="NAME")
     replaying = verbs.add_parser(
-        "replay", help="queue a sink's items again from a date (at its pace): after the destination lost them"
+        "replay",
+        description="Queue a sink's items again from a date, at its pace.",
+        help="queue a sink's items again from a date (at its pace): after the destination lost them",
     )
     replaying.add_argument("name", metavar="NAME")
     replaying.add_argument(
@@ -70,6 +82,7 @@ def register(commands: Commands) -> None:
     )
     forgetting = verbs.add_parser(
         "forget",
+        description="Forget a sink removed from SINKS: its document and its queue.",
         help="a sink removed from SINKS on purpose: delete its document and queue entries (dead letters kept), so "
         "the sink service queues new items again without it",
     )

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from ..exitcodes import EXIT_OK
 from ..settings import Settings
@@ -18,7 +21,9 @@ STUCK_FACTOR = 3  # a run older than this many HTTP_TIMEOUTs is flagged by `stat
 
 def register(commands: Commands) -> None:
     status = commands.add_parser(
-        "status", help="what the collectors are doing, read from MongoDB (due networks, schedule lag, instances)"
+        "status",
+        description="Show what the collectors are doing, read from MongoDB.",
+        help="what the collectors are doing, read from MongoDB (due networks, schedule lag, instances)",
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument(
@@ -56,13 +61,15 @@ def register(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    db = functools.cache(functools.partial(database, settings))  # connected at the first report, kept by --watch
     if args.watch:
-        return watch_status(settings, args.interval, args.instances)
-    return show_status(settings, args.json, args.check, args.warn_lag, args.crit_lag, args.instances)
+        return watch_status(settings, db, args.interval, args.instances)
+    return show_status(settings, db, args.json, args.check, args.warn_lag, args.crit_lag, args.instances)
 
 
 def show_status(
     settings: Settings,
+    db: Callable[[], Any],
     as_json: bool,
     check: bool,
     warn: float | None = None,
@@ -73,17 +80,17 @@ def show_status(
     monitoring plugins say it."""
     from pymongo.errors import PyMongoError
 
-    from ..engine.store import short_error
+    from ..engine.store import database_problem
     from ..ops.status import gather, render, render_instances
     from ..ops.statuscheck import UNKNOWN
     from ..ops.statuscheck import check as check_status
     from ..sdk.timeutil import utcnow
 
     try:
-        status = gather(database(settings), utcnow(), settings.heartbeat_seconds, settings.lease_seconds)
+        status = gather(db(), utcnow(), settings.heartbeat_seconds, settings.lease_seconds)
     except (PyMongoError, ValueError) as exc:
         if check:
-            print(f"UNKNOWN: cannot read MongoDB: {short_error(exc, settings)}")
+            print(f"UNKNOWN: {database_problem(exc, settings, 'read')}")
             return UNKNOWN
         return database_error(exc, settings, "read")
     if check:
@@ -99,7 +106,7 @@ def show_status(
     return EXIT_OK
 
 
-def watch_status(settings: Settings, interval: float, instances: bool) -> int:
+def watch_status(settings: Settings, db: Callable[[], Any], interval: float, instances: bool) -> int:
     """`status --watch`: the report again every `interval` seconds until Ctrl-C; on a terminal it is redrawn in
     place (cursor home, then the lines, each cleared to its end: no flicker); elsewhere one report follows another."""
     import time
@@ -109,7 +116,7 @@ def watch_status(settings: Settings, interval: float, instances: bool) -> int:
         while True:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                show_status(settings, False, False, instances=instances)  # a database away: said on stderr
+                show_status(settings, db, False, False, instances=instances)  # a database away: said on stderr
             text = out.getvalue().rstrip("\n")
             if tty:
                 sys.stdout.write("\x1b[H" + "\n".join(line + "\x1b[K" for line in text.split("\n")) + "\x1b[J\n")

@@ -322,7 +322,7 @@ def _serve(
     from functools import partial
 
     from ..engine import Collector
-    from ..engine.store import connect, short_error
+    from ..engine.store import connect, database_problem, short_error
     from ..sdk.redaction import SECRETS
     from ..settings import mask_text
     from ..sinks.config import load_checked
@@ -336,6 +336,7 @@ def _serve(
     except (PyMongoError, ValueError, TypeError) as exc:
         print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
         return EXIT_USAGE
+    log.info("waiting for MongoDB at %s", settings.mongodb_shown())  # said at once: the wait may be long
     try:
         collector = Collector(
             client.get_default_database("likeastore"),
@@ -349,7 +350,7 @@ def _serve(
         client.close()
         return EXIT_NO
     except PyMongoError as exc:
-        log.error("cannot reach MongoDB: %s", short_error(exc, settings))
+        log.error("%s", database_problem(exc, settings))
         client.close()
         return EXIT_DATABASE
     except StopDuringStartup as stop:

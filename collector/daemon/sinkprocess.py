@@ -262,7 +262,7 @@ def serve(settings: Settings, once: bool, env_file: str | None, metrics_port: in
 def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: int, metrics_addr: str) -> int:
     from functools import partial
 
-    from ..engine.store import connect, short_error
+    from ..engine.store import connect, database_problem
     from ..sdk.redaction import SECRETS
     from ..settings import load_settings, mask_text
     from ..sinks.registry import SinkRegistry
@@ -282,10 +282,11 @@ def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: i
     except (PyMongoError, ValueError, TypeError) as exc:
         print(f"collector: setting MONGODB_URI: {mask_text(str(exc), settings.mongodb_uri)}", file=sys.stderr)
         return EXIT_USAGE
+    log.info("waiting for MongoDB at %s", settings.mongodb_shown())  # said at once: the wait may be long
     try:
         service = start_service(client, settings, registry)
     except PyMongoError as exc:
-        log.error("cannot reach MongoDB: %s", short_error(exc, settings))
+        log.error("%s", database_problem(exc, settings))
         client.close()
         return EXIT_DATABASE
     except SettingsError as exc:

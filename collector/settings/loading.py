@@ -12,7 +12,7 @@ from ..textout import printable
 from .declaration import ENVIRONMENT, FAMILIES, SETTINGS
 from .files import _working_dir, config_dir, read_env_file, read_settings_file
 from .masking import mask, mask_text
-from .model import Settings, SettingsError
+from .model import DEFAULT, ENVIRONMENT_ORIGIN, Origin, Settings, SettingsError
 from .parsers import DEFAULT_ENV, ENVIRONMENTS
 from .trust import authorities, unusable
 
@@ -30,27 +30,50 @@ def load_settings(
     environ = os.environ if environ is None else environ
     env_file = env_file or environ.get("COLLECTOR_ENV_FILE") or None
     operator = read_env_file(env_file) if env_file else {}
-    env = env or operator.get("COLLECTOR_ENV") or environ.get("COLLECTOR_ENV") or DEFAULT_ENV
-    if env not in ENVIRONMENTS:
-        raise SettingsError("COLLECTOR_ENV", f"{env!r} is not one of {', '.join(ENVIRONMENTS)}")
+    env, env_origin = _environment(env, operator, environ, env_file)
     base = config_dir()
     merged: dict[str, str] = {}
-    files = [(base / "defaults.env", True), (base / f"{env}.env", True)]  # both ship with the code
+    origins: dict[str, Origin] = {}
+    files = [(base / "defaults.env", DEFAULT), (base / f"{env}.env", Origin("default", env))]  # shipped with the code
     if read_dotenv:
-        files.append((_working_dir(cwd) / ".env", False))
+        dotenv = _working_dir(cwd) / ".env"
+        files.append((dotenv, Origin("file", str(dotenv))))  # may be absent
     read = []
-    for path, required in files:
-        values = read_settings_file(path, required=required)
+    for path, origin in files:
+        values = read_settings_file(path, required=origin.is_default)
         if values is not None:
             read.append(str(path))
             merged.update(values)
+            origins.update(dict.fromkeys(values, origin))
     file_keys = frozenset(merged) | frozenset(operator)
-    merged.update({k: v for k, v in environ.items() if isinstance(v, str)})
+    from_environ = {k: v for k, v in environ.items() if isinstance(v, str)}
+    merged.update(from_environ)
+    origins.update(dict.fromkeys(from_environ, ENVIRONMENT_ORIGIN))
     merged.update(operator)
+    origins.update(dict.fromkeys(operator, Origin("file", str(env_file))))
+    origins[ENVIRONMENT.name] = env_origin  # given by the caller: that, whatever the environment says
     read.append("the environment")
     if env_file:
         read.append(str(env_file))
-    return _build(env, merged, file_keys).with_(sources=tuple(read))
+    return _build(env, merged, file_keys).with_(sources=tuple(read), origins=origins)
+
+
+def _environment(
+    given: str | None, operator: Mapping[str, str], environ: Mapping[str, str], env_file: str | Path | None
+) -> tuple[str, Origin]:
+    """COLLECTOR_ENV and where it came from: given by the caller, the settings file, the environment, or the
+    default."""
+    if given:
+        env, origin = given, Origin("given")
+    elif operator.get("COLLECTOR_ENV"):
+        env, origin = operator["COLLECTOR_ENV"], Origin("file", str(env_file))
+    elif environ.get("COLLECTOR_ENV"):
+        env, origin = environ["COLLECTOR_ENV"], ENVIRONMENT_ORIGIN
+    else:
+        env, origin = DEFAULT_ENV, DEFAULT
+    if env not in ENVIRONMENTS:
+        raise SettingsError("COLLECTOR_ENV", f"{env!r} is not one of {', '.join(ENVIRONMENTS)}")
+    return env, origin
 
 
 def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Settings:

@@ -6,12 +6,13 @@ tests/daemon/test_settings_declaration.py fails when the two disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..textout import printable
 from .declaration import ENVIRONMENT, FAMILIES, FIELDS
-from .masking import SECRET_WORDS, mask, uri_secrets
+from .masking import SECRET_WORDS, mask, mask_uri, uri_secrets
 from .sinkfields import sink_keys, sink_prefix
 from .trust import Authorities, authorities
 
@@ -22,6 +23,32 @@ class SettingsError(ValueError):
     def __init__(self, name: str, problem: str):
         super().__init__(f"setting {name}: {problem}" if name else problem)  # no name: a file none names
         self.name = name
+
+
+class Origin(NamedTuple):
+    """Where a setting's value came from: `default` (config/defaults.env; with `where`, the config/<env>.env of
+    that COLLECTOR_ENV), `environment`, `file` (`where`: its path, ./.env or the operator's settings file), or
+    `given` (COLLECTOR_ENV passed to load_settings by its caller)."""
+
+    kind: str
+    where: str = ""
+
+    @property
+    def is_default(self) -> bool:
+        return self.kind == "default"
+
+    def __str__(self) -> str:
+        if self.kind == "default":
+            return f"the default for COLLECTOR_ENV={self.where}" if self.where else "the default"
+        if self.kind == "environment":
+            return "set in the environment"
+        if self.kind == "file":
+            return f"set in {printable(self.where)}"
+        return self.kind  # "given": by the code that read the settings (the tests' settings)
+
+
+DEFAULT = Origin("default")
+ENVIRONMENT_ORIGIN = Origin("environment")
 
 
 @dataclass(frozen=True)
@@ -69,6 +96,7 @@ class Settings:
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
     file_keys: frozenset[str] = field(default=frozenset(), repr=False)
     sources: tuple[str, ...] = field(default=(), repr=False)  # what was read, lowest precedence first
+    origins: Mapping[str, Origin] = field(default_factory=dict, repr=False)  # where each value came from
 
     def initial_interval_for(self, service: str) -> float:
         return self.initial_intervals.get(service.lower(), self.initial_interval)
@@ -79,6 +107,23 @@ class Settings:
     def get(self, name: str, default: str | None = None) -> str | None:
         """A raw setting by its environment name, for connectors' own settings (app keys, client ids)."""
         return self.raw.get(name, default)
+
+    def origin(self, name: str) -> Origin:
+        """Where the setting `name` (its environment name) came from."""
+        return self.origins.get(name, DEFAULT)
+
+    def by_origin(self, names: Iterable[str]) -> dict[Origin, list[str]]:
+        """`names` grouped by where their values came from: what was set (the operator's settings file, the
+        environment, ./.env) first, then the defaults of the COLLECTOR_ENV, then config/defaults.env's; each group
+        in the order of `names`."""
+        groups: dict[Origin, list[str]] = {}
+        for name in names:
+            groups.setdefault(self.origin(name), []).append(name)
+        return dict(sorted(groups.items(), key=lambda group: (group[0].is_default, group[0] == DEFAULT)))
+
+    def mongodb_shown(self) -> str:
+        """The MongoDB URI as said to a person: secrets masked, escaped, and where it came from."""
+        return f"{printable(mask_uri(self.mongodb_uri))} (MONGODB_URI: {self.origin('MONGODB_URI')})"
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)

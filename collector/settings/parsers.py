@@ -61,12 +61,13 @@ def _http_url(text: str) -> str:
 
 def _mongodb_uri(text: str) -> str:
     """Validated with pymongo's own parser, strictly: an unknown option or a bad option value is refused (an
-    SRV URI is checked as a plain one: no DNS look-up here)."""
+    SRV URI is checked as a plain one: no DNS look-up here); then as the client reads it, without connecting (an
+    authentication mechanism without what it needs): what the daemon would refuse at its start is refused here."""
     if not text.startswith(("mongodb://", "mongodb+srv://")):
         raise ValueError("must start with mongodb:// or mongodb+srv://")
     import warnings
 
-    from pymongo import uri_parser
+    from pymongo import MongoClient, uri_parser
     from pymongo.errors import PyMongoError
 
     plain = text
@@ -80,8 +81,9 @@ def _mongodb_uri(text: str) -> str:
             warnings.simplefilter("ignore")
             # strict: MongoClient only warns about an unknown option or a bad value, then ignores it
             uri_parser.parse_uri(plain, warn=False)
+            MongoClient(plain, connect=False).close()
     except (PyMongoError, ValueError, TypeError) as exc:
-        raise ValueError(f"pymongo cannot parse it: {mask_text(str(exc), text)}") from None
+        raise ValueError(f"pymongo refuses it: {mask_text(str(exc), text)}") from None
     return text
 
 

@@ -18,7 +18,7 @@ from collector.settings.parsers import ANY_TEXT, ENVIRONMENTS
 from collector.settings.sinkfields import SINK_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_SETTINGS = {"raw", "file_keys", "sources"}  # what was read, not a setting
+NOT_SETTINGS = {"raw", "file_keys", "sources", "origins"}  # what was read, not a setting
 DECLARED = (d.ENVIRONMENT, *d.SETTINGS)
 
 

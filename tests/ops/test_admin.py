@@ -176,10 +176,14 @@ def test_an_unreachable_database_is_one_line_and_exit_3_for_every_command(monkey
     for command in (["networks", "list"], ["networks", "show", "x@y.test"], ["networks", "reset", "1"], ["status"]):
         assert cli.main(command) == 3
         assert capsys.readouterr().err.startswith("collector: cannot re")
+    tried = "MongoDB at mongodb://localhost:27017/likeastore_test (MONGODB_URI: the default for COLLECTOR_ENV=test)"
     assert cli.main(["networks", "list"]) == 3
-    assert capsys.readouterr().err == "collector: cannot reach MongoDB: db.example:27017: timed out, Timeout: 10.0s\n"
+    assert capsys.readouterr().err == (
+        f"collector: cannot reach {tried}: db.example:27017: timed out, Timeout: 10.0s; "
+        "start MongoDB there, or set MONGODB_URI (in the environment or the settings file)\n"
+    )
     assert cli.main(["status", "--check"]) == 3  # UNKNOWN, on standard output as monitoring plugins do
-    assert capsys.readouterr().out.startswith("UNKNOWN: cannot read MongoDB: db.example:27017: timed out")
+    assert capsys.readouterr().out.startswith(f"UNKNOWN: cannot reach {tried}: db.example:27017: timed out")
 
 
 def test_run_dry_run_calls_the_api_prints_what_it_would_store_and_writes_nothing(

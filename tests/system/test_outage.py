@@ -89,7 +89,9 @@ def test_an_outage_is_visible_in_every_window_and_costs_no_item(world):
         assert health.returncode == 1 and health.stdout.startswith("unhealthy: database not answering")
         assert run(["healthcheck"], world["env"]).returncode == 0
         check = run(["status", "--check"], world["env"])
-        assert check.returncode == 3 and check.stdout.startswith("UNKNOWN: cannot read MongoDB")
+        assert check.returncode == 3 and check.stdout.startswith(
+            "UNKNOWN: cannot reach MongoDB at mongodb://127.0.0.1:"
+        )
         for name in USERS:  # users keep starring while the database is away
             fake.star(f"token-{name}", make_star(90_000 + len(name), datetime.now(UTC)))
         outage_log = log.read_bytes()[outage_started:].decode()

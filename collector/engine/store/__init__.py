@@ -18,6 +18,7 @@ from typing import Any
 
 from pymongo import MongoClient
 from pymongo.database import Database
+from pymongo.errors import ConnectionFailure
 
 from ...sdk.redaction import clip
 from ...settings import Settings, mask_text
@@ -120,12 +121,15 @@ class Store(NetworkStore, ItemStore):
             setattr(self, name, watched)
 
 
-def connect(settings: Settings) -> MongoClient:
+SELECTION_MS = 10_000  # the daemon's and the sink service's wait for a server, each attempt (systemd restarts them)
+
+
+def connect(settings: Settings, selection_ms: int = SELECTION_MS) -> MongoClient:
     """The client of the daemon and the operator's tools: tz-aware; the URI's own serverSelectionTimeoutMS wins
-    over our 10 s default."""
+    over `selection_ms` (10 s for the daemons; an operator's command waits less: cli/common.py)."""
     options: dict = {"tz_aware": True}
     if "serverselectiontimeoutms" not in settings.mongodb_uri.lower():
-        options["serverSelectionTimeoutMS"] = 10_000
+        options["serverSelectionTimeoutMS"] = selection_ms
     return MongoClient(settings.mongodb_uri, **options)
 
 
@@ -136,9 +140,23 @@ def short_error(exc: Exception, settings: Settings) -> str:
     return clip(text.split(", Topology Description:")[0], 240)
 
 
+def database_problem(exc: Exception, settings: Settings, doing: str = "use") -> str:
+    """One line: `cannot reach MongoDB at <URI> (MONGODB_URI: where it came from): <why>; <what to do>` when no
+    server answered, else `cannot <doing> MongoDB at ...: <why>`; the URI's secrets masked."""
+    where = f"MongoDB at {settings.mongodb_shown()}: {short_error(exc, settings)}"
+    if not isinstance(exc, ConnectionFailure):
+        return f"cannot {doing} {where}"  # it answered: refused the credentials, a command, ...
+    if settings.origin("MONGODB_URI").is_default:
+        todo = "start MongoDB there, or set MONGODB_URI (in the environment or the settings file)"
+    else:
+        todo = "check that MongoDB runs there, or correct MONGODB_URI"
+    return f"cannot reach {where}; {todo}"
+
+
 __all__ = [
     "IndexRefused",
     "connect",
+    "database_problem",
     "short_error",
     "BAD_EPOCH",
     "DUPLICATE_KEY",
