@@ -34,7 +34,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
 from ..net.addresses import Policy
-from ..net.body import finish, read_capped, read_prefix
+from ..net.answers import finish, read_capped, read_prefix
 from ..net.causes import cause
 from ..net.connections import POOL_CLASSES
 from ..net.deadline import WATCH, begin
