@@ -1,19 +1,21 @@
 """Reading one answer, from its status line to the connection's return to its pool: the response class of every
 checked connection (connections.py) and the one capped body read of the collectors' `Http` and the sinks' client.
 
-An answer belongs to its own request. http.client skips only `100 Continue`: any other interim answer (`102 Processing`, `103 Early Hints`, a 1xx no
-RFC defines) was taken for the final one, with an empty body, and the connection went back to the pool with the
-real answer still to come — read, then, as the answer to the next request on it. `Response` reads past every
-interim answer (1xx but 101: their heads are dropped), at most `MAX_INTERIM` of them and `MAX_INTERIM_BYTES` in
-all; past that, or on a `101 Switching Protocols` nobody asked for, `InterimRefused` (urllib3 then drops the
-connection). Once a body ends where its framing says (Content-Length, the last chunk), any byte that came with it
-past its end marks the answer unclear (`unclear`): the socket is shut, so the pool never hands the connection out
-again, and the exchange is refused by its caller (`check_clean`: `AnswerUnclear`). Bytes that arrive later find the
-connection idle in the pool, where urllib3 drops a connection with anything to read before reusing it.
+An answer belongs to its own request. http.client skips only `100 Continue`: any other interim answer (`102
+Processing`, `103 Early Hints`, a 1xx no RFC defines) was taken for the final one, with an empty body, and the
+connection went back to the pool with the real answer still to come — read, then, as the answer to the next request
+on it. `Response` reads past every interim answer (1xx but 101: their heads are dropped), at most `MAX_INTERIM` of
+them and `MAX_INTERIM_BYTES` in all; past that, or on a `101 Switching Protocols` nobody asked for, `InterimRefused`
+(urllib3 then drops the connection). Once a body ends where its framing says (Content-Length, the last chunk), any
+byte that came with it past its end marks the answer unclear (`unclear`): the socket is shut, so the pool never hands
+the connection out again, and the exchange is refused by its caller (`check_clean`: `AnswerUnclear`). Bytes that
+arrive later find the connection idle in the pool, where urllib3 drops a connection with anything to read before
+reusing it.
 
-Its body is read as it came (every Content-Encoding layer still on), bounded in bytes. A connection goes back to its pool only after a clean exchange: the final
-status read (interim ones skipped), the body read to its end as its framing says, nothing after it. Any
-other ending closes it instead: a body over the cap, cut short, unclear (`AnswerUnclear`), or left unread.
+Its body is read as it came (every Content-Encoding layer still on), bounded in bytes. A connection goes back to its
+pool only after a clean exchange: the final status read (interim ones skipped), the body read to its end as its
+framing says, nothing after it. Any other ending closes it instead: a body over the cap, cut short, unclear
+(`AnswerUnclear`), or left unread.
 
 - `read_capped`: the whole body, at most `cap` bytes; `BodyTooLarge` past it (a declared length over the cap is
   refused before any byte is read).
