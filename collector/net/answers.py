@@ -22,6 +22,7 @@ framing says, nothing after it. Any other ending closes it instead: a body over 
 - `read_prefix`: at most `limit` bytes kept, the rest neither read nor kept (an error answer's reason); with
   `keep=False` every byte is dropped as it comes (a 2xx whose body no one needs).
 - `finish`: the connection back to the pool when the body was read whole and cleanly, else closed.
+- `read_end`: `read_prefix`, then `finish`, in one call (an error answer's reason; a 2xx dropped).
 
 Each takes urllib3's HTTPResponse, read with `preload_content=False`.
 """
@@ -165,6 +166,14 @@ def check_clean(response: Any) -> None:
     if why:
         response.close()
         raise AnswerUnclear(why)
+
+
+def read_end(response: Any, limit: int, keep: bool = True) -> bytes:
+    """The first `limit` bytes of the body (b"" without `keep`), the rest neither read nor kept; the connection
+    back to its pool when the body was read whole and cleanly, else closed."""
+    kept, whole = read_prefix(response, limit, keep)
+    finish(response, whole)
+    return kept
 
 
 def finish(response: Any, whole: bool) -> None:

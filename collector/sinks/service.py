@@ -264,7 +264,8 @@ class SinkService:
         if turn.slots <= 0:
             return 0
         planned = self.batcher.plan(turn, now)
-        lane.submit(planned)
+        if planned:
+            lane.submit(planned)
         return len(planned)
 
 
