@@ -59,6 +59,8 @@ class Batcher:
         """At most `turn.slots` batches to send now: (their entries, the Batch), entries in the batch's order."""
         slots, size = turn.slots, turn.size
         groups, fresh = self._due(turn, now)
+        if not groups and not fresh:  # nothing due: no items to load
+            return []
         fresh = fresh[: max(0, slots - len(groups)) * size]
         docs = self._docs(turn, [entry for group in groups.values() for entry in group] + fresh)
         planned: list[tuple[list[dict], Batch]] = []
