@@ -1,14 +1,30 @@
-"""An answer belongs to its own request: the response class of every checked connection (connections.py).
+"""Reading one answer, from its status line to the connection's return to its pool: the response class of every
+checked connection (connections.py) and the one capped body read of the collectors' `Http` and the sinks' client.
 
-http.client skips only `100 Continue`: any other interim answer (`102 Processing`, `103 Early Hints`, a 1xx no
-RFC defines) was taken for the final one, with an empty body, and the connection went back to the pool with the
-real answer still to come — read, then, as the answer to the next request on it. `Response` reads past every
-interim answer (1xx but 101: their heads are dropped), at most `MAX_INTERIM` of them and `MAX_INTERIM_BYTES` in
-all; past that, or on a `101 Switching Protocols` nobody asked for, `InterimRefused` (urllib3 then drops the
-connection). Once a body ends where its framing says (Content-Length, the last chunk), any byte that came with it
-past its end marks the answer unclear (`unclear`): the socket is shut, so the pool never hands the connection out
-again, and the exchange is refused by its caller (body.py: `AnswerUnclear`). Bytes that arrive later find the
-connection idle in the pool, where urllib3 drops a connection with anything to read before reusing it.
+An answer belongs to its own request. http.client skips only `100 Continue`: any other interim answer (`102
+Processing`, `103 Early Hints`, a 1xx no RFC defines) was taken for the final one, with an empty body, and the
+connection went back to the pool with the real answer still to come — read, then, as the answer to the next request
+on it. `Response` reads past every interim answer (1xx but 101: their heads are dropped), at most `MAX_INTERIM` of
+them and `MAX_INTERIM_BYTES` in all; past that, or on a `101 Switching Protocols` nobody asked for, `InterimRefused`
+(urllib3 then drops the connection). Once a body ends where its framing says (Content-Length, the last chunk), any
+byte that came with it past its end marks the answer unclear (`unclear`): the socket is shut, so the pool never hands
+the connection out again, and the exchange is refused by its caller (`check_clean`: `AnswerUnclear`). Bytes that
+arrive later find the connection idle in the pool, where urllib3 drops a connection with anything to read before
+reusing it.
+
+Its body is read as it came (every Content-Encoding layer still on), bounded in bytes. A connection goes back to its
+pool only after a clean exchange: the final status read (interim ones skipped), the body read to its end as its
+framing says, nothing after it. Any other ending closes it instead: a body over the cap, cut short, unclear
+(`AnswerUnclear`), or left unread.
+
+- `read_capped`: the whole body, at most `cap` bytes; `BodyTooLarge` past it (a declared length over the cap is
+  refused before any byte is read).
+- `read_prefix`: at most `limit` bytes kept, the rest neither read nor kept (an error answer's reason); with
+  `keep=False` every byte is dropped as it comes (a 2xx whose body no one needs).
+- `finish`: the connection back to the pool when the body was read whole and cleanly, else closed.
+- `read_end`: `read_prefix`, then `finish`, in one call (an error answer's reason; a 2xx dropped).
+
+Each takes urllib3's HTTPResponse, read with `preload_content=False`.
 """
 
 from __future__ import annotations
@@ -17,10 +33,12 @@ import http.client
 import socket
 from typing import Any
 
-from .errors import InterimRefused
+from .errors import AnswerUnclear, BodyTooLarge, InterimRefused
 
 MAX_INTERIM = 16  # interim answers skipped before one request's final answer, at most
 MAX_INTERIM_BYTES = 64 * 1024  # and their status lines and heads together
+READ_CHUNK = 64 * 1024
+NO_CONTENT = frozenset({204, 304})  # statuses that have no body (RFC 9110)
 
 
 class Response(http.client.HTTPResponse):
@@ -95,3 +113,72 @@ def shut(sock: Any) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
     except (OSError, TypeError, ValueError):
         pass
+
+
+def declared_length(response: Any) -> int | None:
+    """The Content-Length an answer declares, when it is a plain number."""
+    length = str(response.headers.get("content-length", "")).strip()
+    return int(length) if length.isdigit() else None
+
+
+def read_capped(response: Any, cap: int) -> list[bytes]:
+    """The whole body as it came, at most `cap` bytes (checked clean); BodyTooLarge past it. The caller closes the
+    response on any error."""
+    length = declared_length(response)
+    if length is not None and length > cap:
+        raise BodyTooLarge(cap, length)
+    if response.status in NO_CONTENT:  # no body by definition: nothing to gather
+        response.read(decode_content=False)  # read to its end: the connection is free for the next
+        check_clean(response)
+        return []
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in response.stream(READ_CHUNK, decode_content=False):
+        received += len(chunk)
+        if received > cap:
+            raise BodyTooLarge(cap, None)
+        chunks.append(chunk)
+    check_clean(response)
+    return chunks
+
+
+def read_prefix(response: Any, limit: int, keep: bool = True) -> tuple[bytes, bool]:
+    """(the first `limit` bytes of the body, or b"" without `keep`; whether it was read whole and cleanly). Past
+    `limit` nothing more is read: the caller closes the response (`finish`)."""
+    length = declared_length(response)
+    if not keep and length is not None and length > limit:  # nothing to keep, and more than may be dropped
+        return b"", False
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in response.stream(READ_CHUNK, decode_content=False):
+        received += len(chunk)
+        if keep:
+            chunks.append(chunk)
+        if received > limit:
+            return b"".join(chunks)[:limit], False
+    check_clean(response)
+    return b"".join(chunks), True
+
+
+def check_clean(response: Any) -> None:
+    """AnswerUnclear when bytes followed the body (`Response` saw them; its socket is shut)."""
+    why = getattr(getattr(response, "_original_response", None), "unclear", "")
+    if why:
+        response.close()
+        raise AnswerUnclear(why)
+
+
+def read_end(response: Any, limit: int, keep: bool = True) -> bytes:
+    """The first `limit` bytes of the body (b"" without `keep`), the rest neither read nor kept; the connection
+    back to its pool when the body was read whole and cleanly, else closed."""
+    kept, whole = read_prefix(response, limit, keep)
+    finish(response, whole)
+    return kept
+
+
+def finish(response: Any, whole: bool) -> None:
+    """The connection back to the pool after a body read whole and cleanly; closed otherwise."""
+    if whole:
+        response.release_conn()
+    else:
+        response.close()

@@ -5,7 +5,7 @@ Every socket to a host that is not one of the collector's configured API hosts i
 connected to (no loopback, private, link-local or translated address unless ALLOW_PRIVATE_HOSTS), on every
 redirect hop. A connected socket's settimeout() does nothing when the timeout is already that value, and its
 response reader takes 64 KiB per read (`quiet_class`). An answer is its own request's: interim answers are skipped
-and a connection is reused only after a clean exchange (answers.py, body.py).
+and a connection is reused only after a clean exchange (answers.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class AnswerUnclear(WireError):
 
 
 class BodyTooLarge(WireError):
-    """A body over a cap (body.py): `length` is the size the answer declared (None when it came without one)."""
+    """A body over a cap (answers.py): `length` is the size the answer declared (None when it came without one)."""
 
     def __init__(self, cap: int, length: int | None):
         self.cap, self.length = cap, length

@@ -11,7 +11,7 @@
 - **The session and adapter** (_session.py): no cookies, at most 5 redirects and never from https to http,
   retries of failed connects only; a plain GET prepared and sent without requests' per-call merging.
 - **URLs** (net/urls.py): prepared once per URL and parameters; `where` names a request by host and path.
-- **A size cap** (net/body.py, the sinks' read too). Bodies are read as received up to `HTTP_MAX_BYTES` (past it:
+- **A size cap** (net/answers.py, the sinks' read too). Bodies are read as received up to `HTTP_MAX_BYTES` (past it:
   refused, the connection dropped), then decoded (gzip/deflate, decoding.py) in bounded steps up to
   `HTTP_MAX_BYTES` decoded.
 - **Slots** (here). With `slots` (slots.py) each request waits for a slot of its run's service and of the whole
@@ -36,7 +36,7 @@ import requests
 import urllib3
 
 from ..net.addresses import Policy
-from ..net.body import read_capped
+from ..net.answers import read_capped
 from ..net.causes import cause
 from ..net.deadline import WATCH, Entry, begin
 from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
@@ -177,7 +177,7 @@ class Http:
         response._content_consumed = True  # type: ignore[attr-defined]
 
     def _read_chunks(self, response: requests.Response, what: str) -> list[bytes]:
-        """The body as it came (net/body.py, the sinks' read too); BadResponse past the cap, AnswerUnclear (a
+        """The body as it came (net/answers.py, the sinks' read too); BadResponse past the cap, AnswerUnclear (a
         Transient, `failure`) when bytes followed it."""
         try:
             return read_capped(response.raw, self.max_bytes)

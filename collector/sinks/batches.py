@@ -25,7 +25,7 @@ from bson import ObjectId
 
 from .delivery import VANISHED, Fate, Verdict
 from .docs import DocRefused, as_doc
-from .lane import Lane
+from .lane import Turn
 from .outcomes import Outcomes
 from .sdk import Batch, Doc
 from .store import SinkStore
@@ -55,14 +55,14 @@ class Batcher:
     def __init__(self, store: SinkStore, outcomes: Outcomes):
         self.store, self.outcomes = store, outcomes
 
-    def plan(
-        self, lane: Lane, now: datetime, busy: list[Any], busy_batches: set[str]
-    ) -> list[tuple[list[dict], Batch]]:
-        """At most `lane.free()` batches to send now: (their entries, the Batch), entries in the batch's order."""
-        slots, size = lane.free(), lane.config.batch
-        groups, fresh = self._due(lane, now, busy, busy_batches)
+    def plan(self, turn: Turn, now: datetime) -> list[tuple[list[dict], Batch]]:
+        """At most `turn.slots` batches to send now: (their entries, the Batch), entries in the batch's order."""
+        slots, size = turn.slots, turn.size
+        groups, fresh = self._due(turn, now)
+        if not groups and not fresh:  # nothing due: no items to load
+            return []
         fresh = fresh[: max(0, slots - len(groups)) * size]
-        docs = self._docs(lane, [entry for group in groups.values() for entry in group] + fresh)
+        docs = self._docs(turn, [entry for group in groups.values() for entry in group] + fresh)
         planned: list[tuple[list[dict], Batch]] = []
         loose: Pairs = []
         for ident, group in groups.items():
@@ -78,21 +78,19 @@ class Batcher:
             planned.append(self._form([e for e, _ in chunk], [d for _, d in chunk], now))
         return planned
 
-    def _due(
-        self, lane: Lane, now: datetime, busy: list[Any], busy_batches: set[str]
-    ) -> tuple[dict[str, list[dict]], list[dict]]:
+    def _due(self, turn: Turn, now: datetime) -> tuple[dict[str, list[dict]], list[dict]]:
         """The due entries: those of kept batches (every entry of each, due or not, at most one batch per free slot,
         none in flight) by batch id, and those in no batch."""
-        slots = lane.free()
+        slots = turn.slots
         kept: dict[str, list[dict]] = {}
         fresh: list[dict] = []
-        for entry in self.store.due(lane.name, now, slots * lane.config.batch, busy):
+        for entry in self.store.due(turn.name, now, slots * turn.size, turn.busy):
             batch = stored(entry)
             if batch is None:
                 fresh.append(entry)
-            elif batch[0] not in busy_batches and len(kept) < slots:
+            elif batch[0] not in turn.busy_batches and len(kept) < slots:
                 kept.setdefault(batch[0], [])
-        for entry in self.store.members(lane.name, list(kept), busy):
+        for entry in self.store.members(turn.name, list(kept), turn.busy) if kept else ():
             batch = stored(entry)
             if batch is not None and batch[0] in kept:
                 kept[batch[0]].append(entry)
@@ -107,27 +105,27 @@ class Batcher:
             entry["batch"] = batch
         return entries, Batch(docs, ident, now)
 
-    def _docs(self, lane: Lane, entries: list[dict]) -> dict[int, Doc]:
+    def _docs(self, turn: Turn, entries: list[dict]) -> dict[int, Doc]:
         """The Doc of each entry whose item can be sent (by the entry's `id()`); the others get their verdict at
         once: an item deleted meanwhile is gone; an entry a shell wrote without an item, or naming one by a list or
         a document, and an item that cannot be made a document, are dead-lettered."""
         named = [e for e in entries if _names_item(e)]
         for entry in (e for e in entries if not _names_item(e)):
             why = "the queue entry names no item (no `item`, or not an id)"
-            self.outcomes.add(lane.name, [entry], [Verdict(Fate.REJECT, why, "rejected", final=True)])
+            self.outcomes.add(turn.name, [entry], [Verdict(Fate.REJECT, why, "rejected", final=True)])
         items = self.store.load_items([e["item"] for e in named])
         docs: dict[int, Doc] = {}
         for entry in named:
             item = items.get(entry["item"])
             if item is None:
-                self.outcomes.add(lane.name, [entry], [VANISHED])
+                self.outcomes.add(turn.name, [entry], [VANISHED])
                 continue
             try:
                 docs[id(entry)] = as_doc(item)
             except Exception as exc:  # DocRefused, or a value no one foresaw: that item only, never the sink's round
                 why = str(exc) if isinstance(exc, DocRefused) else f"{type(exc).__name__}: {exc}"
-                verdict = Verdict(Fate.REJECT, lane.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
-                self.outcomes.add(lane.name, [entry], [verdict])
+                verdict = Verdict(Fate.REJECT, turn.scrub(f"the item cannot be sent: {why}"), "rejected", final=True)
+                self.outcomes.add(turn.name, [entry], [verdict])
         return docs
 
 

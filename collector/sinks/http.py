@@ -34,7 +34,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
 from ..net.addresses import Policy
-from ..net.body import finish, read_capped, read_prefix
+from ..net.answers import read_capped, read_end
 from ..net.causes import cause
 from ..net.connections import POOL_CLASSES
 from ..net.deadline import WATCH, begin
@@ -131,8 +131,7 @@ class SinkHttp:
         names = {name.lower(): value for name, value in response.headers.items()}
         try:
             if not 200 <= status < 300:
-                reason, whole = read_prefix(response, REASON_BYTES)
-                finish(response, whole)  # past the prefix: closed, the status says what happened
+                reason = read_end(response, REASON_BYTES)  # past the prefix: closed, the status says what happened
                 return Answer(status, names, reason), False
             if not keep_body:
                 return Answer(status, names, b""), drop(response)
@@ -184,12 +183,11 @@ def drop(response: Any) -> bool:
     the answer stands however the dropping ends — unless bytes followed its end (AnswerUnclear: which answer
     belongs to which request is no longer known)."""
     try:
-        _, whole = read_prefix(response, DROP_BYTES, keep=False)
+        read_end(response, DROP_BYTES, keep=False)
     except AnswerUnclear:
         raise
     except Exception:  # cut by the deadline, reset, cut short: the status was final, and it said yes
-        whole = False
-    finish(response, whole)
+        response.close()
     return True
 
 

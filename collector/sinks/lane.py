@@ -11,14 +11,32 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..textout import printable
 from .delivery import Delivered, Fate, Verdict, backoff, deliver_batch, scrubber
 from .sdk import AuthFailed, Batch, Sink, SinkConfig
 
 log = logging.getLogger("collector.sinks")
+
+
+@dataclass
+class Turn:
+    """What a lane can take in one round, asked once (`Lane.turn`): the batches it can take now (`slots`, 0: none,
+    of `size` entries), the entries and batch ids in flight (its own and a retired lane's of the same sink: not
+    formed again), its scrubber; and what the service writes of its prepare: why one failed (`failed`), or the
+    refused credentials (`auth`: the sink is stopped)."""
+
+    name: str
+    slots: int = 0
+    size: int = 0
+    busy: list[Any] = field(default_factory=list)
+    busy_batches: set[str] = field(default_factory=set)
+    scrub: Callable[[str], str] = str
+    failed: str = ""
+    auth: str | None = None
 
 
 @dataclass
@@ -37,7 +55,7 @@ class Lane:
         self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix=f"sink-{config.name}")
         self.sink: Sink | None = None
         self.flights: list[Flight] = []
-        # its state, changed only here (the service asks: follow, stop, poll_prepare, cut)
+        # its state, changed only here (the service asks: turn, stop, cut)
         self.halt = threading.Event()  # the service is stopping: nothing more is sent
         self.preparing: Future[None] | None = None
         self.ready = False
@@ -51,14 +69,33 @@ class Lane:
     def name(self) -> str:
         return self.config.name
 
-    def free(self) -> int:
-        return self.config.concurrency - len(self.flights)
-
-    def busy(self) -> list[dict]:
-        return [entry["_id"] for flight in self.flights for entry in flight.entries]
-
-    def busy_batches(self) -> set[str]:
-        return {flight.batch for flight in self.flights}
+    def turn(
+        self, doc: Mapping, now: datetime, rng: random.Random, cap: float, stopping: bool, retired: list[Lane]
+    ) -> Turn:
+        """The lane's part of a round, in one call: it follows its sink's document, looks at a prepare that
+        finished (a failure tried again after a back-off, capped at `cap`), starts one when due, and says what it
+        can take (nothing while stopped, paused, `stopping`, not ready, or with every thread busy). `retired`:
+        the lanes of the same sink with settings since replaced, whose batches are still in flight."""
+        self.follow(doc)
+        if self.stopped or self.paused or stopping:
+            return Turn(self.config.name)
+        tries = self.prepare_tries
+        auth = self.poll_prepare(now, rng, cap)
+        failed = self.problem if self.prepare_tries > tries else ""  # a TLS failure, a refused template: failing
+        if auth is not None:
+            return Turn(self.config.name, failed=failed, auth=auth)
+        self.start_prepare(now)
+        slots = self.config.concurrency - len(self.flights) if self.ready else 0
+        flights = [flight for lane in (self, *retired) for flight in lane.flights]
+        return Turn(
+            self.config.name,
+            max(slots, 0),
+            self.config.batch,
+            [entry["_id"] for flight in flights for entry in flight.entries],
+            {flight.batch for flight in flights},
+            self.scrub,
+            failed,
+        )
 
     def follow(self, doc: Mapping) -> None:
         """The lane follows its sink's document: paused or not, stopped there (by an earlier service), or resumed
@@ -115,14 +152,15 @@ class Lane:
         self.prepare_tries, self.prepare_at, self.problem = 0, None, ""
 
     # --- deliveries -------------------------------------------------------------------------------------------------
-    def submit(self, entries: list[dict], batch: Batch) -> None:
-        """Deliver `batch` (the documents of `entries`, in their order) on a worker thread."""
-        sink = self.sink
-        if sink is None:  # pragma: no cover - the service submits to ready lanes only
-            raise RuntimeError("the sink is not ready")
-        future = self.pool.submit(deliver_batch, sink, batch, self.scrub, self.halt)
-        future.add_done_callback(lambda _: self.wakeup.set())
-        self.flights.append(Flight(entries, batch.id, future))
+    def submit(self, planned: list[tuple[list[dict], Batch]]) -> None:
+        """Deliver each batch (the documents of its entries, in their order) on a worker thread."""
+        for entries, batch in planned:
+            sink = self.sink
+            if sink is None:  # pragma: no cover - the service submits to ready lanes only
+                raise RuntimeError("the sink is not ready")
+            future = self.pool.submit(deliver_batch, sink, batch, self.scrub, self.halt)
+            future.add_done_callback(lambda _: self.wakeup.set())
+            self.flights.append(Flight(entries, batch.id, future))
 
     def finished(self) -> list[tuple[list[dict], Delivered]]:
         """The batches that finished since the last call, with what became of them."""

@@ -15,10 +15,15 @@ from typing import Any
 from ..settings.parsers import SINK_NAME
 from ..textout import printable
 from .sdk import SinkConfig
-from .store import SinkStore, entry_id
+from .store import SinkStore
 
 MOVE_BATCH = 1000  # marked items moved per round at most
 log = logging.getLogger("collector.sinks")
+
+
+def entry_id(sink: str, item: Any) -> dict[str, Any]:
+    """A queue entry's `_id`: the sink and the item (one entry per sink and item: queued twice, kept once)."""
+    return {"s": sink, "i": item}
 
 
 def queue_entry(sink: str, item: Mapping[str, Any], now: datetime, walked: bool = False) -> dict[str, Any]:

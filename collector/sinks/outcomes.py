@@ -27,7 +27,8 @@ from typing import Any
 from ..engine.store import unavailable
 from ..sdk.redaction import clip
 from ..textout import printable
-from .delivery import Fate, Verdict, backoff
+from .delivery import Delivered, Fate, Verdict, backoff
+from .health import Health
 from .store import SinkStore, whole
 
 log = logging.getLogger("collector.sinks")
@@ -78,6 +79,27 @@ class Outcomes:
         self.unsaved: dict[str, Counter[str]] = {}  # counters not yet added to the sinks' documents
         self.totals: dict[str, Counter[str]] = {}  # this process's, for its metrics
         self.said: set[tuple[str, str]] = set()  # (sink, error) already logged: a write that keeps failing, once
+        self.health = Health()  # each sink's failing streak, fed by its verdicts: logged once, written with them
+        self.refused: dict[str, str] = {}  # sinks whose credentials were refused, until `write` hands them over
+
+    def take(self, sink: str, finished: list[tuple[list[dict], Delivered]], current: bool, now: datetime) -> None:
+        """A lane's finished batches (`Lane.finished`), to be written, and seen by the sink's failing streak.
+        Those of a lane whose settings were since replaced (not `current`) are `superseded`, and no streak's."""
+        for entries, done in finished:
+            verdicts = done.verdicts if current else superseded(done.verdicts)
+            self.add(sink, entries, verdicts, done.batches, done.splits)
+            if current:
+                self.health.note(sink, done.verdicts, now)
+
+    def write(self, now: datetime, max_tries: int, cap: float) -> dict[str, str]:
+        """The round's writes, in one pass: every pending batch (`apply`), the counters (`flush`), the failing
+        streaks. Returns the sinks whose credentials were refused, with the reason (kept until returned: a database
+        away after the batches were written loses none); the caller stops them."""
+        self.refused.update(self.apply(now, max_tries, cap))
+        self.flush()
+        self.health.flush(self.store.sinks, now)
+        refused, self.refused = self.refused, {}
+        return refused
 
     def add(
         self, sink: str, entries: list[dict], verdicts: list[Verdict], batches: list[str] | None = None, splits: int = 0
@@ -174,6 +196,18 @@ class Outcomes:
         unit = {"id": part, "n": len(entries), "at": formed}
         for entry in entries:
             self.store.reschedule(entry, next_at, last_error(verdict, now), False, unit)
+
+
+def superseded(verdicts: list[Verdict]) -> list[Verdict]:
+    """The verdicts of a delivery made with settings since replaced (a reload): a refused authentication is about
+    the old credentials, so its entries are tried again (with the new ones) and the sink is not stopped. One new
+    verdict per old one (a whole-batch failure stays one object: counted once)."""
+    new: dict[int, Verdict] = {}
+    for verdict in verdicts:
+        if verdict.outcome == Fate.AUTH and id(verdict) not in new:
+            reason = f"{verdict.reason} (with the settings replaced since: tried again with the new ones)"
+            new[id(verdict)] = Verdict(Fate.RETRY, reason, verdict.kind, whole=verdict.whole)
+    return [new.get(id(v), v) for v in verdicts]
 
 
 def refused_whole(batch: Finished) -> dict[str, list[int]]:

@@ -27,10 +27,9 @@ from ..textout import printable
 from .backfill import Walks
 from .batches import Batcher
 from .config import secret_values, sink_configs
-from .delivery import Fate, Verdict
 from .figures import SinkFigures, Stats
 from .guard import Guard
-from .health import Health, lease_line
+from .health import lease_line
 from .lane import Lane
 from .mover import MOVE_BATCH, Unserved, move, register_new
 from .outcomes import Outcomes
@@ -76,7 +75,6 @@ class SinkService:
         self.walks = Walks(self.store)
         self.stats = Stats(self.store)
         self.guard = Guard()  # one sink's part of a round failing on a bad value: logged, the others go on
-        self.health = Health()  # each sink's failing streak: logged once, written to its document
         self.lanes: dict[str, Lane] = {}
         self.retiring: list[Lane] = []
         self.holds_lease = False
@@ -224,23 +222,19 @@ class SinkService:
         return held
 
     def _collect(self) -> None:
-        """Finished deliveries into the outcomes (no database); retired lanes closed once idle."""
+        """Finished deliveries into the outcomes (no database), each lane asked once; retired lanes closed once
+        idle (their verdicts, of settings since replaced, are `superseded`)."""
         for lane in self._all_lanes():
-            current = self.lanes.get(lane.name) is lane
-            for entries, done in lane.finished():
-                verdicts = done.verdicts if current else superseded(done.verdicts)
-                self.outcomes.add(lane.name, entries, verdicts, done.batches, done.splits)
-                self.health.note(lane.name, done.verdicts if current else [], self.clock())  # old settings: none
+            current = self.lanes.get(lane.config.name) is lane
+            self.outcomes.take(lane.config.name, lane.finished(), current, self.clock())
         for lane in [lane for lane in self.retiring if not lane.flights]:
             self.retiring.remove(lane)
             lane.close()
 
     def _write_outcomes(self, now: datetime) -> None:
-        refused = self.outcomes.apply(now, self.settings.sink_max_tries, self.settings.sink_retry_max)
+        refused = self.outcomes.write(now, self.settings.sink_max_tries, self.settings.sink_retry_max)
         for name, reason in refused.items():
             self._stop_sink(name, reason, now)
-        self.outcomes.flush()
-        self.health.flush(self.store.sinks, now)
 
     def _stop_sink(self, name: str, reason: str, now: datetime) -> None:
         lane = self.lanes.get(name)
@@ -257,38 +251,22 @@ class SinkService:
         )
 
     def _deliver(self, lane: Lane, doc: dict, now: datetime) -> int:
-        """Hand the lane's due batches to its threads (batches.py); the batches started."""
-        lane.follow(doc)
-        if lane.stopped or lane.paused or self.stopping:
+        """The lane's turn (asked once), its due batches formed (batches.py) and handed to its threads; the
+        batches started."""
+        retired = [old for old in self.retiring if old.config.name == lane.config.name]
+        turn = lane.turn(doc, now, self.rng, self.settings.sink_retry_max, self.stopping, retired)
+        if turn.failed:
+            self.outcomes.health.failed(turn.name, turn.failed, now)
+        if turn.auth is not None:
+            self.outcomes.count(turn.name, "failed.auth")
+            self._stop_sink(turn.name, turn.auth, now)
             return 0
-        tries, auth = lane.prepare_tries, lane.poll_prepare(now, self.rng, self.settings.sink_retry_max)
-        if lane.prepare_tries > tries:  # a prepare that failed (a TLS failure, a refused template): failing too
-            self.health.failed(lane.name, lane.problem, now)
-        if auth is not None:
-            self.outcomes.count(lane.name, "failed.auth")
-            self._stop_sink(lane.name, auth, now)
+        if turn.slots <= 0:
             return 0
-        lane.start_prepare(now)
-        if not lane.ready or lane.free() <= 0:
-            return 0
-        same = [other for other in self._all_lanes() if other.name == lane.name]
-        busy = [key for other in same for key in other.busy()]
-        planned = self.batcher.plan(lane, now, busy, {ident for other in same for ident in other.busy_batches()})
-        for entries, batch in planned:
-            lane.submit(entries, batch)
+        planned = self.batcher.plan(turn, now)
+        if planned:
+            lane.submit(planned)
         return len(planned)
-
-
-def superseded(verdicts: list[Verdict]) -> list[Verdict]:
-    """The verdicts of a delivery made with settings since replaced (a reload): a refused authentication is about
-    the old credentials, so its entries are tried again (with the new ones) and the sink is not stopped. One new
-    verdict per old one (a whole-batch failure stays one object: counted once)."""
-    new: dict[int, Verdict] = {}
-    for verdict in verdicts:
-        if verdict.outcome == Fate.AUTH and id(verdict) not in new:
-            reason = f"{verdict.reason} (with the settings replaced since: tried again with the new ones)"
-            new[id(verdict)] = Verdict(Fate.RETRY, reason, verdict.kind, whole=verdict.whole)
-    return [new.get(id(v), v) for v in verdicts]
 
 
 __all__ = ["SinkFigures", "SinkService", "utcnow"]

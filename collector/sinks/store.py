@@ -36,10 +36,6 @@ CALENDAR = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))  
 Fields = Mapping[str, Any]
 
 
-def entry_id(sink: str, item: Any) -> dict[str, Any]:
-    return {"s": sink, "i": item}
-
-
 def whole(value: Any) -> int:
     """A count read from a document anyone may have edited: a whole number as it is, anything else 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

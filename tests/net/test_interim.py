@@ -1,4 +1,4 @@
-"""An answer belongs to its own request (collector/net/answers.py, body.py), on real sockets against a receiver
+"""An answer belongs to its own request (collector/net/answers.py), on real sockets against a receiver
 that scripts every byte: interim answers of every kind the RFCs define (100, 101, 102, 103) and some they do not
 (150, 199, several in a row, with headers, before and after a delay, past their bound), late ones after the final
 answer, and answers nobody asked for. Through the sinks' client, real sink deliveries, and the collectors' Http:

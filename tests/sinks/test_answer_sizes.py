@@ -1,4 +1,4 @@
-"""A 2xx answer is done whatever its size (collector/sinks/http.py, net/body.py), on real sockets: a body no one
+"""A 2xx answer is done whatever its size (collector/sinks/http.py, net/answers.py), on real sockets: a body no one
 needs is read and dropped (up to DROP_BYTES, then the connection is closed) and the answer counts; a body holding
 per-document results (`_bulk`, a Typesense import) too large to read splits the batch, never repeats it; an error
 answer keeps a bounded prefix for its reason. Several sizes, framings and statuses."""

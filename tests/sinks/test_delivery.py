@@ -19,9 +19,10 @@ from collector.sinks.delivery import (
     scrubber,
     split_by_bytes,
 )
+from collector.sinks.mover import entry_id
 from collector.sinks.outcomes import Outcomes, counts_of
 from collector.sinks.sdk import Doc, SinkConfig
-from collector.sinks.store import DEAD, QUEUE, SinkStore, entry_id
+from collector.sinks.store import DEAD, QUEUE, SinkStore
 
 from helpers import T0
 from helpers.fakesink import SECRET, Destination, FakeSink

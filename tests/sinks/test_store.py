@@ -10,7 +10,8 @@ import pytest
 from bson import ObjectId
 
 from collector.sinks import store as sinks_store
-from collector.sinks.store import DEAD, QUEUE, SERVICE_ID, SinkStore, entry_id
+from collector.sinks.mover import entry_id
+from collector.sinks.store import DEAD, QUEUE, SERVICE_ID, SinkStore
 
 from helpers import T0
 from helpers.fakesink import add_items
