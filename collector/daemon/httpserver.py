@@ -23,7 +23,7 @@ import resource
 import threading
 from typing import Any
 
-from ..net.core import ACCEPTS_PER_ROUND, DESCRIPTOR_PAUSE, Connection, Core, Policy, listen
+from ..net.core import ACCEPTS_PER_ROUND, Connection, Core, Policy, listen
 from ..net.head import Head
 from ..net.server import DEADLINE, HEAD_LIMIT, Budget
 from ..sdk.redaction import clip
@@ -56,8 +56,6 @@ def words(limit: int, timeout: float) -> dict[str, str]:
         "refused": f"refused (malformed, or a head over {HEAD_LIMIT} bytes)",
         "slow": f"closed for reading too slowly ({UNSENT_LIMIT} bytes waiting for all at most)",
         "failed": "answered 500 (a failure of the collector's own, logged)",
-        "starved": "closed to free a file descriptor (the process had none left)",
-        "paused": f"accepting paused {{n}} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)",
     }
 
 

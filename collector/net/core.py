@@ -32,6 +32,11 @@ DESCRIPTOR_PAUSE = 0.5  # seconds the port stops accepting when the process has 
 READ_SIZE = 65536
 STARVED = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
+WORDS = {  # for the connections the core itself cuts short; a server's own words come first
+    "starved": "closed to free a file descriptor (the process had none left)",
+    "paused": f"accepting paused {{n}} times for {DESCRIPTOR_PAUSE:g}s (no descriptor left)",
+}
+
 Handle = Callable[["Connection", Head, bytes], Awaitable[None] | None]
 
 
@@ -84,7 +89,7 @@ class Core:
     def __init__(self, name: str, handle: Handle, policy: Policy, words: dict[str, str], log: logging.Logger):
         self.name, self.handle, self.policy, self.log = name, handle, policy, log
         self.room: Room[Connection] = Room(policy.limit)  # oldest first
-        self.cut_short = CutShort(name, words, log)
+        self.cut_short = CutShort(name, {**words, **WORDS}, log)
         self.accepted = 0
         self.unsent = 0  # bytes written for clients, not yet taken by their sockets
         self.listener: socket.socket | None = None
@@ -236,6 +241,7 @@ class Core:
             return  # closed meanwhile (room made, or the client went away)
         assert self.loop is not None
         self.room.mark(conn, WORKING)
+        self.loop.remove_reader(conn.fd)  # one answer to a connection: what else it sends is not read
         conn.done = True
         if self.policy.answer_time is not None:
             if conn.timer is not None:
@@ -317,19 +323,17 @@ class Core:
         self.drop(conn, None)
 
     # --- closing -----------------------------------------------------------------------------------------------
-    def _expired(self, conn: Connection, whole: bool = True) -> None:
+    def _expired(self, conn: Connection, asking: bool = True) -> None:
         """The deadline: a request not whole in time is answered `late` where the server has one; else the
         connection is closed."""
         conn.timer = None
         if conn not in self.room:
             return
-        if whole and self.policy.late is not None and self.room.state(conn) != WORKING:
+        if asking and self.policy.late is not None and not conn.done:
             self.count("timeout")
-            assert self.loop is not None
-            self.loop.remove_reader(conn.fd)
             self.answer(conn, self.policy.late)
             return
-        self.drop(conn, "timeout" if whole or self.policy.late is None else None)
+        self.drop(conn, "timeout" if asking or self.policy.late is None else None)
 
     def drop(self, conn: Connection, reason: str | None) -> None:
         if conn not in self.room:
