@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .head import HEAD_LIMIT, Head, HeadError, head_end, parse
 from .server import SEND_BUFFER, STREAM, WORKING, Budget, CutShort, Room
 
-__all__ = ["Connection", "Core", "Policy", "listen"]
+__all__ = ["Connection", "Core", "Held", "Policy", "listen"]
 
 ACCEPTS_PER_ROUND = 64  # accepted in a row before the connections already open are read again
 DESCRIPTOR_PAUSE = 0.5  # seconds the port stops accepting when the process has no descriptor left
@@ -83,23 +83,156 @@ def listen(addr: str, port: int) -> socket.socket:
     return listener
 
 
-class Core:
-    """Serve `handle` on `listener` from the running loop (start), under `policy`."""
+class Held:
+    """The connections held: the answers and events written to them within the budget, their deadlines, their
+    close, and the count of those cut short (Core adds accepting and reading)."""
 
-    def __init__(self, name: str, handle: Handle, policy: Policy, words: dict[str, str], log: logging.Logger):
-        self.name, self.handle, self.policy, self.log = name, handle, policy, log
+    def __init__(self, name: str, policy: Policy, words: dict[str, str], log: logging.Logger):
+        self.name, self.policy, self.log = name, policy, log
         self.room: Room[Connection] = Room(policy.limit)  # oldest first
         self.cut_short = CutShort(name, {**words, **WORDS}, log)
-        self.accepted = 0
         self.unsent = 0  # bytes written for clients, not yet taken by their sockets
-        self.listener: socket.socket | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.reporting: asyncio.TimerHandle | None = None
-        self.tasks: set[asyncio.Task] = set()
 
     @property
     def streams(self) -> list[Connection]:
         return [conn for conn in self.room if conn.streaming]
+
+    def _guarded(self, conn: Connection, step: Callable[[Connection], None]) -> None:
+        """`step`, a failure of which ends that connection alone (counted, its traceback logged once a period)."""
+        try:
+            step(conn)
+        except Exception:
+            self._failed(conn)
+
+    def _failed(self, conn: Connection) -> None:
+        if self.count("failed") == 1:
+            self.log.exception("%s: a connection failed; it is closed, the others are served", self.name)
+        self.drop(conn, None)
+
+    # --- writing -----------------------------------------------------------------------------------------------
+    def answer(self, conn: Connection, data: bytes) -> None:
+        """Send `data`, the whole answer; the connection is closed once it is sent (or at its deadline)."""
+        if conn not in self.room:
+            return  # closed meanwhile (room made, or the client went away)
+        assert self.loop is not None
+        self.room.mark(conn, WORKING)
+        self.loop.remove_reader(conn.fd)  # one answer to a connection: what else it sends is not read
+        conn.done = True
+        if self.policy.answer_time is not None:
+            if conn.timer is not None:
+                conn.timer.cancel()
+            conn.timer = self.loop.call_later(self.policy.answer_time, self._expired, conn, False)
+        self._write(conn, data)
+
+    def broadcast(self, data: bytes) -> None:
+        """`data` to every event stream; a stream holding more than its share is cut, and past the total the
+        clients holding the most."""
+        for conn in self.streams:
+            if conn not in self.room:
+                continue  # cut for room already
+            if self.policy.budget.over_client(conn.held):
+                self.drop(conn, "slow")  # what it did not read is dropped with it: memory and descriptor now
+                continue
+            self._write(conn, data)
+
+    def _write(self, conn: Connection, data: bytes) -> None:
+        for slowest in self.policy.budget.to_cut({c: c.held for c in self.room}, len(data)):
+            self.drop(slowest, "slow")
+        if conn not in self.room:
+            return  # itself the slowest reader
+        if data:
+            conn.out.append(memoryview(data))
+            conn.held += len(data)
+            self.unsent += len(data)
+        self._guarded(conn, self._flush)
+
+    def _flush(self, conn: Connection) -> None:
+        """Send what the socket takes now (a client that does not read waits alone); close once all is sent."""
+        assert self.loop is not None
+        while conn.out:
+            try:
+                sent = conn.sock.send(conn.out[0])
+            except BlockingIOError:
+                break
+            except OSError:
+                self.drop(conn, None)
+                return
+            conn.held -= sent
+            self.unsent -= sent
+            if sent == len(conn.out[0]):
+                conn.out.popleft()
+            else:
+                conn.out[0] = conn.out[0][sent:]
+        if conn.out and not conn.writing:
+            self.loop.add_writer(conn.fd, self._guarded, conn, self._flush)
+            conn.writing = True
+        elif not conn.out and conn.writing:
+            self.loop.remove_writer(conn.fd)
+            conn.writing = False
+        if not conn.out and conn.done:
+            self._finish(conn)
+
+    def _finish(self, conn: Connection) -> None:
+        try:  # what the client sent beyond the head: read, so that closing does not reset the answer
+            for _ in range(4):
+                if not conn.sock.recv(READ_SIZE):
+                    break
+        except OSError:
+            pass
+        self.drop(conn, None)
+
+    # --- closing -----------------------------------------------------------------------------------------------
+    def _expired(self, conn: Connection, asking: bool = True) -> None:
+        """The deadline: a request not whole in time is answered `late` where the server has one; else the
+        connection is closed."""
+        conn.timer = None
+        if conn not in self.room:
+            return
+        if asking and self.policy.late is not None and not conn.done:
+            self.count("timeout")
+            self.answer(conn, self.policy.late)
+            return
+        self.drop(conn, "timeout" if asking or self.policy.late is None else None)
+
+    def drop(self, conn: Connection, reason: str | None) -> None:
+        if conn not in self.room:
+            return  # already closed
+        self.room.remove(conn)
+        self.unsent -= conn.held
+        conn.out.clear()
+        conn.held = 0
+        if reason is not None:  # counted before the client can see the close
+            self.count(reason)
+        if conn.timer is not None:
+            conn.timer.cancel()
+        if self.loop is not None:
+            self.loop.remove_reader(conn.fd)
+            self.loop.remove_writer(conn.fd)
+        conn.sock.close()
+
+    def count(self, reason: str) -> int:
+        """A connection cut short for `reason` (summed up in one line a period at most)."""
+        n = self.cut_short.count(reason)
+        if self.reporting is None and self.loop is not None and (due := self.cut_short.due()) is not None:
+            self.reporting = self.loop.call_later(max(0.0, due - time.monotonic()), self._report)
+        return n
+
+    def _report(self) -> None:
+        self.reporting = None
+        self.cut_short.report(time.monotonic())
+
+
+class Core(Held):
+    """Serve `handle` on `listener` from the running loop (start), under `policy`."""
+
+    def __init__(self, name: str, handle: Handle, policy: Policy, words: dict[str, str], log: logging.Logger):
+        super().__init__(name, policy, words, log)
+        self.handle = handle
+        self.accepted = 0
+        self.listener: socket.socket | None = None
+        self.tasks: set[asyncio.Task] = set()
 
     def start(self, listener: socket.socket) -> None:
         self.loop, self.listener = asyncio.get_running_loop(), listener
@@ -222,33 +355,7 @@ class Core:
         except Exception:
             self._failed(conn)
 
-    def _guarded(self, conn: Connection, step: Callable[[Connection], None]) -> None:
-        """`step`, a failure of which ends that connection alone (counted, its traceback logged once a period)."""
-        try:
-            step(conn)
-        except Exception:
-            self._failed(conn)
-
-    def _failed(self, conn: Connection) -> None:
-        if self.count("failed") == 1:
-            self.log.exception("%s: a connection failed; it is closed, the others are served", self.name)
-        self.drop(conn, None)
-
-    # --- writing -----------------------------------------------------------------------------------------------
-    def answer(self, conn: Connection, data: bytes) -> None:
-        """Send `data`, the whole answer; the connection is closed once it is sent (or at its deadline)."""
-        if conn not in self.room:
-            return  # closed meanwhile (room made, or the client went away)
-        assert self.loop is not None
-        self.room.mark(conn, WORKING)
-        self.loop.remove_reader(conn.fd)  # one answer to a connection: what else it sends is not read
-        conn.done = True
-        if self.policy.answer_time is not None:
-            if conn.timer is not None:
-                conn.timer.cancel()
-            conn.timer = self.loop.call_later(self.policy.answer_time, self._expired, conn, False)
-        self._write(conn, data)
-
+    # --- an event stream ---------------------------------------------------------------------------------------
     def stream(self, conn: Connection, first: bytes) -> None:
         """Make `conn` an event stream: `first`, then every broadcast, until one side closes it."""
         if conn not in self.room:
@@ -264,100 +371,3 @@ class Core:
         self.room.mark(conn, STREAM)
         self.loop.add_reader(conn.fd, self._readable, conn)  # to hear the page go away
         self._write(conn, first)
-
-    def broadcast(self, data: bytes) -> None:
-        """`data` to every event stream; a stream holding more than its share is cut, and past the total the
-        clients holding the most."""
-        for conn in self.streams:
-            if conn not in self.room:
-                continue  # cut for room already
-            if self.policy.budget.over_client(conn.held):
-                self.drop(conn, "slow")  # what it did not read is dropped with it: memory and descriptor now
-                continue
-            self._write(conn, data)
-
-    def _write(self, conn: Connection, data: bytes) -> None:
-        for slowest in self.policy.budget.to_cut({c: c.held for c in self.room}, len(data)):
-            self.drop(slowest, "slow")
-        if conn not in self.room:
-            return  # itself the slowest reader
-        if data:
-            conn.out.append(memoryview(data))
-            conn.held += len(data)
-            self.unsent += len(data)
-        self._guarded(conn, self._flush)
-
-    def _flush(self, conn: Connection) -> None:
-        """Send what the socket takes now (a client that does not read waits alone); close once all is sent."""
-        assert self.loop is not None
-        while conn.out:
-            try:
-                sent = conn.sock.send(conn.out[0])
-            except BlockingIOError:
-                break
-            except OSError:
-                self.drop(conn, None)
-                return
-            conn.held -= sent
-            self.unsent -= sent
-            if sent == len(conn.out[0]):
-                conn.out.popleft()
-            else:
-                conn.out[0] = conn.out[0][sent:]
-        if conn.out and not conn.writing:
-            self.loop.add_writer(conn.fd, self._guarded, conn, self._flush)
-            conn.writing = True
-        elif not conn.out and conn.writing:
-            self.loop.remove_writer(conn.fd)
-            conn.writing = False
-        if not conn.out and conn.done:
-            self._finish(conn)
-
-    def _finish(self, conn: Connection) -> None:
-        try:  # what the client sent beyond the head: read, so that closing does not reset the answer
-            for _ in range(4):
-                if not conn.sock.recv(READ_SIZE):
-                    break
-        except OSError:
-            pass
-        self.drop(conn, None)
-
-    # --- closing -----------------------------------------------------------------------------------------------
-    def _expired(self, conn: Connection, asking: bool = True) -> None:
-        """The deadline: a request not whole in time is answered `late` where the server has one; else the
-        connection is closed."""
-        conn.timer = None
-        if conn not in self.room:
-            return
-        if asking and self.policy.late is not None and not conn.done:
-            self.count("timeout")
-            self.answer(conn, self.policy.late)
-            return
-        self.drop(conn, "timeout" if asking or self.policy.late is None else None)
-
-    def drop(self, conn: Connection, reason: str | None) -> None:
-        if conn not in self.room:
-            return  # already closed
-        self.room.remove(conn)
-        self.unsent -= conn.held
-        conn.out.clear()
-        conn.held = 0
-        if reason is not None:  # counted before the client can see the close
-            self.count(reason)
-        if conn.timer is not None:
-            conn.timer.cancel()
-        if self.loop is not None:
-            self.loop.remove_reader(conn.fd)
-            self.loop.remove_writer(conn.fd)
-        conn.sock.close()
-
-    def count(self, reason: str) -> int:
-        """A connection cut short for `reason` (summed up in one line a period at most)."""
-        n = self.cut_short.count(reason)
-        if self.reporting is None and self.loop is not None and (due := self.cut_short.due()) is not None:
-            self.reporting = self.loop.call_later(max(0.0, due - time.monotonic()), self._report)
-        return n
-
-    def _report(self) -> None:
-        self.reporting = None
-        self.cut_short.report(time.monotonic())
