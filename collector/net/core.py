@@ -138,8 +138,9 @@ class Held:
             self._write(conn, data)
 
     def _write(self, conn: Connection, data: bytes) -> None:
-        for slowest in self.policy.budget.to_cut({c: c.held for c in self.room}, len(data)):
-            self.drop(slowest, "slow")
+        if self.unsent + len(data) > self.policy.budget.total:  # clients that do not read: the slowest are cut
+            for slowest in self.policy.budget.to_cut({c: c.held for c in self.room}, len(data)):
+                self.drop(slowest, "slow")
         if conn not in self.room:
             return  # itself the slowest reader
         if data:
