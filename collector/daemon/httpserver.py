@@ -23,13 +23,13 @@ import resource
 import threading
 from typing import Any
 
-from ..net.core import ACCEPTS_PER_ROUND, Connection, Core, Policy, listen
+from ..net.core import Connection, Core, Policy, listen
 from ..net.head import Head
 from ..net.server import DEADLINE, HEAD_LIMIT, Budget
 from ..sdk.redaction import clip
 from .httpwire import PLAIN, Answer, WsgiApp, environ, refusal, response, run_app
 
-__all__ = ["ACCEPTS_PER_ROUND", "HEAD_LIMIT", "HttpServer", "connection_budget"]
+__all__ = ["HEAD_LIMIT", "HttpServer", "connection_budget"]
 
 log = logging.getLogger("collector.daemon")
 
