@@ -1,6 +1,6 @@
-"""HTTP/1.x as the metrics port speaks it, without sockets: a request head read into a WSGI environ (parsed by
-net/head.py, the one parser the monitor uses too), a WSGI app's answer collected whole, and an answer written out
-as bytes (`daemon/httpserver.py` moves them over the wire)."""
+"""HTTP/1.x as the metrics port speaks it, without sockets: a request head (parsed by net/head.py, the one parser
+the monitor uses too) made a WSGI environ, a WSGI app's answer collected whole, and an answer written out as bytes
+(the server core, net/core.py, moves them over the wire for `daemon/httpserver.py`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from email.utils import formatdate
 from typing import Any
 
-from ..net.head import HeadError, head_end, parse
+from ..net.head import Head
 
-__all__ = ["PLAIN", "Answer", "Refused", "WsgiApp", "environ", "head_end", "response", "run_app"]
+__all__ = ["PLAIN", "Answer", "WsgiApp", "environ", "refusal", "response", "run_app"]
 
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 Answer = tuple[str, list[tuple[str, str]], bytes]  # status, headers, body
@@ -22,26 +22,16 @@ OWN_HEADERS = ("content-length", "connection", "transfer-encoding", "date")  # t
 PLAIN = [("Content-Type", "text/plain; charset=utf-8")]
 
 
-class Refused(Exception):
-    """A request head the server answers with an error of its own, without asking the app."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-    def answer(self) -> Answer:
-        return self.status, PLAIN, self.reason.encode() + b"\n"
-
-
 STATUS_LINES = {400: "400 Bad Request", 431: "431 Request Header Fields Too Large"}
 
 
-def environ(head: bytes | bytearray, addr: str, port: int) -> dict[str, Any]:
-    """The WSGI environ of a whole request head; Refused for one the one head parser (net/head.py) refuses."""
-    try:
-        parsed = parse(head)
-    except HeadError as bad:
-        raise Refused(STATUS_LINES.get(bad.status, "400 Bad Request"), bad.reason) from None
+def refusal(status: int, reason: str) -> bytes:
+    """The answer to a request head refused (by net/head.py's rules): the status and why, in plain text."""
+    return response(STATUS_LINES.get(status, "400 Bad Request"), PLAIN, reason.encode() + b"\n")
+
+
+def environ(parsed: Head, addr: str, port: int) -> dict[str, Any]:
+    """The WSGI environ of a whole request head."""
     env: dict[str, Any] = {
         "REQUEST_METHOD": parsed.method,
         "SCRIPT_NAME": "",

@@ -1,8 +1,9 @@
 """The monitor's HTTP/1.1 plumbing on one asyncio event loop: requests read within bounds, answers written
 without waiting on any other client, and server-sent event streams fed by one broadcast.
 
-The bounds are the collector's one server core (net/server.py, net/head.py), as for the metrics port
-(daemon/httpserver.py), because the page is left open for days and anything can connect:
+The connections are the collector's one server core's (net/core.py, on its policy net/server.py and its head
+parser net/head.py), as the metrics port's (daemon/httpserver.py); this module gives it the monitor's bounds and
+answers, because the page is left open for days and anything can connect:
 - at most MAX_CONNECTIONS connections at once, of which at most MAX_STREAMS event streams. A newcomer always gets
   in: at the bound the oldest idle connection is closed (one without a whole request head yet), else the oldest
   event stream (its browser reconnects by itself), else the oldest; a new stream past MAX_STREAMS closes the
@@ -13,29 +14,24 @@ The bounds are the collector's one server core (net/server.py, net/head.py), as 
 - the bytes written and not yet taken by the clients' sockets are bounded for every client together
   (HELD_TOTAL) and for one (STREAM_BACKLOG): a stream past its share is closed, and past the total the clients
   holding the most are closed first (the slowest readers). A slow or stalled page never delays the others,
-  because `broadcast` only queues bytes on each transport.
+  because `broadcast` only queues bytes for each connection.
 
 Why not a library: the collector already depends on none that serves HTTP asynchronously, and the bounds above
-are the point; asyncio's streams give them in a few lines.
+are the point.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
-import functools
 import json
 import logging
-import math
-import socket
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from ..net.head import HEAD_LIMIT, HeadError, parse
-from ..net.server import DEADLINE, SEND_BUFFER, STREAM, WORKING, Budget, CutShort, Room, give_back_freed
+from ..net.core import Connection, Core, Policy, listen
+from ..net.head import HEAD_LIMIT, Head
+from ..net.server import DEADLINE, Budget, give_back_freed
 
 log = logging.getLogger("collector.monitor")
 
@@ -106,210 +102,113 @@ class BadRequest(Exception):
 Handler = Callable[[Request], Awaitable[Answer]]
 
 
-@dataclass
 class Server:
-    """Serve `handler` on host:port; `broadcast(data)` sends `data` to every open event stream."""
+    """Serve `handler` on host:port on the one server core (net/core.py); `broadcast(data)` sends `data` to every
+    open event stream."""
 
-    handler: Handler
-    room: Room[asyncio.StreamWriter] = field(default_factory=lambda: Room(MAX_CONNECTIONS))
-    budget: Budget = field(default_factory=lambda: Budget(HELD_TOTAL, STREAM_BACKLOG))
-    cut_short: CutShort = field(default_factory=lambda: cut_short())
-    accepted: int = 0
-    server: asyncio.base_events.Server | None = None
+    def __init__(self, handler: Handler):
+        self.handler = handler
+        self.core = self._core()
+
+    def _core(self) -> Core:
+        """The core under the bounds as now set."""
+        late = answer_bytes(Answer.json(408, {"ok": False, "message": "the request came too slowly"}))
+        policy = Policy(
+            MAX_CONNECTIONS,
+            REQUEST_TIMEOUT,
+            Budget(HELD_TOTAL, STREAM_BACKLOG),
+            refuse=refusal,
+            answer_time=WRITE_TIMEOUT,
+            late=late,
+            body_limit=BODY_LIMIT,
+            max_streams=MAX_STREAMS,
+        )
+        return Core("monitor", self._handle, policy, words(), log)
+
+    @property
+    def accepted(self) -> int:
+        return self.core.accepted
 
     @property
     def connections(self) -> int:
-        return len(self.room)
+        return len(self.core.room)
 
     @property
     def closed(self) -> collections.Counter[str]:
         """Connections cut short since the start, by reason."""
-        return self.cut_short.closed
+        return self.core.cut_short.closed
 
     @property
-    def streams(self) -> list[asyncio.StreamWriter]:
-        return [writer for writer in self.room if self.room.state(writer) == STREAM]
+    def streams(self) -> list[Connection]:
+        return self.core.streams
 
-    def held(self) -> dict[asyncio.StreamWriter, int]:
+    def held(self) -> dict[Connection, int]:
         """The bytes written for each client and not yet taken by its socket."""
-        return {writer: writer.transport.get_write_buffer_size() for writer in self.room}
+        return {conn: conn.held for conn in self.core.room}
 
     async def start(self, host: str, port: int) -> int:
-        self.room, self.budget = Room(MAX_CONNECTIONS), Budget(HELD_TOTAL, STREAM_BACKLOG)  # the bounds as now set
-        self.cut_short = cut_short()
+        self.core = self._core()
         give_back_freed()  # what a cut client held goes back to the system, not into a fragmented heap
-        self.server = await asyncio.start_server(self.serve, host, port, limit=HEAD_LIMIT, backlog=128)
-        return self.server.sockets[0].getsockname()[1]
+        listener = listen(host, port)
+        self.core.start(listener)
+        return int(listener.getsockname()[1])
 
     async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()  # no new connection
-        for writer in list(self.room):
-            cut(writer)
-        self.cut_short.report(math.inf)
-        if self.server is not None:
-            self.server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), 2)
+        self.core.close()
 
     def broadcast(self, data: bytes) -> None:
-        self.cut_short.report(time.monotonic())  # once a minute at most, and only when some were cut
-        held = self.held()
-        for writer in self.streams:
-            if writer not in held:
-                continue  # cut for room already
-            if writer.is_closing():  # its page went away
-                self.room.remove(writer)
-                del held[writer]
-                continue
-            if self.budget.over_client(held[writer]):
-                self.drop(writer, "slow")  # what it did not read is dropped with it: memory and descriptor now
-                del held[writer]
-                continue
-            self.make_room(held, len(data))
-            if writer in held:
-                writer.write(data)
-                held[writer] = writer.transport.get_write_buffer_size()
+        self.core.broadcast(data)
 
-    def make_room(self, held: dict[asyncio.StreamWriter, int], size: int) -> None:
-        """Cut the clients holding the most unread bytes until `size` more fit in the total (in `held` too)."""
-        for writer in self.budget.to_cut(held, size):
-            self.drop(writer, "slow")
-            del held[writer]
+    def _handle(self, conn: Connection, head: Head, body: bytes) -> Awaitable[None]:
+        return self._respond(conn, request(head, body, peer(conn)))
 
-    def drop(self, writer: asyncio.StreamWriter, reason: str) -> None:
-        self.room.remove(writer)
-        self.cut_short.count(reason)
-        cut(writer)
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        if (victim := self.room.victim()) is not None:
-            self.drop(victim, "evicted")
-        self.room.add(writer)
-        self.accepted += 1
-        try:
-            await self._exchange(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # the client went away, or the monitor is stopping
-        except Exception:
-            log.exception("monitor: a request failed")
-        finally:
-            self.room.remove(writer)
-            cut(writer, gently=True)
-
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            working = functools.partial(self.room.mark, writer, WORKING)  # once the head is whole
-            request = await asyncio.wait_for(read_request(reader, peer(writer), working), REQUEST_TIMEOUT)
-        except BadRequest as bad:
-            await self._answer(writer, Answer.json(bad.status, {"ok": False, "message": str(bad)}))
+    async def _respond(self, conn: Connection, asked: Request | BadRequest) -> None:
+        if isinstance(asked, BadRequest):
+            self.core.count("refused")
+            self.core.answer(conn, answer_bytes(Answer.json(asked.status, {"ok": False, "message": str(asked)})))
             return
-        except TimeoutError:
-            self.cut_short.count("timeout")
-            await self._answer(writer, Answer.json(408, {"ok": False, "message": "the request came too slowly"}))
-            return
-        answer = await self.handler(request)
+        answer = await self.handler(asked)
         if answer.stream is None:
-            await self._answer(writer, answer)
-            return
-        first = head(200, "text/event-stream", None) + answer.stream
-        del answer  # from here on its bytes are held by the transport alone, and counted (held())
-        self._open_stream(writer, first)
-        del first
-        while await reader.read(1024):  # until the page goes away (anything it sends is ignored)
-            pass
-
-    def _open_stream(self, writer: asyncio.StreamWriter, first: bytes) -> None:
-        if len(streams := self.streams) >= MAX_STREAMS:
-            self.drop(streams[0], "evicted")  # the oldest page: its browser reconnects
-        self.make_room(self.held(), len(first))
-        writer.write(first)
-        self.room.mark(writer, STREAM)
-
-    async def _answer(self, writer: asyncio.StreamWriter, answer: Answer) -> None:
-        self.room.mark(writer, WORKING)
-        data = answer_bytes(answer)
-        self.make_room(self.held(), len(data))
-        writer.write(data)
-        del data  # what the client has not taken is held by the transport alone while it drains, and counted
-        with contextlib.suppress(ConnectionError, TimeoutError):
-            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
+            self.core.answer(conn, answer_bytes(answer))
+        else:  # from here on its bytes are held by the core alone, and counted (held())
+            self.core.stream(conn, head(200, "text/event-stream", None) + answer.stream)
 
 
-def cut_short() -> CutShort:
-    """The monitor's count of connections cut short, and its words for them (the bounds as now set)."""
-    words = {
+def words() -> dict[str, str]:
+    """The monitor's words for the connections it cut short (the bounds as now set)."""
+    return {
         "evicted": f"closed to make room for newer ones ({MAX_CONNECTIONS} open, {MAX_STREAMS} pages at most)",
         "slow": f"closed for reading too slowly ({STREAM_BACKLOG} bytes waiting for one, {HELD_TOTAL} for all)",
         "timeout": f"answered 408 (no whole request within {REQUEST_TIMEOUT:g}s)",
+        "refused": f"refused (malformed, a head over {HEAD_LIMIT} bytes or a body over {BODY_LIMIT})",
+        "failed": "closed after a failure of the monitor's own (logged)",
     }
-    return CutShort("monitor", words, log)
+
+
+def refusal(status: int, reason: str) -> bytes:
+    """The answer to a request the core refuses (net/head.py's rules, the body's bounds)."""
+    return answer_bytes(Answer.json(status, {"ok": False, "message": reason}))
 
 
 def answer_bytes(answer: Answer) -> bytes:
     return head(answer.status, answer.content_type, len(answer.body)) + answer.body
 
 
-def cut(writer: asyncio.StreamWriter, gently: bool = False) -> None:
-    """Close a connection. What its client has not read yet is dropped (an abort), unless `gently` and it is all
-    sent: a close alone would keep the buffer, and the descriptor, for as long as the client does not read."""
-    if gently and not writer.transport.get_write_buffer_size():
-        writer.close()
-    else:
-        writer.transport.abort()
-
-
-def peer(writer: asyncio.StreamWriter) -> str:
-    address = writer.get_extra_info("peername")
+def peer(conn: Connection) -> str:
+    try:
+        address = conn.sock.getpeername()
+    except OSError:
+        return "?"
     return str(address[0]) if isinstance(address, tuple) else "?"
 
 
-async def read_request(reader: asyncio.StreamReader, who: str, whole: Callable[[], object] = lambda: None) -> Request:
-    """One request, its head parsed by the one head parser (net/head.py); `whole()` is called once the head is."""
-    try:
-        parsed = parse(await read_head(reader))
-    except HeadError as bad:
-        raise BadRequest(bad.status, bad.reason) from None
-    whole()
-    headers = parsed.headers
-    body = b""
-    if parsed.method == "POST":
-        body = await read_body(reader, headers)
+def request(parsed: Head, body: bytes, who: str) -> Request | BadRequest:
+    """The Request of a whole request (its head parsed by the one head parser, net/head.py), or why not."""
     try:
         query = parse_qs(parsed.query, max_num_fields=20)
     except ValueError:
-        raise BadRequest(400, "at most 20 query fields") from None
-    return Request(parsed.method, parsed.path, query, headers, body, who)
-
-
-async def read_head(reader: asyncio.StreamReader) -> bytes:
-    """The request head up to its empty line (lines ending in CRLF or LF), at most HEAD_LIMIT bytes."""
-    raw = bytearray()
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.LimitOverrunError:
-            raise BadRequest(431, f"request head over {HEAD_LIMIT} bytes") from None
-        raw += line
-        if len(raw) > HEAD_LIMIT:
-            raise BadRequest(431, f"request head over {HEAD_LIMIT} bytes")
-        if line in (b"\n", b"\r\n"):
-            return bytes(raw)
-
-
-async def read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-    if "transfer-encoding" in headers:
-        raise BadRequest(411, "send a Content-Length")
-    text = headers.get("content-length", "0").split(",")[0].strip()  # repeats agree (net/head.py checked)
-    if not text.isascii() or not text.isdigit() or len(text) > 9:
-        raise BadRequest(400, "bad Content-Length")
-    length = int(text)
-    if length > BODY_LIMIT:
-        raise BadRequest(413, f"a body of at most {BODY_LIMIT} bytes")
-    return await reader.readexactly(length)
+        return BadRequest(400, "at most 20 query fields")
+    return Request(parsed.method, parsed.path, query, parsed.headers, body, who)
 
 
 def head(status: int, content_type: str, length: int | None) -> bytes:

@@ -1,7 +1,7 @@
-"""One small HTTP server core, the policy both servers of the collector keep (the metrics/health port,
-daemon/httpserver.py, one thread and a selector; the monitor, monitor/httpd.py, one asyncio loop): how many
-connections are held and whom a newcomer displaces, one deadline per connection, the head's limits (head.py), and
-one byte budget for what every client has not read yet. Pure: the servers move the bytes, this decides.
+"""The policy of the one small HTTP server core (core.py, under the metrics/health port, daemon/httpserver.py, and
+the monitor, monitor/httpd.py): how many connections are held and whom a newcomer displaces, one deadline per
+connection, the head's limits (head.py), and one byte budget for what every client has not read yet. Pure: the
+core moves the bytes, this decides.
 
 - **Room**: at most `limit` connections. A newcomer always gets in: at the bound the oldest idle connection is
   closed (one that has not sent a whole request head: it says nothing, or trickles), else the oldest event stream

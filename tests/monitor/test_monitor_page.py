@@ -23,7 +23,7 @@ from collector.devtools.mongowire import WireServer
 
 from helpers import free_port
 from helpers.browser import chromium, require, severe
-from helpers.proc import start, stop, wait_until, write_env
+from helpers.proc import get, start, stop, wait_until, write_env
 
 pytestmark = pytest.mark.system
 TOKEN = "browser-test-token-0123456789"
@@ -55,6 +55,7 @@ class Fleet:
             start(["monitor", "--port", str(self.port)], env, tmp / "monitor.log"),
         ]
         self.url = f"http://127.0.0.1:{self.port}/"
+        wait_until(lambda: get(self.port, "/healthz")[0], timeout=60)  # the page is opened once the monitor serves
 
 
 def serving(url: str) -> bool:
