@@ -3,15 +3,15 @@ answer from both servers that use it (the metrics port and the monitor), over re
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 
 import pytest
 
 from collector.daemon.httpserver import HttpServer
 from collector.monitor import httpd
 from collector.net.head import HEAD_LIMIT, HeadError, head_end, parse
+
+from helpers.monitorserver import MonitorServer
 
 ACCEPTED = {
     b"GET / HTTP/1.1\r\nHost: a\r\n\r\n": ("GET", "/", "", {"host": "a"}),
@@ -101,31 +101,6 @@ async def monitor_hello(request: httpd.Request) -> httpd.Answer:
     return httpd.Answer(200, b"hello\n", "text/plain")
 
 
-class MonitorServer:
-    """httpd.Server on a loop of its own thread, on 127.0.0.1 and a free port."""
-
-    def __init__(self) -> None:
-        self.ready, self.port = threading.Event(), 0
-        self.thread = threading.Thread(target=asyncio.run, args=(self.main(),), daemon=True)
-
-    async def main(self) -> None:
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        server = httpd.Server(monitor_hello)
-        self.port = await server.start("127.0.0.1", 0)
-        self.ready.set()
-        await self.stop.wait()
-        await server.close()
-
-    def __enter__(self) -> MonitorServer:
-        self.thread.start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
-
-
 def status_of(port: int, raw: bytes) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(raw)
@@ -138,7 +113,7 @@ def status_of(port: int, raw: bytes) -> int:
 def test_both_servers_answer_every_head_alike():
     metrics = HttpServer(hello, "127.0.0.1", 0)
     try:
-        with MonitorServer() as monitor:
+        with MonitorServer(monitor_hello) as monitor:
             for raw in [*ACCEPTED, *REFUSED]:
                 if raw.startswith(b"POST") and raw in ACCEPTED:
                     raw += b"{}"

@@ -4,12 +4,10 @@ descriptors, closes its own oldest connections to accept as the metrics port doe
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -18,6 +16,7 @@ from collector.monitor import httpd
 from collector.net.core import Core
 from collector.net.head import HEAD_LIMIT
 
+from helpers.monitorserver import MonitorServer
 from helpers.proc import wait_until
 
 pytestmark = pytest.mark.system
@@ -30,31 +29,6 @@ def hello(environ, start_response):
 
 async def echo(request: httpd.Request) -> httpd.Answer:
     return httpd.Answer(200, f"{request.method} {len(request.body)}\n".encode(), "text/plain")
-
-
-class Monitor:
-    """httpd.Server answering `echo`, on a loop of its own thread, on 127.0.0.1 and a free port."""
-
-    def __init__(self) -> None:
-        self.ready, self.port = threading.Event(), 0
-        self.server = httpd.Server(echo)
-        self.thread = threading.Thread(target=asyncio.run, args=(self.main(),), daemon=True)
-
-    async def main(self) -> None:
-        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-        self.port = await self.server.start("127.0.0.1", 0)
-        self.ready.set()
-        await self.stop.wait()
-        await self.server.close()
-
-    def __enter__(self) -> Monitor:
-        self.thread.start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
 
 
 def talk(port: int, parts: list[bytes]) -> bytes:
@@ -77,7 +51,7 @@ def talk(port: int, parts: list[bytes]) -> bytes:
 def test_both_ports_run_on_the_one_core():
     metrics = HttpServer(hello, "127.0.0.1", 0)
     try:
-        with Monitor() as monitor:
+        with MonitorServer(echo) as monitor:
             assert isinstance(metrics.core, Core) and isinstance(monitor.server.core, Core)
             assert talk(metrics.port, [b"GET / HTTP/1.1\r\n\r\n"]).endswith(b"\r\n\r\nhello\n")
             assert talk(monitor.port, [b"GET / HTTP/1.1\r\n\r\n"]).endswith(b"\r\n\r\nGET 0\n")
@@ -93,7 +67,7 @@ def test_a_head_refused_gets_one_answer_however_much_more_of_it_comes(size, piec
     parts = [request[i : i + step] for i in range(0, len(request), step)]
     metrics = HttpServer(hello, "127.0.0.1", 0)
     try:
-        with Monitor() as monitor:
+        with MonitorServer(echo) as monitor:
             for port, closed in ((metrics.port, metrics.closed), (monitor.port, monitor.server.closed)):
                 data = talk(port, parts)
                 assert data.startswith(b"HTTP/1.1 431 ") and data.count(b"HTTP/1.1") == 1, data[:200]
@@ -106,7 +80,7 @@ def test_a_head_refused_gets_one_answer_however_much_more_of_it_comes(size, piec
 def test_a_body_within_its_bound_reaches_the_handler_whole_however_it_comes(length):
     body = bytes(range(256)) * (length // 256) + b"b" * (length % 256)
     head = f"POST /x HTTP/1.1\r\nContent-Length: {length}\r\n\r\n".encode()
-    with Monitor() as monitor:
+    with MonitorServer(echo) as monitor:
         for parts in ([head + body], [head, body[: length // 2], body[length // 2 :]]):
             data = talk(monitor.port, parts)
             assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(f"\r\n\r\nPOST {length}\n".encode())
@@ -121,7 +95,7 @@ def test_a_body_within_its_bound_reaches_the_handler_whole_however_it_comes(leng
     ],
 )
 def test_a_body_past_its_bound_is_refused_before_it_is_read(head, status):
-    with Monitor() as monitor:
+    with MonitorServer(echo) as monitor:
         data = talk(monitor.port, [f"POST /x HTTP/1.1\r\n{head}\r\n\r\n".encode()])
         assert data.startswith(f"HTTP/1.1 {status} ".encode()) and b'"ok": false' in data
         assert monitor.server.closed == {"refused": 1}
@@ -130,7 +104,7 @@ def test_a_body_past_its_bound_is_refused_before_it_is_read(head, status):
 @pytest.mark.parametrize("sent", [0, 1, 150])
 def test_a_body_not_whole_within_the_deadline_is_answered_408(monkeypatch, sent):
     monkeypatch.setattr(httpd, "REQUEST_TIMEOUT", 0.3)
-    with Monitor() as monitor:
+    with MonitorServer(echo) as monitor:
         data = talk(monitor.port, [b"POST /x HTTP/1.1\r\nContent-Length: 200\r\n\r\n" + b"b" * sent])
         assert data.startswith(b"HTTP/1.1 408 ") and monitor.server.closed == {"timeout": 1}
         assert talk(monitor.port, [b"GET / HTTP/1.1\r\n\r\n"]).endswith(b"GET 0\n")  # the next one is served
