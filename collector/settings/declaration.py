@@ -9,8 +9,8 @@ from __future__ import annotations
 from . import parsers as kinds
 from .parsers import DEFAULT_ENV
 from .setting import KEPT, Family, Setting
-from .setting import YES as YES
 from .setting import RELOADS as RELOADS
+from .setting import YES as YES
 
 ENVIRONMENT = Setting(
     "COLLECTOR_ENV",

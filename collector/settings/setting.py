@@ -53,5 +53,3 @@ class Family:
     def pattern(self) -> re.Pattern[str]:
         """Matches NAME_<SERVICE>; group 1 is the service's name in capitals."""
         return re.compile(rf"^{re.escape(self.prefix)}([A-Z0-9_]+)$")
-
-

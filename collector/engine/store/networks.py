@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from .filters import (
     unavailable,
     usable_epoch,
 )
+from .sealing import Keys, seal_credentials, seal_value
 
 log = logging.getLogger("collector.engine.store")
 
@@ -36,6 +37,7 @@ class NetworkStore:
 
     networks: Collection
     mongomock: bool
+    keys: Keys  # TOKEN_KEY and the old keys: what the saves seal with (sealing.py)
 
     def claim(
         self,
@@ -169,18 +171,50 @@ class NetworkStore:
     def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
         """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
         spent once used, so losing the new one locks the user out. Only if the document still holds the refresh
-        token that was used (nobody stored newer ones meanwhile)."""
+        token that was used, as the database held it (sealed or plain: sealing.stored_value), nobody having
+        stored newer ones meanwhile. Sealed with TOKEN_KEY when one is set."""
         query: dict[str, Any] = {"_id": network_id}
         if isinstance(previous_refresh, str):
             query["refreshToken"] = previous_refresh
-        return self.networks.update_one(query, {"$set": tokens}).matched_count == 1
+        sealed = seal_credentials(tokens, network_id=network_id, keys=self.keys)
+        return self.networks.update_one(query, {"$set": sealed}).matched_count == 1
 
     def save_state(
-        self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (), epoch: int | None = None
+        self,
+        network_id: Any,
+        set_fields: dict,
+        unset_fields: Iterable[str] = (),
+        epoch: int | None = None,
+        reseal: Mapping[str, tuple[str, str]] | None = None,
     ) -> bool:
         """Save a run's state and release its lease. With `epoch`, only if the lease epoch is still the one
-        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved."""
-        return self.networks.update_one(*state_update(network_id, set_fields, unset_fields, epoch)).matched_count == 1
+        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved.
+        Tokens are sealed with TOKEN_KEY when one is set; `reseal` (sealing.reseal_plan) seals tokens read plain
+        or sealed with an old key in the same write, only where each still holds what was read: when another
+        program wrote one meanwhile, the state is saved without them."""
+        query, update, written = self._state_write(network_id, set_fields, unset_fields, epoch, reseal)
+        saved = self.networks.update_one(query, update).matched_count == 1
+        if saved or not written:
+            return saved
+        return self.save_state(network_id, set_fields, unset_fields, epoch)
+
+    def _state_write(
+        self,
+        network_id: Any,
+        set_fields: dict,
+        unset_fields: Iterable[str] = (),
+        epoch: int | None = None,
+        reseal: Mapping[str, tuple[str, str]] | None = None,
+    ) -> tuple[dict, dict, dict[str, str]]:
+        """The filter and update of a state write, and the tokens it seals from `reseal`, as written."""
+        fields = seal_credentials(set_fields, network_id=network_id, keys=self.keys)
+        expect: dict[str, str] = {}
+        for name, (stored, plain) in (reseal or {}).items() if self.keys.current else ():
+            if name not in fields:
+                fields[name] = seal_value(plain, network_id=network_id, name=name, keys=self.keys)
+                expect[name] = stored
+        query, update = state_update(network_id, fields, unset_fields, epoch, expect)
+        return query, update, {name: fields[name] for name in expect}
 
     def save_states(self, writes: list[StateWrite]) -> list[bool | Exception]:
         """Save many runs' states in one round trip (`bulk_write` of fenced `UpdateOne`s, unordered). For each
@@ -190,7 +224,8 @@ class NetworkStore:
             return []
         if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
             return [self._save_one(write) for write in writes]
-        ops = [UpdateOne(*state_update(*write)) for write in writes]
+        prepared = [self._state_write(*write) for write in writes]
+        ops = [UpdateOne(query, update) for query, update, _ in prepared]
         errors: dict[int, Exception] = {}
         try:
             matched = self.networks.bulk_write(ops, ordered=False).matched_count
@@ -199,12 +234,26 @@ class NetworkStore:
             errors = {e["index"]: WriteError(e.get("errmsg", ""), e.get("code")) for e in exc.details["writeErrors"]}
         if matched == len(writes) - len(errors):
             return [errors.get(i, True) for i in range(len(writes))]
-        # some writes were fenced off: the documents whose epoch is still ours were saved, the others were not
-        epochs = {
-            d["_id"]: d.get("leaseEpoch")
-            for d in self.networks.find({"_id": {"$in": [w[0] for w in writes]}}, {"leaseEpoch": 1})
+        # some writes matched nothing: fenced off (their epoch moved on), or a token they sealed changed meanwhile
+        sealed = {name: 1 for _, _, written in prepared for name in written}
+        docs = {
+            d["_id"]: d
+            for d in self.networks.find({"_id": {"$in": [w[0] for w in writes]}}, {"leaseEpoch": 1, **sealed})
         }
-        return [errors.get(i, w[3] is None or epochs.get(w[0]) == w[3]) for i, w in enumerate(writes)]
+        return [
+            errors[i] if i in errors else self._settled(write, docs.get(write[0]), written)
+            for i, (write, (_, _, written)) in enumerate(zip(writes, prepared, strict=True))
+        ]
+
+    def _settled(self, write: StateWrite, doc: dict | None, written: dict[str, str]) -> bool:
+        """Whether a write of a batch that did not match as a whole was saved; one that sealed a token another
+        program changed meanwhile is saved again without sealing it."""
+        epoch = write[3]
+        if doc is None or (epoch is not None and doc.get("leaseEpoch") != epoch):
+            return doc is None and epoch is None
+        if all(doc.get(name) == value for name, value in written.items()):
+            return True
+        return self.save_state(*write[:4])
 
     def _save_one(self, write: StateWrite) -> bool | Exception:
         try:
