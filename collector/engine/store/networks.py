@@ -283,6 +283,16 @@ class NetworkStore:
         fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
         return self.networks.update_one(fence, update).matched_count == 1
 
+    def reseal_tokens(
+        self, network_id: Any, lease_read: Any, before: Mapping[str, str], after: Mapping[str, str]
+    ) -> bool:
+        """`networks reseal`'s write of one network's tokens (`after`, sealed by ops/reseal.py), fenced on the lease
+        and on every token as read (`before`): False when a collector claimed the network or anything wrote a
+        token meanwhile."""
+        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}
+        fence |= {name: {"$eq": value} for name, value in before.items()}
+        return self.networks.update_one(fence, {"$set": dict(after)}).matched_count == 1
+
 
 def say_taken_over(found: list[dict], won: list[dict], now: datetime, seconds: float) -> None:
     """One line when a claim took networks whose lease no live holder keeps: an end further ahead than a lease
