@@ -125,4 +125,3 @@ def test_no_key_is_the_default(tmp_path):
     settings = load(tmp_path)
     assert (settings.token_key, settings.token_key_file, settings.token_keys_old) == ("", "", "")
     assert not Keys.from_settings(settings)
-
