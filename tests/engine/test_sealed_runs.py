@@ -17,8 +17,9 @@ from collector.engine import Collector
 from collector.engine import run as run_module
 from collector.engine import saving as saving_module
 from collector.engine.registry import Registry
-from collector.engine.store import Store
+from collector.engine.store import Store, sealing
 from collector.engine.store import networks as store_networks
+from collector.engine.store.filters import state_update
 from collector.engine.store.sealing import Keys, key_id, open_value, seal_value
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import TokenExpired, Unauthorized
@@ -244,7 +245,8 @@ def test_without_a_key_the_documents_are_byte_for_byte_those_of_the_collector_wi
     monkeypatch.setattr(run_module, "open_network", lambda network, keys: (network, None))
     monkeypatch.setattr(saving_module, "reseal_plan", lambda network, keys: {})
     monkeypatch.setattr(store_networks, "seal_credentials", lambda fields, **_: dict(fields))
-    monkeypatch.setattr(store_networks, "seal_value", lambda *_, **__: pytest.fail("sealed without a key"))
+    monkeypatch.setattr(store_networks, "sealed_state_write", lambda _, *write: (*state_update(*write[:4]), {}))
+    monkeypatch.setattr(sealing, "seal_value", lambda *_, **__: pytest.fail("sealed without a key"))
     without = mongomock.MongoClient(tz_aware=True)["b"]
     assert run_both(without, settings, seed) == now_plain
     assert len(now_plain) > 5 and all(b"sealed:" not in doc for doc in now_plain)

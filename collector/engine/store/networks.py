@@ -23,11 +23,10 @@ from .filters import (
     lease_claim,
     lease_free,
     lease_state,
-    state_update,
     unavailable,
     usable_epoch,
 )
-from .sealing import Keys, seal_credentials, seal_value
+from .sealing import Keys, seal_credentials, sealed_state_write
 
 log = logging.getLogger("collector.engine.store")
 
@@ -192,29 +191,11 @@ class NetworkStore:
         Tokens are sealed with TOKEN_KEY when one is set; `reseal` (sealing.reseal_plan) seals tokens read plain
         or sealed with an old key in the same write, only where each still holds what was read: when another
         program wrote one meanwhile, the state is saved without them."""
-        query, update, written = self._state_write(network_id, set_fields, unset_fields, epoch, reseal)
+        query, update, written = sealed_state_write(self.keys, network_id, set_fields, unset_fields, epoch, reseal)
         saved = self.networks.update_one(query, update).matched_count == 1
         if saved or not written:
             return saved
         return self.save_state(network_id, set_fields, unset_fields, epoch)
-
-    def _state_write(
-        self,
-        network_id: Any,
-        set_fields: dict,
-        unset_fields: Iterable[str] = (),
-        epoch: int | None = None,
-        reseal: Mapping[str, tuple[str, str]] | None = None,
-    ) -> tuple[dict, dict, dict[str, str]]:
-        """The filter and update of a state write, and the tokens it seals from `reseal`, as written."""
-        fields = seal_credentials(set_fields, network_id=network_id, keys=self.keys)
-        expect: dict[str, str] = {}
-        for name, (stored, plain) in (reseal or {}).items() if self.keys.current else ():
-            if name not in fields:
-                fields[name] = seal_value(plain, network_id=network_id, name=name, keys=self.keys)
-                expect[name] = stored
-        query, update = state_update(network_id, fields, unset_fields, epoch, expect)
-        return query, update, {name: fields[name] for name in expect}
 
     def save_states(self, writes: list[StateWrite]) -> list[bool | Exception]:
         """Save many runs' states in one round trip (`bulk_write` of fenced `UpdateOne`s, unordered). For each
@@ -224,7 +205,7 @@ class NetworkStore:
             return []
         if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
             return [self._save_one(write) for write in writes]
-        prepared = [self._state_write(*write) for write in writes]
+        prepared = [sealed_state_write(self.keys, *write) for write in writes]
         ops = [UpdateOne(query, update) for query, update, _ in prepared]
         errors: dict[int, Exception] = {}
         try:

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from ...sdk.validate import SECRET_FIELDS
 from ...settings import Settings
 from ...settings.parsers import key_bytes, key_list
+from .filters import state_update
 
 PREFIX = "sealed:"
 VERSION = "v1"
@@ -217,3 +218,23 @@ def reseal_plan(network: Mapping[str, Any], keys: Keys) -> dict[str, tuple[str, 
             continue
         plan[name] = (value, plain)
     return plan
+
+
+def sealed_state_write(
+    keys: Keys,
+    network_id: Any,
+    set_fields: dict,
+    unset_fields: Iterable[str] = (),
+    epoch: Any = None,
+    reseal: Mapping[str, tuple[str, str]] | None = None,
+) -> tuple[dict, dict, dict[str, str]]:
+    """The filter and update of a state write (filters.state_update) with its tokens sealed, and the tokens it
+    seals from `reseal` (reseal_plan), as written: each only while its field still holds what was read."""
+    fields = seal_credentials(set_fields, network_id=network_id, keys=keys)
+    expect: dict[str, str] = {}
+    for name, (stored, plain) in (reseal or {}).items() if keys.current else ():
+        if name not in fields:
+            fields[name] = seal_value(plain, network_id=network_id, name=name, keys=keys)
+            expect[name] = stored
+    query, update = state_update(network_id, fields, unset_fields, epoch, expect)
+    return query, update, {name: fields[name] for name in expect}
