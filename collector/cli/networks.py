@@ -79,7 +79,7 @@ def register(commands: Commands) -> None:
     resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
     resealing = verbs.add_parser(
         "reseal",
-        description="Seal every network's tokens with TOKEN_KEY (plain ones, and those an old key sealed).",
+        description="Seal every token with TOKEN_KEY: plain ones, and those an old key sealed.",
         help="seal every token with TOKEN_KEY, moving those of TOKEN_KEYS_OLD (tokens never printed)",
     )
     resealing.add_argument("--service", help="only this service's networks")

@@ -59,7 +59,7 @@ def refused(value, network_id=ID, name="accessToken", keys=KEYS) -> str:
 def test_a_sealed_value_opens_to_what_was_sealed_and_never_holds_it(plain):
     value = sealed(plain)
     assert value.startswith(f"{HEAD}{KEYS.current.kid}:") and is_sealed(value) and key_id(value) == KEYS.current.kid
-    assert plain not in value and opened(value) == plain
+    assert (len(plain) < 8 or plain not in value) and opened(value) == plain  # (a short text may occur by chance)
     assert sealed(plain) != value  # a fresh nonce every time: equal tokens are not told apart by their seals
 
 
