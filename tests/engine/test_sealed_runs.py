@@ -250,3 +250,35 @@ def test_without_a_key_the_documents_are_byte_for_byte_those_of_the_collector_wi
     without = mongomock.MongoClient(tz_aware=True)["b"]
     assert run_both(without, settings, seed) == now_plain
     assert len(now_plain) > 5 and all(b"sealed:" not in doc for doc in now_plain)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sealed:",
+        "sealed:v1:AAAAAAAA:" + "A" * 40,
+        "sealed:v1:" + "x" * 100_000,
+        "sealed:v2:AAAAAAAA:AAAA",
+        "sealed:\x00\u202e\n",
+    ],
+)
+def test_a_hostile_sealed_looking_token_is_an_error_on_its_network_and_the_others_run(db, settings, caplog, value):
+    ann, bo = echo_network(db, "ann@x.test"), echo_network(db, "bo@x.test")
+    db.networks.update_one({"_id": ann["_id"]}, {"$set": {"accessToken": value}})
+    report = collector(db, settings, key=A).run_pass("initial", now=T0)
+    assert report.by_status == {"ok": 1, "sealed": 1}
+    error = network(db, ann)["lastError"]
+    assert error["kind"] == "sealed" and error["message"].startswith("TOKEN_KEY cannot open accessToken")
+    assert len(error["message"]) < 200 and network(db, ann)["accessToken"] == value
+    assert opened(network(db, bo)) == TOKENS["bo@x.test"]
+    assert value[10:60] not in caplog.text or len(set(value[10:60])) <= 1
+
+
+@pytest.mark.parametrize("value", [7, None, ["tok"], {"sealed": "v1"}, b"sealed:v1:AAAAAAAA:AAAA", True])
+def test_a_token_of_another_type_is_malformed_as_before_with_or_without_a_key(db, settings, value):
+    ann = echo_network(db, "ann@x.test")
+    db.networks.update_one({"_id": ann["_id"]}, {"$set": {"accessToken": value}})
+    for keys in ({}, {"key": A}):
+        db.networks.update_one({"_id": ann["_id"]}, {"$set": {"scheduledTo": T0}})
+        report = collector(db, settings, **keys).run_pass("initial", now=T0)
+        assert report.by_status == {"malformed": 1} and network(db, ann)["accessToken"] == value
