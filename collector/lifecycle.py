@@ -37,7 +37,7 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOPS = (signal.SIGTERM, signal.SIGINT)
 
 # what a running process cannot change: its database connection, its metrics socket, its environment files, the
-# monitor's socket and token, the certificate authorities its clients trust
+# monitor's socket and token, the certificate authorities its clients trust, the keys that seal tokens
 FIXED = (
     "env",
     "mongodb_uri",
@@ -47,6 +47,9 @@ FIXED = (
     "monitor_host",
     "monitor_port",
     "monitor_token",
+    "token_key",
+    "token_key_file",
+    "token_keys_old",
 )
 ENV_NAMES = {attr: env for env, attr, _ in SCHEMA} | {"env": "COLLECTOR_ENV"}
 NOT_COMPARED = ("raw", "file_keys", "sources", "origins")

@@ -1,4 +1,4 @@
-"""`collector networks list|show|enable|run|reset`: what they print and the exit code each returns — 0 done, 1 a
+"""`collector networks list|show|enable|run|reset|reseal`: what they print and the exit code each returns — 0 done, 1 a
 bad id, no such network, or one left alone because a collector holds it, 2 a query given as an id (a document
 with `$` keys, a regular expression: ops/ids.py), 3 MongoDB unreachable. The queries and rules are the operator
 tools' (ops/networks.py); `run` is the engine's own run of one network."""
@@ -77,12 +77,20 @@ def register(commands: Commands) -> None:
     )
     resetting.add_argument("ids", nargs="+", metavar="ID")
     resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    resealing = verbs.add_parser(
+        "reseal",
+        description="Seal every token with TOKEN_KEY: plain ones, and those an old key sealed.",
+        help="seal every token with TOKEN_KEY, moving those of TOKEN_KEYS_OLD (tokens never printed)",
+    )
+    resealing.add_argument("--service", help="only this service's networks")
+    resealing.add_argument("--dry-run", action="store_true", help="count what would change, change nothing")
     for verb, handler in (
         (listing, list_networks),
         (show, show_networks),
         (enabling, change_networks),
         (running, run_network),
         (resetting, change_networks),
+        (resealing, reseal_networks),
     ):
         verb.set_defaults(handler=handler)
 
@@ -157,6 +165,25 @@ def change_networks(args: argparse.Namespace, settings: Settings, db: Any) -> in
     if args.dry_run:
         print("(dry run: nothing changed)")
     return EXIT_NO if lines.refused else EXIT_OK
+
+
+@on_networks
+def reseal_networks(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks reseal`: a line per token that cannot be opened, then the counts; exit 2 without any key, 1 when
+    something was left as it is (a network a collector held, a token no key opens)."""
+    from ..engine.store.sealing import Keys
+    from ..ops import reseal as tokens
+    from ..sdk.timeutil import utcnow
+
+    keys = Keys.from_settings(settings)
+    if not keys:
+        complain("TOKEN_KEY is not set, nor TOKEN_KEYS_OLD: there is no key to seal or open tokens with")
+        return EXIT_USAGE
+    tally = tokens.reseal(db, keys, utcnow(), args.service, args.dry_run)
+    print("\n".join(tokens.render(tally, keys, args.dry_run)))
+    if args.dry_run:
+        print("(dry run: nothing changed)")
+    return EXIT_OK if tally.complete else EXIT_NO
 
 
 @on_networks

@@ -83,10 +83,12 @@ class Claims:
         return None if network is None else self.admit([network])[0]
 
     def admit(self, networks: list[dict]) -> list[Claimed]:
-        """Read each network once and hide its secrets from the logs until it is let go of."""
-        for network in networks:
-            SECRETS.add(secrets_of(network))
-        return [admit(network, self.registry) for network in networks]
+        """Read each network once (its sealed tokens opened) and hide its secrets from the logs until it is let go
+        of."""
+        claimed = [admit(network, self.registry, self.store.keys) for network in networks]
+        for one in claimed:
+            SECRETS.add(secrets_of(one.network))
+        return claimed
 
     def paused(self, mode: str, now: datetime) -> tuple[bool, set[str]]:
         """What the operator's pauses hold back for `mode` now (the whole mode, services), read from the store at

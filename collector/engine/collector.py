@@ -38,6 +38,7 @@ from .run import Claimed, RunResult, forget
 from .runlog import PassLog, RunLog
 from .saving import Saver, Saving
 from .store import Store, lease_held
+from .store.sealing import Keys, stored_value
 
 log = logging.getLogger("collector.engine")
 # Seconds a thread keeps the interpreter while another waits for it (Python's default: 0.005). The run with the
@@ -70,7 +71,7 @@ class Collector:
     ):
         self.settings = settings
         self.db = db
-        self.store = Store(db)
+        self.store = Store(db, Keys.from_settings(settings))  # TOKEN_KEY: tokens sealed at rest
         self.registry = registry or Registry()
         self.rng = rng or random.Random()
         self.instance_id = instance_id or default_instance_id()
@@ -163,7 +164,7 @@ class Collector:
         result = run_here(claimed, self.settings, self.http, now, self.rng.random(), self.quotas)
         if dry_run:  # except tokens a refresh obtained: a rotating refresh token is spent once used
             if result.tokens:
-                self.store.save_tokens(network["_id"], dict(result.tokens), network.get("refreshToken"))
+                self.store.save_tokens(network["_id"], dict(result.tokens), stored_value(network, "refreshToken"))
             forget(network, result.tokens)
             return result, None
         saving = Saving(result)

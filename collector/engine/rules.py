@@ -133,7 +133,7 @@ def on_failure(
     else:
         scheduled = now + interval(mode or Mode.INITIAL, network.get("service", ""), settings)
     values = {"errors": errors, "lastError": last_error, "lastExecution": now, "scheduledTo": scheduled}
-    if errors >= settings.max_errors:
+    if errors >= settings.max_errors and error.disables:
         values["disabled"] = True
     return Update(values)
 

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any, cast
 
 from ..sdk.connector import Connector, Job, Result
-from ..sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited
+from ..sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, Sealed
 from ..sdk.htmltext import decode_item_text
 from ..sdk.http import Http
 from ..sdk.items import Item
@@ -31,6 +31,7 @@ from .registry import Registry
 from .rules import Mode, Update
 from .sizing import service_key
 from .store import item_key
+from .store.sealing import NO_KEYS, Keys, open_network
 
 
 class Status(StrEnum):
@@ -43,6 +44,7 @@ class Status(StrEnum):
     BAD_RESPONSE = "badResponse"
     MALFORMED = "malformed"
     NOT_CONFIGURED = "notConfigured"
+    SEALED = "sealed"
     UNKNOWN_SERVICE = "unknownService"
     RETIRED = "retired"
     INTERRUPTED = "interrupted"
@@ -135,8 +137,10 @@ class RunResult:
 
 def secrets_of(network: Mapping[str, Any]) -> list[str]:
     """The network's credentials, and every string under a secret-looking name at any depth (a token in a list,
-    a nested `oauth.secret`): what its log lines and its lastError must never show."""
+    a nested `oauth.secret`): what its log lines and its lastError must never show; and its tokens as the
+    database holds them, sealed ones too (no secret, but not shown whole either)."""
     top = [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
+    top += getattr(network, "stored", {}).values()
     document = dict(network)
     document.pop("leaseToken", None)  # the claim's own token: no credential, and the same for a whole batch
     return top + secret_values(document)
@@ -149,10 +153,14 @@ def forget(network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
         SECRETS.remove(v for k, v in tokens.items() if k in SECRET_FIELDS)
 
 
-def admit(network: dict, registry: Registry) -> Claimed:
-    """A claimed network, read once: its fields checked, its mode, its connector class looked up."""
+def admit(network: dict, registry: Registry, keys: Keys = NO_KEYS) -> Claimed:
+    """A claimed network, read once: its sealed tokens opened with `keys` (a token that cannot be is its `sealed`
+    error), its fields checked, its mode, its connector class looked up."""
     mode: str | None = None
+    network, sealed = open_network(network, keys)
     try:
+        if sealed is not None:
+            raise Sealed(str(sealed))
         check_network(network)
         try:
             mode = schedule.effective_mode(network)

@@ -25,7 +25,8 @@ from .loglimit import Throttle
 from .quota import QuotaSharing
 from .rules import Update
 from .run import Attempt, RunResult, stored_items
-from .store import DUPLICATE_KEY, DatabaseDown, Store, unavailable
+from .store import DUPLICATE_KEY, DatabaseDown, StateWrite, Store, unavailable
+from .store.sealing import NO_KEYS, Keys, reseal_plan, stored_value
 
 log = logging.getLogger("collector.engine")
 
@@ -71,12 +72,12 @@ class Saver:
                     self.store.save_tokens,
                     saving.network["_id"],
                     dict(saving.result.tokens),
-                    saving.network.get("refreshToken"),
+                    stored_value(saving.network, "refreshToken"),
                 )
                 saving.tokens_saved = True
         self.insert_items([s for s in batch if not s.items_saved], users)
         pending = [s for s in batch if not s.state_saved]
-        outcomes = self._guard(self.store.save_states, [state_write(s.result) for s in pending])
+        outcomes = self._guard(self.store.save_states, [state_write(s.result, self.store.keys) for s in pending])
         for saving, outcome in zip(pending, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 self.save_error_instead(saving, outcome)
@@ -153,7 +154,7 @@ class Saver:
             result, error=failed.error, update=Update({**failed.update.values, **result.tokens})
         )
         try:
-            saving.accepted = self._guard(self.store.save_state, *state_write(result))
+            saving.accepted = self._guard(self.store.save_state, *state_write(result, self.store.keys))
         except DatabaseDown:
             raise
         except Exception as again:
@@ -179,9 +180,13 @@ class Saver:
             raise
 
 
-def state_write(result: RunResult) -> tuple[Any, dict, frozenset[str], Any]:
+def state_write(result: RunResult, keys: Keys = NO_KEYS) -> StateWrite:
+    """The store's write of a result's state; with it, tokens read plain or sealed with an old key are sealed with
+    TOKEN_KEY (sealing.reseal_plan)."""
     network = result.network
-    return network["_id"], dict(result.update.values), result.update.unset, network.get("leaseEpoch")
+    write = (network["_id"], dict(result.update.values), result.update.unset, network.get("leaseEpoch"))
+    plan = reseal_plan(network, keys)
+    return (*write, plan) if plan else write
 
 
 def refused_by_database(result: RunResult, refused: list[tuple[str, str]]) -> RunResult:

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.store import LEASE_DEFAULT, Store, due_query, lease_horizon, lease_state
+from ..engine.store.sealing import is_sealed
 from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.timeutil import as_utc
 from ..sdk.validate import SECRET_FIELDS
@@ -153,8 +154,9 @@ def shown(network: Mapping[str, Any], now: datetime, lease_seconds: float = LEAS
 def masked(value: Any, name: object = None, depth: int = 0) -> Any:
     """`value` with every secret hidden: a field whose name holds a secret (at any depth: `accessToken`,
     `oauth.token`, `tokenSecret`, `password`, `apiKey`, …) as `***`, and in every string any secret the
-    process knows or any value of a credential's shape (sdk.redaction)."""
-    if name in SECRET_FIELDS or secret_name(name):
+    process knows or any value of a credential's shape (sdk.redaction). A sealed value (TOKEN_KEY) is hidden
+    the same way under any name."""
+    if name in SECRET_FIELDS or secret_name(name) or is_sealed(value):
         return "***" if value not in (None, "", [], {}) else value
     if depth > 100:
         return "…"

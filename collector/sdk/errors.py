@@ -11,6 +11,7 @@ class NetworkError(Exception):
 
     kind = "error"
     counts_as_error = True
+    disables = True  # MAX_ERRORS of them in a row disable the network
 
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
@@ -70,6 +71,15 @@ class NotConfigured(NetworkError):
     """A setting the connector needs (an app key, a client id) is missing."""
 
     kind = "notConfigured"
+
+
+class Sealed(Transient):
+    """A token sealed at rest that the collector's keys cannot open (TOKEN_KEY unset or another, TOKEN_KEYS_OLD
+    without the old one, a damaged value): the collector's configuration more than the network's fault, so it
+    backs off as a transient error does and never disables the network."""
+
+    kind = "sealed"
+    disables = False
 
 
 class UnknownService(NetworkError):

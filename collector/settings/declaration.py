@@ -6,58 +6,11 @@ line of help. Parsing (loading.py), `--check-config` (Settings.describe), the re
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from . import parsers as kinds
-from .parsers import DEFAULT_ENV, Kind
-
-# What a reload (SIGHUP) does with a new value (collector/lifecycle.py, engine Collector.apply_settings, the observers'
-# on_settings):
-YES = "yes"  # applied from the loop's next round
-KEPT = "kept"  # kept as it was until a restart; the reload's warning names it
-RELOADS = {
-    YES: "applied from the loop's next round",
-    KEPT: "kept as it was until a restart; the reload's warning names it",
-}
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting. `field` is the Settings field it fills ("": none, a connector reads it with Settings.get)."""
-
-    name: str
-    field: str
-    kind: Kind
-    default: str
-    help: str
-    secret: bool = False
-    reload: str = YES
-    details: str = ""
-
-
-@dataclass(frozen=True)
-class Family:
-    """Settings one per service, NAME_<SERVICE>, falling back to `fallback`; `extras` are the (service, value,
-    note) that config/defaults.env sets."""
-
-    prefix: str
-    field: str
-    kind: Kind
-    fallback: str
-    help: str
-    extras: tuple[tuple[str, str, str], ...] = ()
-    reload: str = YES
-
-    @property
-    def name(self) -> str:
-        return f"{self.prefix}<SERVICE>"
-
-    @property
-    def pattern(self) -> re.Pattern[str]:
-        """Matches NAME_<SERVICE>; group 1 is the service's name in capitals."""
-        return re.compile(rf"^{re.escape(self.prefix)}([A-Z0-9_]+)$")
-
+from .parsers import DEFAULT_ENV
+from .setting import KEPT, Family, Setting
+from .setting import RELOADS as RELOADS
+from .setting import YES as YES
 
 ENVIRONMENT = Setting(
     "COLLECTOR_ENV",
@@ -312,6 +265,36 @@ SETTINGS: tuple[Setting, ...] = (
         secret=True,
         reload=KEPT,
         details="Output and logs show it masked.",
+    ),
+    Setting(
+        "TOKEN_KEY",
+        "token_key",
+        kinds.TOKEN_KEY,
+        "",
+        "Seals the tokens the collector writes (32 random bytes in base64; empty: tokens are stored as given).",
+        secret=True,
+        reload=KEPT,
+        details="Never stored in the database. `openssl rand -base64 32` makes one; tokens found plain are still read, "
+        "and sealed at their network's next save (Data model, Tokens at rest).",
+    ),
+    Setting(
+        "TOKEN_KEY_FILE",
+        "token_key_file",
+        kinds.KEY_FILE,
+        "",
+        "A file holding TOKEN_KEY instead (its first line; each further line an old key still accepted).",
+        reload=KEPT,
+        details="A regular file of at most 1 MiB (a systemd credential, a mounted secret); blank lines and lines "
+        "starting with # are skipped. Setting both TOKEN_KEY and this is refused.",
+    ),
+    Setting(
+        "TOKEN_KEYS_OLD",
+        "token_keys_old",
+        kinds.TOKEN_KEYS,
+        "",
+        "Old keys that still open sealed tokens (comma-separated) while `collector networks reseal` moves them on.",
+        secret=True,
+        reload=KEPT,
     ),
     Setting(
         "INACTIVE_DAYS",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..textout import printable
+from . import tokenkeys
 from .declaration import ENVIRONMENT, FAMILIES, SETTINGS
 from .files import _working_dir, config_dir, read_env_file, read_settings_file
 from .masking import mask, mask_text
@@ -91,6 +92,7 @@ def _build(env: str, merged: Mapping[str, str], file_keys: frozenset[str]) -> Se
             if (match := family.pattern.match(key))
         }
     values["ca_bundle"] = _trusted(values["ca_bundle"], merged)
+    tokenkeys.resolve(values)
     values["raw"] = dict(merged)
     values["file_keys"] = file_keys
     return Settings(**values)

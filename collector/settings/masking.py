@@ -16,7 +16,7 @@ def mask(name: str, value: Any) -> Any:
         return value
     if name == "MONGODB_URI":
         return mask_uri(value)
-    if any(word in name for word in SECRET_WORDS) and value:
+    if any(word in name for word in SECRET_WORDS) and value and not name.endswith("_FILE"):  # a path is no secret
         return "***"
     return value
 

@@ -90,6 +90,9 @@ class Settings:
     sink_max_tries: int = 3  # rejects of one document before it is dead-lettered
     sink_retry_max: float = 600.0  # the longest back-off of a sink's retry
     sink_lag_warn: float = 900.0  # status --check warns past this lag
+    token_key: str = field(default="", repr=False)  # secret: seals tokens at rest (TOKEN_KEY, or TOKEN_KEY_FILE's)
+    token_key_file: str = ""  # where token_key was read from, if a file
+    token_keys_old: str = field(default="", repr=False)  # secret: old keys, comma-separated
     ca_bundle: str = ""  # the authorities to trust, resolved (trust.py); empty: the default ones
     initial_intervals: Mapping[str, float] = field(default_factory=dict)
     service_concurrencies: Mapping[str, int] = field(default_factory=dict)
@@ -135,6 +138,7 @@ class Settings:
         values += [
             v for k, v in self.raw.items() if any(w in k for w in SECRET_WORDS) and isinstance(v, str) and len(v) >= 6
         ]
+        values += [self.token_key, *self.token_keys_old.split(",")]  # TOKEN_KEY_FILE's keys are in no raw value
         return [v for v in values if v]
 
     def trusted(self) -> Authorities:

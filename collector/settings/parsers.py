@@ -233,6 +233,49 @@ def _path(text: str) -> str:
     return text
 
 
+KEY_BYTES = 32  # a token key: 32 random bytes (AES-256), written in base64
+MAX_KEYS = 32  # keys accepted at once (the current one and the old ones): more is a mistake
+KEY_RULE = "must be 32 random bytes in base64, e.g. the output of `openssl rand -base64 32`"
+_KEY_TEXT = re.compile(r"[A-Za-z0-9+/_-]{43}=?")
+
+
+def key_bytes(text: str) -> bytes:
+    """A token key's 32 bytes from its base64 text (standard or URL-safe alphabet, padded or not). The error never
+    quotes the text."""
+    text = text.strip()
+    if not _KEY_TEXT.fullmatch(text):
+        raise ValueError(KEY_RULE)
+    import base64
+
+    return base64.urlsafe_b64decode(text.rstrip("=").translate(str.maketrans("+/", "-_")) + "=")
+
+
+def _token_key(text: str) -> str:
+    """One token key (empty: none), checked."""
+    text = text.strip()
+    if text:
+        key_bytes(text)
+    return text
+
+
+def key_list(text: str) -> list[str]:
+    """Token keys separated by commas or white space."""
+    return list(dict.fromkeys(k for k in re.split(r"[\s,]+", text.strip()) if k))
+
+
+def _token_keys(text: str) -> str:
+    """Token keys, comma-separated (empty: none), each checked; given back comma-separated."""
+    keys = key_list(text)
+    if len(keys) > MAX_KEYS:
+        raise ValueError(f"at most {MAX_KEYS} keys")
+    for index, key in enumerate(keys, 1):
+        try:
+            key_bytes(key)
+        except ValueError:
+            raise ValueError(f"key {index} {KEY_RULE}") from None
+    return ",".join(keys)
+
+
 @dataclass(frozen=True)
 class Kind:
     """What a setting holds: `name` for the reference, `parse` for the value, and the bounds `parse` enforces
@@ -279,4 +322,7 @@ SINK_CONCURRENCY = Kind("whole number", _bounded_int(MAX_SINK_CONCURRENCY), 1, M
 PACE = Kind("items per second", _pace, 0, MAX_PACE, above=True)
 ANY_TEXT = Kind("text (empty: not configured)", _any)
 CA_PATH = Kind("file or directory path (empty: see Details)", _path)
+TOKEN_KEY = Kind("32 bytes in base64 (empty: none)", _token_key)
+TOKEN_KEYS = Kind("keys in base64, comma-separated (empty: none)", _token_keys)
+KEY_FILE = Kind("file path (empty: none)", _path)
 ENVIRONMENT = Kind(" or ".join((", ".join(ENVIRONMENTS[:-1]), ENVIRONMENTS[-1])), _any)

@@ -46,6 +46,7 @@ from .filters import (
 )
 from .networks import NetworkStore
 from .others import IndexRefused, ItemStore
+from .sealing import NO_KEYS, Keys
 
 OPERATIONS = (
     "beat",
@@ -85,9 +86,10 @@ def tz_aware(db: Database) -> Database:
 
 
 class Store(NetworkStore, ItemStore):
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, keys: Keys = NO_KEYS):
         db = tz_aware(db)
         self.db = db
+        self.keys = keys  # what token writes are sealed with (sealing.py; NO_KEYS: written as given)
         self.mongomock = type(db).__module__.startswith("mongomock")
         self.networks = db["networks"]
         self.items = db["items"]

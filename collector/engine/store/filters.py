@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -136,15 +136,24 @@ class DatabaseDown(Exception):
     """The database could not be reached; what was being saved is kept and retried."""
 
 
-StateWrite = tuple[Any, dict, Iterable[str], Any]  # (network id, fields to set, fields to unset, lease epoch)
+# (network id, fields to set, fields to unset, lease epoch[, tokens to seal: {field: (as stored, plain)}])
+StateWrite = tuple[Any, ...]
 
 
 def state_update(
-    network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (), epoch: Any = None
+    network_id: Any,
+    set_fields: dict,
+    unset_fields: Iterable[str] = (),
+    epoch: Any = None,
+    expect: Mapping[str, Any] | None = None,
 ) -> tuple[dict, dict]:
-    """The fenced filter and the update of a state write: set the run's fields, unset the lease."""
+    """The fenced filter and the update of a state write: set the run's fields, unset the lease. `expect`: fields
+    that must still hold these values (a token sealed in the same write: one another program wrote meanwhile is
+    never overwritten)."""
     unset = {name: "" for name in (*unset_fields, *LEASE_FIELDS) if name not in set_fields}
     query: dict[str, Any] = {"_id": network_id}
     if epoch is not None:
         query["leaseEpoch"] = epoch
+    for name, value in (expect or {}).items():
+        query[name] = {"$eq": value}
     return query, {"$set": set_fields, "$unset": unset}

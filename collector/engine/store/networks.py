@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +23,10 @@ from .filters import (
     lease_claim,
     lease_free,
     lease_state,
-    state_update,
     unavailable,
     usable_epoch,
 )
+from .sealing import Keys, seal_credentials, sealed_state_write
 
 log = logging.getLogger("collector.engine.store")
 
@@ -36,6 +36,7 @@ class NetworkStore:
 
     networks: Collection
     mongomock: bool
+    keys: Keys  # TOKEN_KEY and the old keys: what the saves seal with (sealing.py)
 
     def claim(
         self,
@@ -169,18 +170,32 @@ class NetworkStore:
     def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
         """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
         spent once used, so losing the new one locks the user out. Only if the document still holds the refresh
-        token that was used (nobody stored newer ones meanwhile)."""
+        token that was used, as the database held it (sealed or plain: sealing.stored_value), nobody having
+        stored newer ones meanwhile. Sealed with TOKEN_KEY when one is set."""
         query: dict[str, Any] = {"_id": network_id}
         if isinstance(previous_refresh, str):
             query["refreshToken"] = previous_refresh
-        return self.networks.update_one(query, {"$set": tokens}).matched_count == 1
+        sealed = seal_credentials(tokens, network_id=network_id, keys=self.keys)
+        return self.networks.update_one(query, {"$set": sealed}).matched_count == 1
 
     def save_state(
-        self, network_id: Any, set_fields: dict, unset_fields: Iterable[str] = (), epoch: int | None = None
+        self,
+        network_id: Any,
+        set_fields: dict,
+        unset_fields: Iterable[str] = (),
+        epoch: int | None = None,
+        reseal: Mapping[str, tuple[str, str]] | None = None,
     ) -> bool:
         """Save a run's state and release its lease. With `epoch`, only if the lease epoch is still the one
-        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved."""
-        return self.networks.update_one(*state_update(network_id, set_fields, unset_fields, epoch)).matched_count == 1
+        claimed: a collector that lost its lease cannot overwrite newer state. Returns whether it was saved.
+        Tokens are sealed with TOKEN_KEY when one is set; `reseal` (sealing.reseal_plan) seals tokens read plain
+        or sealed with an old key in the same write, only where each still holds what was read: when another
+        program wrote one meanwhile, the state is saved without them."""
+        query, update, written = sealed_state_write(self.keys, network_id, set_fields, unset_fields, epoch, reseal)
+        saved = self.networks.update_one(query, update).matched_count == 1
+        if saved or not written:
+            return saved
+        return self.save_state(network_id, set_fields, unset_fields, epoch)
 
     def save_states(self, writes: list[StateWrite]) -> list[bool | Exception]:
         """Save many runs' states in one round trip (`bulk_write` of fenced `UpdateOne`s, unordered). For each
@@ -190,7 +205,8 @@ class NetworkStore:
             return []
         if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
             return [self._save_one(write) for write in writes]
-        ops = [UpdateOne(*state_update(*write)) for write in writes]
+        prepared = [sealed_state_write(self.keys, *write) for write in writes]
+        ops = [UpdateOne(query, update) for query, update, _ in prepared]
         errors: dict[int, Exception] = {}
         try:
             matched = self.networks.bulk_write(ops, ordered=False).matched_count
@@ -199,12 +215,26 @@ class NetworkStore:
             errors = {e["index"]: WriteError(e.get("errmsg", ""), e.get("code")) for e in exc.details["writeErrors"]}
         if matched == len(writes) - len(errors):
             return [errors.get(i, True) for i in range(len(writes))]
-        # some writes were fenced off: the documents whose epoch is still ours were saved, the others were not
-        epochs = {
-            d["_id"]: d.get("leaseEpoch")
-            for d in self.networks.find({"_id": {"$in": [w[0] for w in writes]}}, {"leaseEpoch": 1})
+        # some writes matched nothing: fenced off (their epoch moved on), or a token they sealed changed meanwhile
+        sealed = {name: 1 for _, _, written in prepared for name in written}
+        docs = {
+            d["_id"]: d
+            for d in self.networks.find({"_id": {"$in": [w[0] for w in writes]}}, {"leaseEpoch": 1, **sealed})
         }
-        return [errors.get(i, w[3] is None or epochs.get(w[0]) == w[3]) for i, w in enumerate(writes)]
+        return [
+            errors[i] if i in errors else self._settled(write, docs.get(write[0]), written)
+            for i, (write, (_, _, written)) in enumerate(zip(writes, prepared, strict=True))
+        ]
+
+    def _settled(self, write: StateWrite, doc: dict | None, written: dict[str, str]) -> bool:
+        """Whether a write of a batch that did not match as a whole was saved; one that sealed a token another
+        program changed meanwhile is saved again without sealing it."""
+        epoch = write[3]
+        if doc is None or (epoch is not None and doc.get("leaseEpoch") != epoch):
+            return doc is None and epoch is None
+        if all(doc.get(name) == value for name, value in written.items()):
+            return True
+        return self.save_state(*write[:4])
 
     def _save_one(self, write: StateWrite) -> bool | Exception:
         try:
@@ -233,6 +263,16 @@ class NetworkStore:
         claimed the network meanwhile (the write matched nothing)."""
         fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
         return self.networks.update_one(fence, update).matched_count == 1
+
+    def reseal_tokens(
+        self, network_id: Any, lease_read: Any, before: Mapping[str, str], after: Mapping[str, str]
+    ) -> bool:
+        """`networks reseal`'s write of one network's tokens (`after`, sealed by ops/reseal.py), fenced on the lease
+        and on every token as read (`before`): False when a collector claimed the network or anything wrote a
+        token meanwhile."""
+        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}
+        fence |= {name: {"$eq": value} for name, value in before.items()}
+        return self.networks.update_one(fence, {"$set": dict(after)}).matched_count == 1
 
 
 def say_taken_over(found: list[dict], won: list[dict], now: datetime, seconds: float) -> None:
