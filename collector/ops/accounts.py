@@ -18,12 +18,12 @@ from typing import Any
 from ..engine.store import LEASE_DEFAULT, Store, lease_state
 from ..sdk.connector import Connector
 from ..sdk.errors import (
+    BadResponse,
     Malformed,
     NetworkError,
     NotConfigured,
     RateLimited,
     Retired,
-    Transient,
     Unauthorized,
     UnknownService,
 )
@@ -188,18 +188,18 @@ def identify(
 
 def refusal(service: str, exc: NetworkError, secrets: list[str]) -> AccountError:
     """The AccountError a failed identity call is, its line masked (the given secrets, any the process knows)."""
-    said = printable(clip(_masked(exc.message, secrets), 300))
+    said = printable(clip(_masked(exc.message, secrets).removeprefix(f"{service}: "), 300))
     if isinstance(exc, Unauthorized):
         return IdentityRefused(f"{service} refused the token ({said}): give a valid one")
     if isinstance(exc, NotConfigured):
-        return NotConfiguredError(f"{said}")
+        return NotConfiguredError(said)
     if isinstance(exc, Malformed):
         return BadCredential(said)
     if isinstance(exc, RateLimited):
         return ServiceUnreachable(f"{service} asked to wait ({said}): try again later")
-    if isinstance(exc, Transient) or exc.status is None or exc.status >= 500:
-        return ServiceUnreachable(f"{service} could not be asked who the token belongs to ({said}): try again later")
-    return IdentityUnreadable(f"{service} did not say who the token belongs to ({said})")
+    if isinstance(exc, BadResponse) and (exc.status is None or exc.status < 500):
+        return IdentityUnreadable(f"{service} did not say who the token belongs to ({said})")
+    return ServiceUnreachable(f"{service} could not be asked who the token belongs to ({said}): try again later")
 
 
 def _masked(text: str, secrets: list[str]) -> str:
