@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.store import LEASE_DEFAULT, Store, lease_state
+from ..engine.store.accounts import exactly
 from ..sdk.connector import Connector
 from ..sdk.errors import (
     BadResponse,
@@ -33,7 +34,7 @@ from ..sdk.validate import MAX_TOKEN_CHARS
 from ..sdk.whoami import Credential, Identity
 from ..settings import Settings
 from ..textout import printable
-from .ids import AdminError, equal, format_id
+from .ids import AdminError, format_id
 
 MAX_EMAIL_CHARS = 320
 MAX_TEXT_CHARS = 2048  # a field that is not a secret (an instance's address)
@@ -226,10 +227,9 @@ def add_network(
     user = check_user(user)
     fields, identity = identify(service, credentials, now=now, settings=settings, http=http, user=user)
     store = Store(db)
-    existing = store.networks.find_one({"user": equal(user), "service": equal(service)})
-    other = store.networks.find_one(
-        {"service": equal(service), "accountId": equal(identity.account_id), "user": {"$ne": user}}, {"user": 1}
-    )
+    existing = store.networks.find_one({"user": exactly(user), "service": exactly(service)})
+    account = {"service": exactly(service), "accountId": exactly(identity.account_id)}
+    other = store.networks.find_one({**account, "user": {"$ne": user}}, {"user": 1})
     shown = printable(clip(identity.name, 120))
     if existing is not None and not replace:
         raise AlreadyConnected(
@@ -256,7 +256,7 @@ def _insert(
     doc = {"user": user, "service": service, **written, "mode": "initial", "errors": 0, "scheduledTo": now}
     network_id = store.add_network({**doc, "connectedAt": now})
     if network_id is None:  # another command added one between the look and the write
-        found = store.networks.find_one({"user": equal(user), "service": equal(service)}, {"_id": 1}) or {}
+        found = store.networks.find_one({"user": exactly(user), "service": exactly(service)}, {"_id": 1}) or {}
         raise AlreadyConnected(
             f"{printable(clip(user, 120))} has a {service} network already: {format_id(found.get('_id'))} "
             "(--replace gives it these credentials)",

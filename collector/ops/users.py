@@ -3,9 +3,10 @@ EMAIL` (`--items`, `--dry-run`) and `collector users export EMAIL`.
 
 A network a collector holds now (its lease "held") is never deleted under it: the command refuses with one line
 and changes nothing, and each deletion is fenced on the lease as it was read (a collector that claimed the network
-meanwhile wins, and the line says so). A person is found by equality on `user`: a document whose `user` is another
-person's, or not a string at all, is never touched. Items are deleted only after every network of the person is
-gone, so no run of theirs can add items afterwards. The `users` document is the web app's: left as it is.
+meanwhile wins, and the line says so). A person is found by equality on `user` (`exactly`: not an array holding
+the email): a document whose `user` is another person's, or not a string at all, is never touched. Items are
+deleted only after every network of the person is gone, so no run of theirs can add items afterwards. The `users`
+document is the web app's: left as it is.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.store import LEASE_DEFAULT, Store, lease_state
+from ..engine.store.accounts import exactly
 from ..sdk.redaction import clip
 from ..textout import printable
 from .accounts import NetworkInFlight
-from .ids import AdminError, equal, format_id, parse_id
+from .ids import AdminError, equal, format_id, parse_id, plain
 from .networks import masked
 
 LEASE_FIELDS = {"service": 1, "user": 1, "leaseUntil": 1, "leaseOwner": 1}
@@ -76,8 +78,8 @@ def delete_user(
     `dry_run` counts and changes nothing. NetworkInFlight (nothing deleted) when a collector holds one of the
     networks now; AdminError when the person has neither network nor item."""
     store = Store(db)
-    networks = list(store.networks.find({"user": equal(email)}, LEASE_FIELDS).sort("_id", 1))
-    count = store.items.count_documents({"user": equal(email)})
+    networks = list(store.networks.find({"user": exactly(plain(email))}, LEASE_FIELDS).sort("_id", 1))
+    count = store.items.count_documents({"user": exactly(plain(email))})
     if not networks and not count:
         raise AdminError(f"no network or item of user {printable(clip(email, 200))}")
     held = [n for n in networks if in_flight(n, now, lease_seconds)]
@@ -102,10 +104,10 @@ def export_user(db: Any, email: str) -> Iterator[dict[str, Any]]:
     """The person's networks (secrets masked: ops/networks.py `masked`, the redaction's `secret_name` rule), then
     their items, one record each: `{"network": {...}}`, `{"item": {...}}`. AdminError when there is neither."""
     store = Store(db)
-    networks = list(store.networks.find({"user": equal(email)}).sort("_id", 1))
-    if not networks and store.items.find_one({"user": equal(email)}, {"_id": 1}) is None:
+    networks = list(store.networks.find({"user": exactly(plain(email))}).sort("_id", 1))
+    if not networks and store.items.find_one({"user": exactly(plain(email))}, {"_id": 1}) is None:
         raise AdminError(f"no network or item of user {printable(clip(email, 200))}")
     for network in networks:
         yield {"network": masked(network)}
-    for item in store.items.find({"user": equal(email)}).batch_size(500):
+    for item in store.items.find({"user": exactly(plain(email))}).batch_size(500):
         yield {"item": item}
