@@ -32,8 +32,8 @@ def limit_arg(text: str) -> int:
 def register(commands: Commands) -> None:
     networks = commands.add_parser(
         "networks",
-        description="List, show, re-enable, run or reset networks (in MongoDB).",
-        help="list, show, re-enable or reset networks (reads and writes MongoDB)",
+        description="List, show, re-enable, run, reset, add or remove networks (in MongoDB).",
+        help="list, show, re-enable, run, reset, add or remove networks (reads and writes MongoDB)",
     )
     verbs = networks.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = verbs.add_parser(

@@ -189,7 +189,9 @@ def identify(
 
 def refusal(service: str, exc: NetworkError, secrets: list[str]) -> AccountError:
     """The AccountError a failed identity call is, its line masked (the given secrets, any the process knows)."""
-    said = printable(clip(_masked(exc.message, secrets).removeprefix(f"{service}: "), 300))
+    # the service's own words were masked where the connector read them (`Connector.reason`: clip); here the
+    # given secrets and any value the process knows are masked, and the line cut (a cut after masking leaks nothing)
+    said = printable(_masked(exc.message, secrets).removeprefix(f"{service}: ")[:300])
     if isinstance(exc, Unauthorized):
         return IdentityRefused(f"{service} refused the token ({said}): give a valid one")
     if isinstance(exc, NotConfigured):
