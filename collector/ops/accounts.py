@@ -5,7 +5,8 @@
 user, unless `replace`, and writes the network in the likeastore schema, mode `initial`, due now — through the
 store's `add_network` / `replace_credentials`, the one place credentials are written. A replace keeps the walk's
 state (unless the token belongs to another account than the network's) and clears `unauthorized` and the error
-that set it. Each refusal is an `AccountError` with one printable line that never holds a secret.
+that set it, and `disabled` (as the web app's re-authorisation did). Each refusal is an `AccountError` with one
+printable line that never holds a secret.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from .ids import AdminError, format_id
 
 MAX_EMAIL_CHARS = 320
 MAX_TEXT_CHARS = 2048  # a field that is not a secret (an instance's address)
-# what a run left that a new token makes stale: cleared by a replace
-STALE_FIELDS = ("unauthorized", "accessTokenExpiresAt")
+# what a run left that a new token makes stale, cleared by a replace (`disabled` too, as the web app's re-authorisation
+# did: its update of the user's network unset it)
+STALE_FIELDS = ("unauthorized", "disabled", "accessTokenExpiresAt")
 # the walk through the history, started again when a replace brings another account's token
 PROGRESS_FIELDS = ("page", "cursor", "seenIds", "sinceLikedAt", "etag", "prevMode", "skippedItems", "lastSkipped")
 

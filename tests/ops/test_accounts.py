@@ -132,6 +132,7 @@ def walked(db, **fields):
         "sinceLikedAt": T0,
         "etag": '"abc"',
         "unauthorized": True,
+        "disabled": True,
         "errors": 1,
         "lastError": {"kind": "unauthorized", "message": "401 Bad credentials", "at": T0},
         "scheduledTo": T0,
@@ -149,7 +150,7 @@ def test_a_replace_keeps_the_walk_and_clears_unauthorized(cli_db, http_mock, std
     assert capsys.readouterr().out.startswith(f"gave network {old['_id']} its new credentials: github account")
     doc = cli_db.networks.find_one({"_id": old["_id"]})
     assert doc["accessToken"] == TOKEN and doc["mode"] == "normal" and doc["page"] == 7 and doc["etag"] == '"abc"'
-    for gone in ("unauthorized", "lastError", "refreshToken", "accessTokenExpiresAt"):
+    for gone in ("unauthorized", "disabled", "lastError", "refreshToken", "accessTokenExpiresAt"):
         assert gone not in doc, gone
     assert doc["errors"] == 0 and doc["scheduledTo"] > T0
 
@@ -267,3 +268,41 @@ def test_an_added_network_is_collected_by_the_next_pass(db, http_mock):
     )
     report = run_once(db, "initial", settings, now=T0 + timedelta(seconds=1))
     assert report.by_status == {"ok": 1} and db.items.count_documents({"user": "ann@x.test"}) == 1
+
+
+def test_a_network_whose_user_is_not_the_email_itself_is_nobodys(db, http_mock):
+    """MongoDB's equality matches an array by its elements: a network of `user: ["ann@x.test"]` neither blocks
+    Ann's network nor is replaced by it."""
+    odd = db.networks.insert_one({"user": ["ann@x.test"], "service": "github", "accessToken": "x"}).inserted_id
+    http_mock.get(ME, json=OCTOCAT)
+    added = accounts.add_network(
+        db, user="ann@x.test", service="github", credentials={"accessToken": TOKEN}, replace=True, now=T0,
+        settings=settings_for_tests(),
+    )  # fmt: skip
+    assert not added.replaced and added.network_id != odd
+    assert db.networks.find_one({"_id": odd})["accessToken"] == "x"
+
+
+def test_an_account_name_with_terminal_controls_is_printed_escaped(cli_db, http_mock, stdin, capsys):
+    http_mock.get(ME, json={"id": 9, "login": "\x1b]0;owned\x07\x1b[2Jeve"})
+    stdin(TOKEN)
+    assert add() == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "eve" in out
+
+
+@pytest.mark.parametrize(
+    "instance, said",
+    [
+        ("http://mastodon.example", "must be an https URL"),
+        ("mastodon.example", "must be an https URL"),
+        ("https://user:pw@mastodon.example", "plain https://host URL"),
+        ("https://127.0.0.1", "non-public"),
+    ],
+)
+def test_an_instance_that_is_not_a_public_https_address_is_refused_before_any_request(
+    cli_db, http_mock, stdin, capsys, instance, said
+):
+    stdin(f"{TOKEN}\ninstanceUrl={instance}\n")
+    assert add(service="mastodon") == 1
+    assert said in capsys.readouterr().err and len(http_mock.calls) == 0
