@@ -17,12 +17,14 @@ from typing_extensions import override
 from collector.sdk import (
     BadResponse,
     BodyCursor,
+    Credential,
     Item,
     Job,
     PagedConnector,
     RateLimitHeaders,
     TokenExpired,
     Unauthorized,
+    WhoAmI,
     entry_id,
     error_json,
     optional_date,
@@ -70,6 +72,18 @@ class BlueskyConnector(PagedConnector):
     required_fields = ("accessToken", "did")
     path_fields = ("did",)
     token_refresh = SessionRefresh()
+    credentials = (
+        Credential("accessToken", help="the session's accessJwt"),
+        Credential("refreshToken", required=False, help="the session's refreshJwt"),
+        Credential("pdsUrl", required=False, secret=False, help=f"the PDS, {DEFAULT_PDS} when not given"),
+    )
+    # getSession: the session's account (its DID, which the likes are asked for, and its handle)
+    whoami = WhoAmI(
+        lambda connector, job: f"{pds(connector, job)}/xrpc/com.atproto.server.getSession",
+        ("did",),
+        (("handle",),),
+        fields={"did": ("did",)},
+    )
     rate_limit = RateLimitHeaders("RateLimit-")
     paging = BodyCursor("cursor", ("cursor",), size=100, size_param="limit", stop_on_empty=True)
     entries = ("feed",)

@@ -7,11 +7,12 @@ from typing import Any
 
 from typing_extensions import override
 
-from collector.sdk import Item, PagedConnector, PageNumber, entry_id, html_to_text, link_next, optional_date
+from collector.sdk import Item, PagedConnector, PageNumber, WhoAmI, entry_id, html_to_text, link_next, optional_date
 
 
 class DribbbleConnector(PagedConnector):
     name = "dribbble"
+    whoami = WhoAmI("https://api.dribbble.com/v2/user", ("id",), (("login",), ("name",)))
     endpoint = "https://api.dribbble.com/v2/user/likes"
     paging = PageNumber(link_next, size=100)
 

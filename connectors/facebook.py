@@ -22,6 +22,7 @@ from collector.sdk import (
     Quota,
     RateLimited,
     Unauthorized,
+    WhoAmI,
     clip,
     entry_id,
     error_json,
@@ -34,6 +35,7 @@ THROTTLED = {4, 17, 32, 613}
 
 class FacebookConnector(PagedConnector):
     name = "facebook"
+    whoami = WhoAmI("https://graph.facebook.com/v25.0/me", ("id",), (("name",),), params={"fields": "id,name"})
     endpoint = "https://graph.facebook.com/v25.0/me/likes"
     query = {"fields": "id,name,link,picture,created_time"}
     paging = BodyCursor("after", ("paging", "cursors", "after"), size=100, size_param="limit", when=("paging", "next"))

@@ -18,6 +18,7 @@ from collector.sdk import (
     PageNumber,
     Transient,
     Unauthorized,
+    WhoAmI,
     at,
     clip,
     entry_id,
@@ -39,6 +40,13 @@ class FlickrConnector(PagedConnector):
     required_fields = ("accessToken", "accessTokenSecret")
     required_settings = ("FLICKR_API_KEY", "FLICKR_API_SECRET")
     authentication = OAuth1Signed("FLICKR_API_KEY", "FLICKR_API_SECRET")
+    # flickr.test.login: the token's user (an NSID such as 12037949754@N01) and username
+    whoami = WhoAmI(
+        "https://api.flickr.com/services/rest/",
+        ("user", "id"),
+        (("user", "username", "_content"),),
+        params={"method": "flickr.test.login", "format": "json", "nojsoncallback": 1},
+    )
     rate_limit = None
     endpoint = "https://api.flickr.com/services/rest/"
     query = {

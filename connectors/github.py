@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import requests
 from typing_extensions import override
 
-from collector.sdk import Connector, Item, Job, Result, entry_id, keepable_header, optional_date
+from collector.sdk import Connector, Item, Job, Result, WhoAmI, entry_id, keepable_header, optional_date
 
 PER_PAGE = 100
 POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
@@ -28,6 +28,8 @@ class GitHubAPI(Connector):
 
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION}
     quota_group = "github"
+    # GET /user: the authenticated user (id, login, name)
+    whoami = WhoAmI(lambda connector, job: f"{connector.settings.github_api_url}/user", ("id",), (("login",),))
 
     @override
     def rate_limit_reset(self, job: Job, response: requests.Response) -> datetime | None:

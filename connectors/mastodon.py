@@ -6,33 +6,45 @@ network keeps that max_id as its cursor. X-RateLimit-Reset is an ISO 8601 date. 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
 from collector.sdk import (
+    Credential,
     Item,
     Job,
     LinkCursor,
     PagedConnector,
     RateLimitHeaders,
+    WhoAmI,
     entry_id,
     html_to_text,
     optional_date,
     safe_base_url,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from collector.sdk import ConnectorAPI as Connector
+
 
 class MastodonConnector(PagedConnector):
     name = "mastodon"
     required_fields = ("accessToken", "instanceUrl")
+    credentials = (Credential("accessToken"), Credential("instanceUrl", secret=False, help="https://your.instance"))
+    # verify_credentials: the token's account (ids are the instance's own: qualified with its host)
+    whoami = WhoAmI(
+        lambda connector, job: f"{instance(connector, job)}/api/v1/accounts/verify_credentials",
+        ("id",),
+        (("acct",), ("username",)),
+        per_host=True,
+    )
     rate_limit = RateLimitHeaders("X-RateLimit-", reset="iso")
     paging = LinkCursor("max_id", size=40)
 
     @override
     def url(self, job: Job) -> str:
-        base = safe_base_url(job.network.get("instanceUrl"), "instanceUrl", self.settings.allow_private_hosts)
-        return f"{base}/api/v1/favourites"
+        return f"{instance(self, job)}/api/v1/favourites"
 
     @override
     def map(self, status: Any) -> Item:
@@ -47,6 +59,11 @@ class MastodonConnector(PagedConnector):
             "avatarUrl": account.get("avatar"),
             "created": optional_date(status.get("created_at")),
         }
+
+
+def instance(connector: Connector, job: Job) -> str:
+    """The network's instance, checked (https, public unless ALLOW_PRIVATE_HOSTS)."""
+    return safe_base_url(job.network.get("instanceUrl"), "instanceUrl", connector.settings.allow_private_hosts)
 
 
 def profile_url(acct: Any) -> str | None:

@@ -20,6 +20,7 @@ from collector.sdk import (
     OAuth2Refresh,
     PagedConnector,
     RateLimitHeaders,
+    WhoAmI,
     entry_id,
     optional_epoch,
 )
@@ -33,6 +34,7 @@ class RedditConnector(PagedConnector):
     authentication = Bearer(scheme="bearer")
     # a 403 on /user/{name}/saved for a known name: the account may have been renamed; its name is looked up again
     identity = IdentityLookup("username", f"{API}/api/v1/me", ("name",), recheck_on=(403,))
+    whoami = WhoAmI(f"{API}/api/v1/me", ("id",), (("name",),), fields={"username": ("name",)})
     token_refresh = OAuth2Refresh(
         "https://www.reddit.com/api/v1/access_token", "REDDIT_CLIENT_ID", "REDDIT_CLIENT_SECRET", basic_auth=True
     )

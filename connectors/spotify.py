@@ -15,6 +15,7 @@ from collector.sdk import (
     OAuth2Refresh,
     Offset,
     PagedConnector,
+    WhoAmI,
     body_true,
     entry_id,
     optional_date,
@@ -23,6 +24,7 @@ from collector.sdk import (
 
 class SpotifyConnector(PagedConnector):
     name = "spotify"
+    whoami = WhoAmI("https://api.spotify.com/v1/me", ("id",), (("display_name",),))
     token_refresh = OAuth2Refresh(
         "https://accounts.spotify.com/api/token", "SPOTIFY_CLIENT_ID", "SPOTIFY_CLIENT_SECRET", basic_auth=True
     )

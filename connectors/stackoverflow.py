@@ -29,6 +29,7 @@ from collector.sdk import (
     RateLimited,
     Transient,
     Unauthorized,
+    WhoAmI,
     WithAppKey,
     after,
     body_true,
@@ -49,6 +50,13 @@ class StackOverflowConnector(PagedConnector):
     authentication = WithAppKey(Bearer(), "key", "STACKEXCHANGE_KEY")
     rate_limit = None  # the quota is in the body
     endpoint = "https://api.stackexchange.com/2.3/me/favorites"
+    # /me on the site: the user's id and display name there
+    whoami = WhoAmI(
+        "https://api.stackexchange.com/2.3/me",
+        ("items", "0", "user_id"),
+        (("items", "0", "display_name"),),
+        params={"site": "stackoverflow"},
+    )
     query = {"site": "stackoverflow", "sort": "added", "order": "desc"}
     paging = PageNumber(body_true("has_more"), size=100, size_param="pagesize")
     entries = ("items",)

@@ -18,12 +18,14 @@ from typing_extensions import override
 
 from collector.sdk import (
     BadResponse,
+    Credential,
     Item,
     OAuth1OrBearer,
     OAuth1Signed,
     OAuth2Refresh,
     PagedConnector,
     Paging,
+    WhoAmI,
     at,
     entry_id,
     first_line,
@@ -66,6 +68,13 @@ class TumblrConnector(PagedConnector):
     token_refresh = OAuth2Refresh(
         f"{API}/oauth2/token", "TUMBLR_CONSUMER_KEY", "TUMBLR_CONSUMER_SECRET", unless_field="accessTokenSecret"
     )  # OAuth 1.0a tokens do not expire
+    credentials = (
+        Credential("accessToken"),
+        Credential("accessTokenSecret", required=False, help="OAuth 1.0a networks only"),
+        Credential("refreshToken", required=False, help="OAuth 2 networks only"),
+    )
+    # /user/info: the user's name (Tumblr gives no other account id) and blogs
+    whoami = WhoAmI(f"{API}/user/info", ("response", "user", "name"), (("response", "user", "name"),))
     rate_limit = None
     endpoint = f"{API}/user/likes"
     paging = LikedBefore()

@@ -21,6 +21,7 @@ from collector.sdk import (
     OAuth2Refresh,
     PagedConnector,
     RateLimitHeaders,
+    WhoAmI,
     dig,
     entry_id,
     optional_date,
@@ -32,6 +33,12 @@ API = "https://api.x.com/2"
 class TwitterConnector(PagedConnector):
     name = "twitter"
     identity = IdentityLookup("serviceUserId", f"{API}/users/me", ("data", "id"))
+    whoami = WhoAmI(
+        f"{API}/users/me",
+        ("data", "id"),
+        (("data", "username"), ("data", "name")),
+        fields={"serviceUserId": ("data", "id")},
+    )
     token_refresh = OAuth2Refresh(
         f"{API}/oauth2/token", "TWITTER_CLIENT_ID", "TWITTER_CLIENT_SECRET", basic_auth="if_secret"
     )

@@ -13,6 +13,7 @@ from collector.sdk import (
     PagedConnector,
     PageNumber,
     RateLimitHeaders,
+    WhoAmI,
     body_true,
     dig,
     entry_id,
@@ -23,6 +24,7 @@ from collector.sdk import (
 class VimeoConnector(PagedConnector):
     name = "vimeo"
     authentication = Bearer(scheme="bearer")
+    whoami = WhoAmI("https://api.vimeo.com/me", ("uri",), (("name",),))  # uri: /users/{id}
     headers = {"Accept": "application/vnd.vimeo.*+json;version=3.4"}
     rate_limit = RateLimitHeaders("X-RateLimit-", reset="iso")
     endpoint = "https://api.vimeo.com/me/likes"

@@ -21,6 +21,7 @@ from collector.sdk import (
     OAuth2Refresh,
     PagedConnector,
     RateLimited,
+    WhoAmI,
     as_utc,
     entry_id,
     error_json,
@@ -34,6 +35,13 @@ PACIFIC = ZoneInfo("America/Los_Angeles")
 class YouTubeConnector(PagedConnector):
     name = "youtube"
     token_refresh = OAuth2Refresh("https://oauth2.googleapis.com/token", "YOUTUBE_CLIENT_ID", "YOUTUBE_CLIENT_SECRET")
+    # channels.list mine=true: the token's channel (1 unit of the daily quota)
+    whoami = WhoAmI(
+        "https://www.googleapis.com/youtube/v3/channels",
+        ("items", "0", "id"),
+        (("items", "0", "snippet", "title"),),
+        params={"part": "snippet", "mine": "true"},
+    )
     rate_limit = None
     endpoint = "https://www.googleapis.com/youtube/v3/videos"
     query = {"myRating": "like", "part": "snippet"}

@@ -256,7 +256,7 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
     "kernel": KERNEL,
 }
 # ops may use the engine's public names, and name the sinks package (`from ..sinks import store`)
-OPS_ENGINE_PUBLIC = {"collector.engine", "collector.engine.Collector", "collector.sinks"}
+OPS_ENGINE_PUBLIC = {"collector.engine", "collector.engine.Collector", "collector.engine.Registry", "collector.sinks"}
 
 
 def room_of(path: Path) -> str:

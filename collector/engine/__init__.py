@@ -3,5 +3,6 @@ shared text helpers; the daemon and the operator's tools import it, never the ot
 (docs/ARCHITECTURE.md, "Rooms")."""
 
 from .collector import Collector, Report, default_instance_id, run_once
+from .registry import Registry
 
-__all__ = ["Collector", "Report", "default_instance_id", "run_once"]
+__all__ = ["Collector", "Registry", "Report", "default_instance_id", "run_once"]

@@ -48,6 +48,7 @@ from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
 from .safeurl import safe_base_url
 from .timeutil import UTC, after, as_utc, from_epoch, optional_date, optional_epoch, parse_iso, to_ms, utcnow
 from .validate import keepable_header
+from .whoami import Credential, Identity, WhoAmI
 
 __all__ = [
     "keepable_header",
@@ -63,7 +64,9 @@ __all__ = [
     "BearerAuth",
     "BodyCursor",
     "Connector",
+    "Credential",
     "Http",
+    "Identity",
     "IdentityLookup",
     "Interrupted",
     "Item",
@@ -93,6 +96,7 @@ __all__ = [
     "UTC",
     "Unauthorized",
     "UnknownService",
+    "WhoAmI",
     "WithAppKey",
     "after",
     "as_utc",

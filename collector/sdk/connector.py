@@ -2,7 +2,8 @@
 
 A connector does HTTP and mapping only; it never touches the database (the engine saves items and state). It
 declares what it shares with others instead of writing it: `authentication`, `rate_limit`, `token_refresh`,
-`identity`, and for paged services a `paging` strategy (collector/sdk/paging.py).
+`identity`, `whoami` and `credentials` (collector/sdk/whoami.py), and for paged services a `paging` strategy
+(collector/sdk/paging.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS, clip
 from .refresh import IdentityLookup, TokenRefresh
 from .validate import check_identity
+from .whoami import Credential, Identity, WhoAmI
 
 ENTRY_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError)
 log = logging.getLogger("collector.connectors")
@@ -74,6 +76,10 @@ class Connector(ABC):
     rate_limit: ClassVar[RateLimitHeaders | None] = RateLimitHeaders()
     token_refresh: ClassVar[TokenRefresh | None] = None  # for services whose access tokens expire
     identity: ClassVar[IdentityLookup | None] = None  # the user's id on the service, looked up once if absent
+    whoami: ClassVar[WhoAmI | None] = None  # who a token belongs to: one call (`identify`), when a network is added
+    # the fields an operator gives when adding a network; None: `required_fields` not filled by `whoami`, and an
+    # optional refreshToken when the connector declares a `token_refresh`
+    credentials: ClassVar[tuple[Credential, ...] | None] = None
     # A page that is a JSON list of entries may declare the shape of one entry: a TypedDict (total=False) of only
     # the fields `map` reads, values typed Any where `map` takes anything. Such a page is decoded by msgspec into
     # exactly those fields (about a third of the CPU of decoding all of them); a page that does not fit the
@@ -149,6 +155,24 @@ class Connector(ABC):
         if self.identity is not None:
             result.state.setdefault(self.identity.field, identity)
         return result
+
+    # --- who a token belongs to ----------------------------------------------------------------------
+    @classmethod
+    def credential_fields(cls) -> tuple[Credential, ...]:
+        """What an operator gives to add a network of this service (`credentials`, or what it derives to)."""
+        if cls.credentials is not None:
+            return cls.credentials
+        filled = set(cls.whoami.fields) if cls.whoami is not None else set()
+        given = tuple(Credential(f) for f in cls.required_fields if f not in filled)
+        return given + ((Credential("refreshToken", required=False),) if cls.token_refresh is not None else ())
+
+    def identify(self, job: Job) -> Identity:
+        """Who the network's token belongs to, by the one call `whoami` declares (NotConfigured without one)."""
+        if self.whoami is None:
+            raise NotConfigured(f"the {self.name} connector declares no identity call (`whoami`)")
+        for name in self.required_settings:
+            self.setting(name)
+        return self.whoami.identify(self, job)
 
     # --- checks ------------------------------------------------------------------------------------
     def validate(self, network: Mapping[str, Any]) -> None:

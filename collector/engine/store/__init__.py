@@ -22,6 +22,7 @@ from pymongo.errors import ConnectionFailure
 
 from ...sdk.redaction import clip
 from ...settings import Settings, mask_text
+from .accounts import AccountStore
 from .filters import (
     BAD_EPOCH,
     DUPLICATE_KEY,
@@ -84,7 +85,7 @@ def tz_aware(db: Database) -> Database:
     return db.with_options(codec_options=options.with_options(tz_aware=True, tzinfo=UTC))
 
 
-class Store(NetworkStore, ItemStore):
+class Store(NetworkStore, ItemStore, AccountStore):
     def __init__(self, db: Database):
         db = tz_aware(db)
         self.db = db
