@@ -27,6 +27,7 @@ COMMANDS_OF = {  # module -> the commands it registers (daemon.py: the top-level
     "pauses": {"pause", "resume"},
     "jobs": {"jobs"},
     "networks": {"networks"},
+    "connect": {"connect"},
     "sink": {"sink"},
     "sinks": {"sinks"},
     "monitor": {"monitor"},

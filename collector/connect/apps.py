@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
+DEFAULT_TIMEOUT = 600.0  # seconds a flow waits for the person, by default (ten minutes)
 DEVICE, LOOPBACK, OAUTH1, MASTODON, BLUESKY = "device", "loopback", "oauth1", "mastodon", "bluesky"
 FLOW_WORDS = {
     DEVICE: "device code (RFC 8628)",

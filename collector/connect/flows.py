@@ -13,12 +13,11 @@ from typing import Any, Protocol
 
 from ..sdk import Http
 from . import oauth1, oauth2
-from .apps import BLUESKY, DEVICE, LOOPBACK, MASTODON, OAUTH1, App, missing
+from .apps import BLUESKY, DEFAULT_TIMEOUT, DEVICE, LOOPBACK, MASTODON, OAUTH1, App, missing
 from .errors import EXPIRED, SETTINGS, UNREACHABLE, ConnectError
 from .instances import DEFAULT_PDS, base_url, bluesky_session, known_app, register_app
 from .loopback import CALLBACK, Listener
 
-DEFAULT_TIMEOUT = 600.0  # seconds a flow waits for the person, by default (ten minutes)
 
 
 class Prompt(Protocol):
