@@ -27,7 +27,8 @@ def request_token(http: Http, app: App, client: Client, callback: str) -> Reques
     status, body = post(http, app.request_token_url, auth=auth)
     if status != 200:
         raise refusal(app, status, body, app.request_token_url)
-    if body.get("oauth_callback_confirmed") not in (None, "true", True):
+    confirmed = body.get("oauth_callback_confirmed")
+    if confirmed is not None and str(confirmed).lower() != "true":
         raise ConnectError(MALFORMED, f"{app.service}: the request token's callback was not confirmed")
     url = app.request_token_url
     return RequestToken(text_field(body, "oauth_token", url), text_field(body, "oauth_token_secret", url))
