@@ -107,7 +107,7 @@ def connect(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     obtained: list[str] = []
     try:
         goal = target(db, check_user(args.user), args.service, args.replace)
-        if goal.renewing:
+        if goal.existing is not None:
             print(f"Renewing network {format_id(goal.existing['_id'])}: it waits for re-authorisation", flush=True)
         flow = Flow(http, Terminal(options.browser), options, db=db, now=utcnow())
         credentials = run_flow(app, values, flow)

@@ -19,7 +19,6 @@ from .instances import DEFAULT_PDS, base_url, bluesky_session, known_app, regist
 from .loopback import CALLBACK, Listener
 
 
-
 class Prompt(Protocol):
     """The person at the other end: lines said to them, a browser opened, a line read back."""
 

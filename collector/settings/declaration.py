@@ -69,10 +69,9 @@ ENVIRONMENT = Setting(
 )
 
 CREDENTIAL_HELP = "An app credential of a service (empty: not configured; its networks then get a clear error)."
+KEYS = "STACKEXCHANGE_KEY TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET GITHUB_CLIENT_ID"
 OAUTH_APPS = "REDDIT TWITTER YOUTUBE SPOTIFY STACKEXCHANGE VIMEO DRIBBBLE FACEBOOK"  # <S>_CLIENT_ID, <S>_CLIENT_SECRET
-CREDENTIALS = tuple(
-    "STACKEXCHANGE_KEY TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET GITHUB_CLIENT_ID".split()
-) + tuple(f"{s}_CLIENT_{w}" for s in OAUTH_APPS.split() for w in ("ID", "SECRET"))
+CREDENTIALS = (*KEYS.split(), *(f"{s}_CLIENT_{w}" for s in OAUTH_APPS.split() for w in ("ID", "SECRET")))
 
 
 def _credential(name: str) -> Setting:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import requests
 
-from collector.connect import oauth1, oauth2
+from collector.connect import oauth2
 from collector.connect.apps import APPS, DEVICE, LOOPBACK, OAUTH1, App, missing
 from collector.connect.errors import DENIED, EXPIRED, REFUSED, SETTINGS, STATE, UNREACHABLE, ConnectError
 from collector.connect.flows import Flow, Options, client_of, run_flow
@@ -254,8 +254,8 @@ def test_no_answer_within_the_time_is_one_line(server, http, answer):
 
 def test_a_refresh_rotates_the_refresh_token(server, http):
     from collector.sdk import Job, OAuth2Refresh, Unauthorized
-
     from connectors.spotify import SpotifyConnector
+
     from helpers import T0
 
     first = code_flow(server, http, Person(answer=server.decide))
