@@ -40,7 +40,12 @@ from authlib.oauth2.rfc7636 import CodeChallenge  # noqa: E402
 from authlib.oauth2.rfc8628 import DeviceAuthorizationEndpoint, DeviceCodeGrant, DeviceCredentialDict  # noqa: E402
 
 USER = "octo"
-ALIASES = {"/login/device/code": "/device/code", "/login/oauth/access_token": "/token"}  # GitHub's paths
+ALIASES = {  # GitHub's paths, Mastodon's
+    "/login/device/code": "/device/code",
+    "/login/oauth/access_token": "/token",
+    "/oauth/authorize": "/authorize",
+    "/oauth/token": "/token",
+}
 ALL_GRANTS = ("authorization_code", "refresh_token", DeviceCodeGrant.GRANT_TYPE)
 
 
@@ -141,12 +146,14 @@ class Store:
     min_gap: float = 0.0  # a poll sooner than this after the last one gets slow_down
     code_life: float = 1800.0  # the device code's life as the server keeps it
     interval: int = 5  # the polling interval the device answer asks for
+    account_ids: dict[str, int] = field(default_factory=dict)  # a user's account id at /user (1 when not set)
     seen: list[dict[str, str]] = field(default_factory=list)  # every token request's form, for the tests
     oauth1_clients: dict[str, str] = field(default_factory=dict)
     temporary: dict[str, TemporaryCredential] = field(default_factory=dict)
     oauth1_tokens: dict[str, str] = field(default_factory=dict)
     nonces: set[str] = field(default_factory=set)
     sessions: dict[str, str] = field(default_factory=dict)  # bluesky handle -> app password
+    jwts: dict[str, str] = field(default_factory=dict)  # bluesky accessJwt -> handle
 
 
 class WsgiRequest(OAuth2Request):
@@ -424,10 +431,18 @@ class AuthServer:
             if self.store.sessions.get(asked["identifier"]) != asked["password"]:
                 return 401, {"error": "AuthenticationRequired", "message": "Invalid identifier or password"}, []
             jwt = {"accessJwt": "aj-" + secrets.token_urlsafe(8), "refreshJwt": "rj-" + secrets.token_urlsafe(8)}
+            self.store.jwts[jwt["accessJwt"]] = asked["identifier"]
             return 200, {**jwt, "did": "did:plc:abc123", "handle": asked["identifier"]}, []
-        if path == "/user":
-            token = self.store.tokens.get(environ.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer "))
-            return (200, {"login": token.user, "id": 1}, []) if token else (401, {"message": "Bad credentials"}, [])
+        bearer = environ.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ")
+        if path == "/xrpc/com.atproto.server.getSession" and bearer in self.store.jwts:
+            return 200, {"did": "did:plc:abc123", "handle": self.store.jwts[bearer]}, []
+        token = self.store.tokens.get(bearer)
+        if token is None and path in ("/user", "/api/v1/accounts/verify_credentials"):
+            return 401, {"error": "The access token is invalid"}, []
+        if path == "/user":  # GitHub's
+            return 200, {"login": token.user, "id": self.store.account_ids.get(token.user, 1)}, []
+        if path == "/api/v1/accounts/verify_credentials":  # Mastodon's
+            return 200, {"id": "109", "acct": token.user, "username": token.user}, []
         return 404, "not found", []
 
     def authorize(self, environ, method: str, form: dict[str, str]):
@@ -435,7 +450,7 @@ class AuthServer:
         if method == "GET":
             grant = self.oauth2.get_consent_grant(request=request)
             del grant  # validated: a bad client, redirect or challenge is refused here
-            action = html.escape(f"/authorize?{environ['QUERY_STRING']}")
+            action = html.escape(f"{environ['PATH_INFO']}?{environ['QUERY_STRING']}")
             return 200, PAGE.format(action=action), [("Content-Type", "text/html")]
         grant = self.oauth2.get_authorization_grant(request)
         user = USER if form.get("decision") == "allow" else None
@@ -453,15 +468,19 @@ class AuthServer:
         user = USER if form.get("decision") == "allow" else None
         return self.oauth1.create_authorization_response(request, grant_user=user)
 
-    def decide(self, authorize_address: str, allow: bool = True) -> str:
+    def decide(self, authorize_address: str, allow: bool = True, verify: bool | str = True) -> str:
         """What a person's browser does: opens the authorisation page, clicks Allow (or Deny), and ends on the
         redirect's address (returned, not followed)."""
         import requests
 
-        page = requests.get(authorize_address, timeout=10)
+        page = requests.get(authorize_address, timeout=10, verify=verify)
         assert page.status_code == 200, page.text
         answer = requests.post(
-            authorize_address, data={"decision": "allow" if allow else "deny"}, allow_redirects=False, timeout=10
+            authorize_address,
+            data={"decision": "allow" if allow else "deny"},
+            allow_redirects=False,
+            timeout=10,
+            verify=verify,
         )
         assert answer.status_code == 302, answer.text
         return answer.headers["Location"]
