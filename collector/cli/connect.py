@@ -95,24 +95,22 @@ def connect(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     from ..ops.accounts import AccountError, NotConfiguredError, check_user
     from ..ops.ids import format_id
     from ..sdk import Http
-    from ..sdk.redaction import SECRETS
+    from ..sdk.redaction import install
     from ..sdk.timeutil import utcnow
 
+    install()  # every log line of the process redacted: the flow's secrets are added as it learns them
     app = app_for(args.service, settings.github_api_url)
     values = {name: settings.get(name) for name in app.settings + (app.client_secret,) if name}
     options = Options(
         args.timeout, not args.no_browser, args.port, args.instance, args.handle, args.pds, settings.allow_private_hosts
     )
     http = Http(settings, pool_size=2)
-    obtained: list[str] = []
     try:
         goal = target(db, check_user(args.user), args.service, args.replace)
         if goal.existing is not None:
             print(f"Renewing network {format_id(goal.existing['_id'])}: it waits for re-authorisation", flush=True)
         flow = Flow(http, Terminal(options.browser), options, db=db, now=utcnow())
         credentials = run_flow(app, values, flow)
-        obtained = [v for k, v in credentials.items() if k not in ("instanceUrl", "pdsUrl", "did")]
-        SECRETS.add(obtained)
         added = save(db, goal, credentials, settings=settings, http=http, now=utcnow())
     except ConnectError as exc:
         complain(exc.message)
@@ -121,7 +119,6 @@ def connect(args: argparse.Namespace, settings: Settings, db: Any) -> int:
         complain(printable(str(exc)))
         return EXIT_USAGE if isinstance(exc, NotConfiguredError) else EXIT_NO
     finally:
-        SECRETS.remove(obtained)
         http.close()
     done = "renewed" if added.replaced else "added"
     print(

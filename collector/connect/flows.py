@@ -17,6 +17,7 @@ from .apps import BLUESKY, DEFAULT_TIMEOUT, DEVICE, LOOPBACK, MASTODON, OAUTH1, 
 from .errors import EXPIRED, SETTINGS, UNREACHABLE, ConnectError
 from .instances import DEFAULT_PDS, base_url, bluesky_session, known_app, register_app
 from .loopback import CALLBACK, Listener
+from .wire import hide
 
 
 class Prompt(Protocol):
@@ -62,6 +63,7 @@ def client_of(app: App, values: Mapping[str, str | None]) -> oauth2.Client:
     if line:
         raise ConnectError(SETTINGS, line)
     secret = (values.get(app.client_secret) or "").strip() if app.client_secret else ""
+    hide(secret)
     return oauth2.Client((values.get(app.client_id) or "").strip(), secret)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..sdk import Http, Malformed, safe_base_url
 from .errors import MALFORMED, REFUSED, ConnectError
 from .oauth2 import Client
-from .wire import post, server_error, text_field
+from .wire import hide, post, server_error, text_field
 
 APPS = "connectApps"  # the collection of the applications registered on instances
 APP_NAME = "likeastore collector"
@@ -47,6 +47,7 @@ def known_app(db: Any, instance: str) -> Registered | None:
         return None
     if not (client_id and secret and redirect.startswith("http://127.0.0.1:")):
         return None
+    hide(secret)
     return Registered(Client(client_id, secret), redirect)
 
 
@@ -58,6 +59,7 @@ def register_app(http: Http, db: Any, instance: str, redirect_uri: str, scopes: 
     if status != 200 or server_error(body):
         raise ConnectError(REFUSED, f"mastodon: {instance} refused to register the application (HTTP {status})")
     client = Client(text_field(body, "client_id", url), text_field(body, "client_secret", url))
+    hide(client.secret)
     doc = {
         "clientId": client.client_id,
         "clientSecret": client.secret,
@@ -73,6 +75,7 @@ def bluesky_session(http: Http, pds: str, handle: str, password: str) -> dict[st
     """createSession with the app password: the network's accessToken, refreshToken, did (and pdsUrl when not the
     default)."""
     url = f"{pds}/xrpc/com.atproto.server.createSession"
+    hide(password)
     status, body = post(http, url, json_body={"identifier": handle, "password": password})
     if status in (400, 401):
         raise ConnectError(REFUSED, f"bluesky: {pds} refused the handle or the app password ({server_error(body)})")
@@ -82,4 +85,5 @@ def bluesky_session(http: Http, pds: str, handle: str, password: str) -> dict[st
     if not did.startswith("did:"):
         raise ConnectError(MALFORMED, f"bluesky: {pds} answered a did that is not one")
     found = {"accessToken": text_field(body, "accessJwt", url), "refreshToken": text_field(body, "refreshJwt", url)}
+    hide(*found.values())
     return found | {"did": did} | ({"pdsUrl": pds} if pds != DEFAULT_PDS else {})

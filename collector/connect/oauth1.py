@@ -13,7 +13,7 @@ from ..sdk import Http
 from .apps import App
 from .errors import DENIED, MALFORMED, STATE, ConnectError
 from .oauth2 import Client, refusal
-from .wire import post, text_field
+from .wire import hide, post, text_field
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ def request_token(http: Http, app: App, client: Client, callback: str) -> Reques
     if confirmed is not None and str(confirmed).lower() != "true":
         raise ConnectError(MALFORMED, f"{app.service}: the request token's callback was not confirmed")
     url = app.request_token_url
+    hide(text_field(body, "oauth_token", url), text_field(body, "oauth_token_secret", url))
     return RequestToken(text_field(body, "oauth_token", url), text_field(body, "oauth_token_secret", url))
 
 
@@ -51,6 +52,7 @@ def read_verifier(app: App, address: str, token: RequestToken) -> str:
     verifier = query.get("oauth_verifier", "")
     if not verifier:
         raise ConnectError(MALFORMED, f"{app.service}: the address holds no oauth_verifier")
+    hide(verifier)
     return verifier
 
 
@@ -67,7 +69,9 @@ def access_token(http: Http, app: App, client: Client, token: RequestToken, veri
     if status != 200:
         raise refusal(app, status, body, app.access_token_url)
     url = app.access_token_url
-    return {
+    found = {
         "accessToken": text_field(body, "oauth_token", url),
         "accessTokenSecret": text_field(body, "oauth_token_secret", url),
     }
+    hide(*found.values())
+    return found

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from ..sdk import Http, where
 from .apps import App
 from .errors import DENIED, EXPIRED, MALFORMED, REFUSED, STATE, ConnectError
-from .wire import post, server_error, text_field
+from .wire import hide, post, server_error, text_field
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 SLOW_DOWN_STEP = 5.0  # seconds added to the interval by each slow_down (RFC 8628 section 3.5)
@@ -68,6 +68,7 @@ def client_form(app: App, client: Client) -> tuple[dict[str, str], Any]:
 def tokens_from(body: dict[str, Any], url: str) -> Tokens:
     access = text_field(body, "access_token", url)
     refresh = body.get("refresh_token")
+    hide(access, refresh if isinstance(refresh, str) else "")
     expires = body.get("expires_in")
     seconds = float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) else None
     return Tokens(access, refresh if isinstance(refresh, str) else "", seconds)
@@ -88,6 +89,7 @@ def start_device(http: Http, app: App, client: Client) -> DeviceStart:
     status, body = post(http, app.device_url, data=form | ({"scope": app.scope} if app.scope else {}), auth=auth)
     if status != 200 or server_error(body):
         raise refusal(app, status, body, app.device_url)
+    hide(body["device_code"] if isinstance(body.get("device_code"), str) else "")
     uri = body.get("verification_uri") or body.get("verification_url")  # Google says verification_url
     complete = body.get("verification_uri_complete")
     return DeviceStart(
@@ -154,7 +156,9 @@ class Pkce:
 
     @classmethod
     def new(cls) -> Pkce:
-        return cls(secrets.token_urlsafe(48), secrets.token_urlsafe(24))
+        made = cls(secrets.token_urlsafe(48), secrets.token_urlsafe(24))
+        hide(made.verifier)
+        return made
 
     @property
     def challenge(self) -> str:
@@ -193,6 +197,7 @@ def read_redirect(app: App, address: str, state: str) -> str:
     code = query.get("code", "")
     if not code:
         raise ConnectError(MALFORMED, f"{app.service}: the address holds no code")
+    hide(code)
     return code
 
 

@@ -10,10 +10,18 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..sdk import BadResponse, Http, NetworkError, where
+from ..sdk.redaction import SECRETS
 from ..textout import printable
 from .errors import MALFORMED, UNREACHABLE, ConnectError
 
 ERROR_SHOWN = 120  # characters of a server's own error words in a line
+
+
+def hide(*values: str) -> None:
+    """Secret values a flow learns (a code, a verifier, a token, a client secret) masked in every log line of the
+    process from now on (the record factory's redaction, sdk/redaction.py): oauthlib logs what it signs, urllib3
+    what it sends."""
+    SECRETS.add([v for v in values if v])
 
 
 def post(

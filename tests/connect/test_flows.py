@@ -4,6 +4,7 @@ client, OAuth 1.0a's request token, verifier and access token, and a refresh rot
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 
@@ -334,3 +335,22 @@ def test_every_service_with_a_connector_has_a_flow():
     from collector.engine.registry import Registry
 
     assert set(APPS) == set(Registry().names())
+
+
+# --- no secret in the logs -------------------------------------------------------------------------------------------
+def test_no_secret_of_a_flow_reaches_a_log_line(server, http, caplog):
+    """oauthlib logs what it signs and urllib3 what it sends, at DEBUG: the flows' secrets are masked in them."""
+    from collector.sdk.redaction import install
+
+    install()
+    caplog.set_level(logging.DEBUG)
+    confidential = {"ID": "private-app", "SECRET": "s3cr3t-client-value"}
+    tokens = code_flow(server, http, Person(answer=server.decide), confidential)
+    pasted: list[str] = []
+    tokens |= oauth1_flow(server, http, lambda url: pasted.append(server.decide(url)) or pasted[-1])
+    assert any(r.name.startswith("oauthlib") for r in caplog.records)  # there were lines to leak into
+    spent = [c["code_verifier"] for c in server.store.seen if "code_verifier" in c]
+    spent += [c["code"] for c in server.store.seen if "code" in c]
+    spent += [query_of(pasted[0])["oauth_verifier"], query_of(pasted[0])["oauth_token"]]  # the request token too
+    for secret in [*tokens.values(), *spent, "s3cr3t-client-value", "consumer-secret-value"]:
+        assert secret not in caplog.text
