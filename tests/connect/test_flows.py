@@ -354,3 +354,14 @@ def test_no_secret_of_a_flow_reaches_a_log_line(server, http, caplog):
     spent += [query_of(pasted[0])["oauth_verifier"], query_of(pasted[0])["oauth_token"]]  # the request token too
     for secret in [*tokens.values(), *spent, "s3cr3t-client-value", "consumer-secret-value"]:
         assert secret not in caplog.text
+
+
+def test_the_services_table_says_the_flow_each_service_uses():
+    from pathlib import Path
+
+    words = {"device code": DEVICE, "browser, PKCE": LOOPBACK, "OAuth 1.0a": OAUTH1}
+    words |= {"app on the instance, browser, PKCE": "mastodon", "app password": "bluesky"}
+    page = (Path(__file__).resolve().parents[2] / "docs" / "services.md").read_text()
+    table = page.split("| service | collects | connect flow |", 1)[1].split("\n\n", 1)[0]
+    said = {row.split("`")[1]: row.split(" | ")[2] for row in table.splitlines() if row.startswith("| `")}
+    assert {service: words[word] for service, word in said.items()} == {s: a.flow for s, a in APPS.items()}
