@@ -15,7 +15,7 @@ from ..sdk import Http
 from . import oauth1, oauth2
 from .apps import BLUESKY, DEFAULT_TIMEOUT, DEVICE, LOOPBACK, MASTODON, OAUTH1, App, missing
 from .errors import EXPIRED, SETTINGS, UNREACHABLE, ConnectError
-from .instances import DEFAULT_PDS, base_url, bluesky_session, known_app, register_app
+from .instances import DEFAULT_PDS, base_url, bluesky_session, known_app, loopback_port, register_app
 from .loopback import CALLBACK, Listener
 from .wire import hide
 
@@ -168,12 +168,12 @@ def mastodon(app: App, flow: Flow) -> dict[str, str]:
     )
     registered = known_app(flow.db, instance)
     wanted = flow.options.port
-    if registered is None or (wanted and not registered.redirect_uri.startswith(f"http://127.0.0.1:{wanted}/")):
+    if registered is None or (wanted and loopback_port(registered.redirect_uri) != wanted):
         redirect = f"http://127.0.0.1:{wanted or free_port()}{CALLBACK}"
         now = flow.now or datetime.now().astimezone()
         registered = register_app(flow.http, flow.db, instance, redirect, app.scope, now)
         flow.prompt.say(f"Registered the application on {instance}")
-    port = int(registered.redirect_uri.split(":")[2].split("/")[0])
+    port = loopback_port(registered.redirect_uri)
     tokens = code_flow(app, registered.client, flow, port)
     return tokens.credentials() | {"instanceUrl": instance}
 

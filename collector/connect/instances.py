@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..sdk import Http, Malformed, safe_base_url
 from .errors import MALFORMED, REFUSED, ConnectError
@@ -45,10 +46,21 @@ def known_app(db: Any, instance: str) -> Registered | None:
     client_id, secret, redirect = (doc.get(k) for k in ("clientId", "clientSecret", "redirectUri"))
     if not (isinstance(client_id, str) and isinstance(secret, str) and isinstance(redirect, str)):
         return None
-    if not (client_id and secret and redirect.startswith("http://127.0.0.1:")):
+    if not (client_id and secret and loopback_port(redirect)):
         return None
     hide(secret)
     return Registered(Client(client_id, secret), redirect)
+
+
+def loopback_port(redirect: str) -> int:
+    """The port of a remembered http://127.0.0.1:PORT/callback (0 when it is not one)."""
+    try:
+        parts = urlsplit(redirect)
+        port = parts.port
+    except ValueError:
+        return 0
+    usable = parts.scheme == "http" and parts.hostname == "127.0.0.1" and parts.path == "/callback"
+    return port if usable and port else 0
 
 
 def register_app(http: Http, db: Any, instance: str, redirect_uri: str, scopes: str, now: datetime) -> Registered:

@@ -13,7 +13,7 @@ import requests
 
 from collector.connect import oauth2
 from collector.connect.apps import APPS, DEVICE, LOOPBACK, OAUTH1, App, missing
-from collector.connect.errors import DENIED, EXPIRED, REFUSED, SETTINGS, STATE, UNREACHABLE, ConnectError
+from collector.connect.errors import DENIED, EXPIRED, MALFORMED, REFUSED, SETTINGS, STATE, UNREACHABLE, ConnectError
 from collector.connect.flows import Flow, Options, client_of, run_flow
 from collector.sdk import Http
 from collector.settings import settings_for_tests
@@ -365,3 +365,49 @@ def test_the_services_table_says_the_flow_each_service_uses():
     table = page.split("| service | collects | connect flow |", 1)[1].split("\n\n", 1)[0]
     said = {row.split("`")[1]: row.split(" | ")[2] for row in table.splitlines() if row.startswith("| `")}
     assert {service: words[word] for service, word in said.items()} == {s: a.flow for s, a in APPS.items()}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"clientId": "a", "clientSecret": "b", "redirectUri": "http://127.0.0.1:notaport/callback"},
+        {"clientId": "a", "clientSecret": "b", "redirectUri": "https://evil.example/callback"},
+        {"clientId": ["a"], "clientSecret": "b", "redirectUri": "http://127.0.0.1:5000/callback"},
+        {"clientId": "a", "clientSecret": None, "redirectUri": "http://127.0.0.1:5000/callback"},
+        {"clientId": "a", "clientSecret": "b"},
+    ],
+)
+def test_an_unusable_remembered_application_is_registered_again(db, doc):
+    from collector.connect.instances import known_app
+
+    db.connectApps.insert_one({"_id": "https://social.example", **doc})
+    assert known_app(db, "https://social.example") is None
+    db.connectApps.replace_one(
+        {}, {"clientId": "a", "clientSecret": "b", "redirectUri": "http://127.0.0.1:5000/callback"}
+    )
+    assert known_app(db, "https://social.example").redirect_uri.endswith(":5000/callback")
+
+
+@pytest.mark.parametrize(
+    "status, body, kind, words",
+    [
+        (200, "<html>maintenance</html>", MALFORMED, "neither JSON nor a form"),
+        (200, "[1, 2]", MALFORMED, "not an object"),
+        (200, '{"device_code": "d", "user_code": "u"}', MALFORMED, "without verification_uri"),
+        (
+            200,
+            '{"device_code": "d", "user_code": "u", "verification_uri": "https://x", "expires_in": -1}',
+            MALFORMED,
+            "expires_in",
+        ),
+        (503, "{}", UNREACHABLE, "the service is down"),
+        (418, '{"error": "device_flow_disabled"}', REFUSED, "device_flow_disabled"),
+    ],
+)
+def test_an_answer_the_flow_cannot_use_is_one_line(server, http, status, body, kind, words):
+    from urllib.parse import quote
+
+    app = replace(device_app(server.url), device_url=f"{server.url}/broken/{status}/{quote(body, safe='')}")
+    with pytest.raises(ConnectError) as caught:
+        run_flow(app, {"GITHUB_CLIENT_ID": "public-app"}, Flow(http, Person(), Options(browser=False)))
+    assert caught.value.kind == kind and words in caught.value.message and "\n" not in caught.value.message

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # http://127.0.0.1 in this process's tests
@@ -410,6 +410,8 @@ class AuthServer:
         path, method = environ["PATH_INFO"], environ["REQUEST_METHOD"]
         form = dict(parse_qsl(body.decode())) if b"{" not in body[:1] else {}
         path = ALIASES.get(path, path)
+        if path.startswith("/broken/"):  # a server that answers what no flow can read: the body is the rest of the path
+            return int(path.split("/")[2]), unquote(path.split("/", 3)[3]), [("Content-Type", "text/html")]
         if path == "/token":
             self.store.seen.append(form)
             return self.oauth2.create_token_response((environ, form))
