@@ -22,7 +22,7 @@ def register(commands: Commands) -> None:
 
     parser = commands.add_parser(
         "connect",
-        description="Connect a person's account: run the service's authorisation flow and write the network.",
+        description="Connect a person's account through the service's authorisation flow.",
         help="connect a person's account through the service's authorisation flow (or renew an unauthorised one)",
         epilog="Flows: "
         + "; ".join(f"{name}: {FLOW_WORDS[app.flow]}" for name, app in APPS.items())
