@@ -68,7 +68,7 @@ ENVIRONMENT = Setting(
     reload=KEPT,
 )
 
-CREDENTIAL_HELP = "An app credential of a service (empty: not configured; its networks then get a clear error)."
+CREDENTIAL_HELP = "An app credential of a service, for its networks and `collector connect` (empty: not configured)."
 KEYS = "STACKEXCHANGE_KEY TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET GITHUB_CLIENT_ID"
 OAUTH_APPS = "REDDIT TWITTER YOUTUBE SPOTIFY STACKEXCHANGE VIMEO DRIBBBLE FACEBOOK"  # <S>_CLIENT_ID, <S>_CLIENT_SECRET
 CREDENTIALS = (*KEYS.split(), *(f"{s}_CLIENT_{w}" for s in OAUTH_APPS.split() for w in ("ID", "SECRET")))
