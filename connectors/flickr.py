@@ -46,6 +46,7 @@ class FlickrConnector(PagedConnector):
         ("user", "id"),
         (("user", "username", "_content"),),
         params={"method": "flickr.test.login", "format": "json", "nojsoncallback": 1},
+        check_body=True,  # errors come with a 200: {"stat": "fail", "code": 98}
     )
     rate_limit = None
     endpoint = "https://api.flickr.com/services/rest/"

@@ -27,6 +27,7 @@ COMMANDS_OF = {  # module -> the commands it registers (daemon.py: the top-level
     "pauses": {"pause", "resume"},
     "jobs": {"jobs"},
     "networks": {"networks"},
+    "users": {"users"},
     "connect": {"connect"},
     "sink": {"sink"},
     "sinks": {"sinks"},

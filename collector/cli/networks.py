@@ -1,7 +1,8 @@
-"""`collector networks list|show|enable|run|reset`: what they print and the exit code each returns — 0 done, 1 a
-bad id, no such network, or one left alone because a collector holds it, 2 a query given as an id (a document
-with `$` keys, a regular expression: ops/ids.py), 3 MongoDB unreachable. The queries and rules are the operator
-tools' (ops/networks.py); `run` is the engine's own run of one network."""
+"""`collector networks list|show|enable|run|reset|add|remove`: what they print and the exit code each returns — 0
+done, 1 a bad id, no such network, one left alone because a collector holds it, or a network that cannot be added
+(ops/accounts.py: its one line), 2 a query given as an id (a document with `$` keys, a regular expression:
+ops/ids.py), 3 MongoDB unreachable. The queries and rules are the operator tools' (ops/networks.py,
+ops/accounts.py, ops/users.py); `run` is the engine's own run of one network."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def limit_arg(text: str) -> int:
 def register(commands: Commands) -> None:
     networks = commands.add_parser(
         "networks",
-        description="List, show, re-enable, run or reset networks (in MongoDB).",
-        help="list, show, re-enable or reset networks (reads and writes MongoDB)",
+        description="List, show, re-enable, run, reset, add or remove networks (in MongoDB).",
+        help="list, show, re-enable, run, reset, add or remove networks (reads and writes MongoDB)",
     )
     verbs = networks.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = verbs.add_parser(
@@ -77,7 +78,29 @@ def register(commands: Commands) -> None:
     )
     resetting.add_argument("ids", nargs="+", metavar="ID")
     resetting.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    adding = verbs.add_parser(
+        "add",
+        description="Add a network: its token read from standard input, checked with the service.",
+        help="add a network: credentials from standard input or --from-file, checked with the service",
+        epilog="Standard input (or the file): the access token alone on a line, other fields as NAME=value lines "
+        "(refreshToken=..., accessTokenSecret=..., instanceUrl=https://...), or one JSON object of strings. "
+        "`collector connectors` lists the services; docs/operating.md the fields each takes.",
+    )
+    adding.add_argument("--user", required=True, metavar="EMAIL", help="the person's email (the networks' user)")
+    adding.add_argument("--service", required=True, metavar="NAME", help="the service (github, mastodon, ...)")
+    adding.add_argument("--from-file", metavar="PATH", help="read the credentials from this file, not standard input")
+    adding.add_argument(
+        "--replace", action="store_true", help="give an existing network of this user and service these credentials"
+    )
+    removing = verbs.add_parser(
+        "remove",
+        description="Remove a network (its items are kept).",
+        help="delete a network (items kept; refused while a collector runs it)",
+    )
+    removing.add_argument("id", metavar="ID")
     for verb, handler in (
+        (adding, add_network),
+        (removing, remove_network),
         (listing, list_networks),
         (show, show_networks),
         (enabling, change_networks),
@@ -209,3 +232,63 @@ def print_run(result: Any, saved: Any) -> None:
         print("(dry run: nothing written)")
     else:
         print(f"saved: {saved.new_items} new items, state {'saved' if saved.state_saved else 'not saved (lease lost)'}")
+
+
+@on_networks
+def add_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks add`: the credentials read (bounded), checked with the service, the network written; one line."""
+    from ..ops import accounts
+    from ..ops.ids import format_id
+    from ..sdk.timeutil import utcnow
+
+    names = [f.name for f in accounts.connector_class(args.service).credential_fields()]
+    credentials = read_credentials(args.from_file, names)
+    added = accounts.add_network(
+        db,
+        user=args.user,
+        service=args.service,
+        credentials=credentials,
+        replace=args.replace,
+        now=utcnow(),
+        settings=settings,
+        lease_seconds=settings.lease_seconds,
+    )
+    done = "gave network" if added.replaced else "added network"
+    tail = " its new credentials" if added.replaced else ""
+    print(
+        printable(
+            f"{done} {format_id(added.network_id)}{tail}: {args.service} account {added.account} "
+            f"for {args.user}, due now"
+        )
+    )
+    if added.note:
+        print(printable(f"note: {added.note}"))
+    return EXIT_OK
+
+
+def read_credentials(path: str | None, names: list[str]) -> dict[str, str]:
+    """The credentials from the file at `path`, or standard input (bounded reads: ops/credentials.py)."""
+    from ..ops.accounts import AccountError
+    from ..ops.credentials import parse_credentials, read_bounded
+
+    if path is None:
+        if sys.stdin.isatty():
+            complain(f"reading {', '.join(names)} from standard input (the token alone, or NAME=value lines; Ctrl-D)")
+        return parse_credentials(read_bounded(sys.stdin.buffer, "standard input"), names)
+    what = f"file {printable(path)}"
+    try:
+        with open(path, "rb") as stream:
+            data = read_bounded(stream, what)
+    except OSError as exc:
+        raise AccountError(f"cannot read {what}: {printable(exc.strerror or type(exc).__name__)}") from None
+    return parse_credentials(data, names, what)
+
+
+@on_networks
+def remove_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    """`networks remove`: the network deleted (items kept), or why not."""
+    from ..ops.users import remove_network as remove
+    from ..sdk.timeutil import utcnow
+
+    print(printable(remove(db, args.id, now=utcnow(), lease_seconds=settings.lease_seconds)))
+    return EXIT_OK

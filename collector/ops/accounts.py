@@ -5,7 +5,8 @@
 user, unless `replace`, and writes the network in the likeastore schema, mode `initial`, due now — through the
 store's `add_network` / `replace_credentials`, the one place credentials are written. A replace keeps the walk's
 state (unless the token belongs to another account than the network's) and clears `unauthorized` and the error
-that set it. Each refusal is an `AccountError` with one printable line that never holds a secret.
+that set it, and `disabled` (as the web app's re-authorisation did). Each refusal is an `AccountError` with one
+printable line that never holds a secret.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.store import LEASE_DEFAULT, Store, lease_state
+from ..engine.store.accounts import exactly
 from ..sdk.connector import Connector
 from ..sdk.errors import (
+    BadResponse,
     Malformed,
     NetworkError,
     NotConfigured,
     RateLimited,
     Retired,
-    Transient,
     Unauthorized,
     UnknownService,
 )
@@ -33,12 +35,13 @@ from ..sdk.validate import MAX_TOKEN_CHARS
 from ..sdk.whoami import Credential, Identity
 from ..settings import Settings
 from ..textout import printable
-from .ids import AdminError, equal, format_id
+from .ids import AdminError, format_id
 
 MAX_EMAIL_CHARS = 320
 MAX_TEXT_CHARS = 2048  # a field that is not a secret (an instance's address)
-# what a run left that a new token makes stale: cleared by a replace
-STALE_FIELDS = ("unauthorized", "accessTokenExpiresAt")
+# what a run left that a new token makes stale, cleared by a replace (`disabled` too, as the web app's re-authorisation
+# did: its update of the user's network unset it)
+STALE_FIELDS = ("unauthorized", "disabled", "accessTokenExpiresAt")
 # the walk through the history, started again when a replace brings another account's token
 PROGRESS_FIELDS = ("page", "cursor", "seenIds", "sinceLikedAt", "etag", "prevMode", "skippedItems", "lastSkipped")
 
@@ -188,18 +191,20 @@ def identify(
 
 def refusal(service: str, exc: NetworkError, secrets: list[str]) -> AccountError:
     """The AccountError a failed identity call is, its line masked (the given secrets, any the process knows)."""
-    said = printable(clip(_masked(exc.message, secrets), 300))
+    # the service's own words were masked where the connector read them (`Connector.reason`: clip); here the
+    # given secrets and any value the process knows are masked, and the line cut (a cut after masking leaks nothing)
+    said = printable(_masked(exc.message, secrets).removeprefix(f"{service}: ")[:300])
     if isinstance(exc, Unauthorized):
         return IdentityRefused(f"{service} refused the token ({said}): give a valid one")
     if isinstance(exc, NotConfigured):
-        return NotConfiguredError(f"{said}")
+        return NotConfiguredError(said)
     if isinstance(exc, Malformed):
         return BadCredential(said)
     if isinstance(exc, RateLimited):
         return ServiceUnreachable(f"{service} asked to wait ({said}): try again later")
-    if isinstance(exc, Transient) or exc.status is None or exc.status >= 500:
-        return ServiceUnreachable(f"{service} could not be asked who the token belongs to ({said}): try again later")
-    return IdentityUnreadable(f"{service} did not say who the token belongs to ({said})")
+    if isinstance(exc, BadResponse) and (exc.status is None or exc.status < 500):
+        return IdentityUnreadable(f"{service} did not say who the token belongs to ({said})")
+    return ServiceUnreachable(f"{service} could not be asked who the token belongs to ({said}): try again later")
 
 
 def _masked(text: str, secrets: list[str]) -> str:
@@ -226,10 +231,9 @@ def add_network(
     user = check_user(user)
     fields, identity = identify(service, credentials, now=now, settings=settings, http=http, user=user)
     store = Store(db)
-    existing = store.networks.find_one({"user": equal(user), "service": equal(service)})
-    other = store.networks.find_one(
-        {"service": equal(service), "accountId": equal(identity.account_id), "user": {"$ne": user}}, {"user": 1}
-    )
+    existing = store.networks.find_one({"user": exactly(user), "service": exactly(service)})
+    account = {"service": exactly(service), "accountId": exactly(identity.account_id)}
+    other = store.networks.find_one({**account, "user": {"$ne": user}}, {"user": 1})
     shown = printable(clip(identity.name, 120))
     if existing is not None and not replace:
         raise AlreadyConnected(
@@ -256,7 +260,7 @@ def _insert(
     doc = {"user": user, "service": service, **written, "mode": "initial", "errors": 0, "scheduledTo": now}
     network_id = store.add_network({**doc, "connectedAt": now})
     if network_id is None:  # another command added one between the look and the write
-        found = store.networks.find_one({"user": equal(user), "service": equal(service)}, {"_id": 1}) or {}
+        found = store.networks.find_one({"user": exactly(user), "service": exactly(service)}, {"_id": 1}) or {}
         raise AlreadyConnected(
             f"{printable(clip(user, 120))} has a {service} network already: {format_id(found.get('_id'))} "
             "(--replace gives it these credentials)",

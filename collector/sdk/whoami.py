@@ -52,10 +52,11 @@ class Credential:
 @dataclass(frozen=True)
 class WhoAmI:
     """One GET of `url` (a string, or a function of the connector and the job for a URL built from the network or
-    the settings) with `params`; the account id at `account` in the answer (a string or a whole number), the name
-    at the first of `names` that holds a non-empty string (else the account id), and each of `fields` (network
-    field -> path) a plain name that may go into a URL path. `per_host`: the account id is qualified with the
-    URL's host (`id@host`: a Mastodon account id is unique on its instance only)."""
+        the settings) with `params`; the account id at `account` in the answer (a string or a whole number), the name
+        at the first of `names` that holds a non-empty string (else the account id), and each of `fields` (network
+        field -> path) a plain name that may go into a URL path. `per_host`: the account id is qualified with the
+        URL's host (`id@host`: a Mastodon account id is unique on its instance only). `check_body`: the answer goes
+    through the connector's `check_body` too (an API that sends its errors with a 200: Flickr's `stat: fail`)."""
 
     url: str | Callable[[Connector, Job], str]
     account: Path
@@ -63,13 +64,13 @@ class WhoAmI:
     params: Mapping[str, Any] = field(default_factory=dict)
     fields: Mapping[str, Path] = field(default_factory=dict)
     per_host: bool = False
+    check_body: bool = False
 
     def identify(self, connector: Connector, job: Job) -> Identity:
         url = self.url if isinstance(self.url, str) else self.url(connector, job)
         body, response = connector.get_json(job, url, params=dict(self.params) or None)
-        check_body = getattr(connector, "check_body", None)
-        if check_body is not None:  # errors sent with a 200 (Flickr)
-            check_body(job, response, body)
+        if self.check_body:
+            connector.check_body(job, response, body)  # type: ignore[attr-defined]
         return self.read(connector.name, url, body)
 
     def read(self, service: str, url: str, body: Any) -> Identity:

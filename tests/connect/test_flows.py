@@ -38,7 +38,8 @@ class Person:
     def browse(self, url: str) -> bool:
         if self.on_browse is None:
             return False
-        threading.Thread(target=self.on_browse, args=(url,), daemon=True).start()
+        self.thread = threading.Thread(target=self.on_browse, args=(url,), daemon=True)
+        self.thread.start()
         return True
 
     def address(self) -> str:
@@ -210,7 +211,9 @@ def test_the_loopback_listener_takes_the_browser_s_redirect(server, http):
         location = server.decide(url)
         pages.append(requests.get(location, timeout=10))
 
-    credentials = code_flow(server, http, Person(on_browse=browser))
+    person = Person(on_browse=browser)
+    credentials = code_flow(server, http, person)
+    person.thread.join(30)  # the browser's half: its page read after the listener answered
     assert credentials["accessToken"] in server.store.tokens
     assert pages[0].status_code == 200 and "return to the terminal" in pages[0].text
     assert query_of(pages[0].url)["code"] not in pages[0].text

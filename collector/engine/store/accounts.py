@@ -14,6 +14,12 @@ from typing import Any
 from pymongo.collection import Collection
 
 
+def exactly(value: Any) -> dict[str, Any]:
+    """A condition matching a field equal to `value` itself, never an array that holds it (MongoDB's equality
+    matches an array by any of its elements: `user: ["ann@x.test"]` is nobody's network)."""
+    return {"$eq": value, "$not": {"$type": "array"}}
+
+
 class AccountStore:
     """A mixin of the Store: `self.networks` and `self.items` come from it."""
 
@@ -23,7 +29,7 @@ class AccountStore:
     def add_network(self, doc: Mapping[str, Any]) -> Any:
         """Insert a new network unless one of the same user and service exists (a single upsert on the pair, as
         the likeastore web app wrote them): its `_id`, or None when one was there already (nothing written)."""
-        pair = {"user": {"$eq": doc["user"]}, "service": {"$eq": doc["service"]}}
+        pair = {"user": exactly(doc["user"]), "service": exactly(doc["service"])}
         result = self.networks.update_one(pair, {"$setOnInsert": dict(doc)}, upsert=True)
         return result.upserted_id
 
@@ -46,5 +52,6 @@ class AccountStore:
         return self.networks.delete_one(fence).deleted_count == 1
 
     def delete_items(self, user: str) -> int:
-        """Delete every item of this user (by equality on `user`, served by the items' unique key); how many."""
-        return self.items.delete_many({"user": {"$eq": user}}).deleted_count
+        """Delete every item of this user (`user` equal to the email, served by the items' unique key); how
+        many."""
+        return self.items.delete_many({"user": exactly(user)}).deleted_count
