@@ -42,7 +42,13 @@ def register(commands: Commands) -> None:
         metavar="SECONDS",
         help=f"how long the flow waits for the person ({DEFAULT_TIMEOUT:.0f})",
     )
-    parser.add_argument("--port", type=port_arg, default=0, help="the 127.0.0.1 redirect's port (0: any free one)")
+    parser.add_argument(
+        "--port",
+        type=port_arg,
+        default=0,
+        help="the 127.0.0.1 redirect's port (0: any free one; a service's redirect setting, such as "
+        "SPOTIFY_REDIRECT_URI, wins)",
+    )
     parser.add_argument("--instance", metavar="URL", default="", help="mastodon: the instance, https://HOST")
     parser.add_argument("--handle", default="", help="bluesky: the account's handle (the app password is read)")
     parser.add_argument("--pds", metavar="URL", default="", help="bluesky: the PDS (https://bsky.social)")
@@ -100,7 +106,7 @@ def connect(args: argparse.Namespace, settings: Settings, db: Any) -> int:
 
     install()  # every log line of the process redacted: the flow's secrets are added as it learns them
     app = app_for(args.service, settings.github_api_url)
-    values = {name: settings.get(name) for name in app.settings + (app.client_secret,) if name}
+    values = {name: settings.get(name) for name in (app.client_id, app.client_secret, app.redirect) if name}
     options = Options(
         args.timeout, not args.no_browser, args.port, args.instance, args.handle, args.pds, settings.allow_private_hosts
     )

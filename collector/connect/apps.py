@@ -42,6 +42,7 @@ class App:
     access_token_url: str = ""
     extra: tuple[tuple[str, str], ...] = ()  # more parameters of the authorisation request
     basic_auth: bool = False
+    redirect: str = ""  # the setting of a redirect registered exactly (empty: http://127.0.0.1, any port)
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -88,6 +89,7 @@ APPS: Mapping[str, App] = {
             authorize_url="https://x.com/i/oauth2/authorize",
             token_url="https://api.x.com/2/oauth2/token",
             basic_auth=True,
+            redirect="TWITTER_REDIRECT_URI",
         ),
         App(
             "spotify",
@@ -99,6 +101,7 @@ APPS: Mapping[str, App] = {
             scope="user-library-read",
             authorize_url="https://accounts.spotify.com/authorize",
             token_url="https://accounts.spotify.com/api/token",
+            redirect="SPOTIFY_REDIRECT_URI",
         ),
         App(
             "reddit",
@@ -112,6 +115,7 @@ APPS: Mapping[str, App] = {
             token_url="https://www.reddit.com/api/v1/access_token",
             extra=(("duration", "permanent"),),
             basic_auth=True,
+            redirect="REDDIT_REDIRECT_URI",
         ),
         App(
             "stackoverflow",
@@ -122,6 +126,7 @@ APPS: Mapping[str, App] = {
             scope="no_expiry",
             authorize_url="https://stackoverflow.com/oauth",
             token_url="https://stackoverflow.com/oauth/access_token/json",
+            redirect="STACKEXCHANGE_REDIRECT_URI",
         ),
         App(
             "vimeo",
@@ -133,6 +138,7 @@ APPS: Mapping[str, App] = {
             authorize_url="https://api.vimeo.com/oauth/authorize",
             token_url="https://api.vimeo.com/oauth/access_token",
             basic_auth=True,
+            redirect="VIMEO_REDIRECT_URI",
         ),
         App(
             "dribbble",
@@ -143,6 +149,7 @@ APPS: Mapping[str, App] = {
             scope="public",
             authorize_url="https://dribbble.com/oauth/authorize",
             token_url="https://dribbble.com/oauth/token",
+            redirect="DRIBBBLE_REDIRECT_URI",
         ),
         App(
             "facebook",
@@ -153,6 +160,7 @@ APPS: Mapping[str, App] = {
             scope="user_likes",
             authorize_url="https://www.facebook.com/v19.0/dialog/oauth",
             token_url="https://graph.facebook.com/v19.0/oauth/access_token",
+            redirect="FACEBOOK_REDIRECT_URI",
         ),
         App(
             "tumblr",
@@ -185,7 +193,7 @@ APPS: Mapping[str, App] = {
         App("bluesky", BLUESKY),
     )
 }
-APP_SETTINGS = tuple(sorted({n for app in APPS.values() for n in (app.client_id, app.client_secret) if n}))
+APP_SETTINGS = tuple(sorted({n for a in APPS.values() for n in (a.client_id, a.client_secret, a.redirect) if n}))
 
 
 def github_web(api_url: str) -> str:

@@ -10,8 +10,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ..sdk import Http
+from ..textout import printable
 from . import oauth1, oauth2
 from .apps import BLUESKY, DEFAULT_TIMEOUT, DEVICE, LOOPBACK, MASTODON, OAUTH1, App, missing
 from .errors import EXPIRED, SETTINGS, UNREACHABLE, ConnectError
@@ -79,7 +81,7 @@ def run_flow(app: App, values: Mapping[str, str | None], flow: Flow) -> dict[str
     if app.flow == OAUTH1:
         return verifier_flow(app, client, flow)
     if app.flow == LOOPBACK:
-        return code_flow(app, client, flow).credentials()
+        return code_flow(app, client, flow, redirect_for(app, values, flow.options.port)).credentials()
     raise ConnectError(SETTINGS, f"{app.service}: no flow {app.flow!r}")  # pragma: no cover (apps.py declares them)
 
 
@@ -96,11 +98,44 @@ def remaining(flow: Flow) -> float:
     return max(flow.deadline - flow.clock(), 0.0)
 
 
-def code_flow(app: App, client: oauth2.Client, flow: Flow, port: int | None = None) -> oauth2.Tokens:
+@dataclass(frozen=True)
+class Redirect:
+    """Where the browser is sent back to: http://HOST:PORT/PATH on this machine (port 0: an ephemeral one, known once
+    the listener is bound)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    path: str = CALLBACK
+
+    def uri(self, port: int) -> str:
+        return f"http://{self.host}:{port}{self.path}"
+
+
+def redirect_for(app: App, values: Mapping[str, str | None], port: int) -> Redirect:
+    """The redirect the application registered (its setting, `<SERVICE>_REDIRECT_URI`), else 127.0.0.1 on `port`
+    (--port; 0: any). A registered one must be a loopback http address with a port (RFC 8252 section 7.3)."""
+    configured = (values.get(app.redirect) or "").strip() if app.redirect else ""
+    if not configured:
+        return Redirect(port=port)
+    try:
+        parts = urlsplit(configured)
+        given = parts.port
+    except ValueError:
+        given = None
+    if given is None or parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost") or parts.query:
+        raise ConnectError(
+            SETTINGS,
+            f"{app.redirect} must be http://127.0.0.1:PORT/PATH, the redirect registered with the application; "
+            f"not {printable(configured[:200])!r}",
+        )
+    return Redirect(parts.hostname or "127.0.0.1", given, parts.path or "/")
+
+
+def code_flow(app: App, client: oauth2.Client, flow: Flow, redirect: Redirect) -> oauth2.Tokens:
     pkce = oauth2.Pkce.new()
-    address = answer(flow, lambda redirect: oauth2.authorize_url(app, client, pkce, redirect), port)
+    address, sent = answer(flow, lambda uri: oauth2.authorize_url(app, client, pkce, uri), redirect)
     code = oauth2.read_redirect(app, address, pkce.state)
-    return oauth2.exchange_code(flow.http, app, client, code, pkce, redirect_of(address))
+    return oauth2.exchange_code(flow.http, app, client, code, pkce, sent)
 
 
 def verifier_flow(app: App, client: oauth2.Client, flow: Flow) -> dict[str, str]:
@@ -110,44 +145,40 @@ def verifier_flow(app: App, client: oauth2.Client, flow: Flow) -> dict[str, str]
         token.append(oauth1.request_token(flow.http, app, client, redirect))
         return oauth1.authorize_url(app, token[0])
 
-    address = answer(flow, address_to_open)
+    address, _ = answer(flow, address_to_open, Redirect(port=flow.options.port))
     verifier = oauth1.read_verifier(app, address, token[0])
     return oauth1.access_token(flow.http, app, client, token[0], verifier)
 
 
-def answer(flow: Flow, address_for: Callable[[str], str], port: int | None = None) -> str:
-    """The address the browser ended on: caught by the loopback listener, or (--no-browser) pasted back."""
-    port = flow.options.port if port is None else port
+def answer(flow: Flow, address_for: Callable[[str], str], redirect: Redirect) -> tuple[str, str]:
+    """The address the browser ended on, caught by the loopback listener or (--no-browser) pasted back, and the
+    redirect address that was sent (the token request repeats it)."""
     if not flow.options.browser:
-        redirect = f"http://127.0.0.1:{port or free_port()}{CALLBACK}"
-        url = address_for(redirect)
+        sent = redirect.uri(redirect.port or free_port())
+        url = address_for(sent)
         flow.prompt.say(f"Open this address in a browser on any machine and allow access:\n{url}")
         flow.prompt.say(
             "The browser then ends on an address starting with "
-            f"{redirect} (its page may not load): paste that whole address here and press Enter"
+            f"{sent} (its page may not load): paste that whole address here and press Enter"
         )
         got = flow.prompt.read_line(remaining(flow))
     else:
         try:
-            listener = Listener(port)
+            listener = Listener(redirect.port, redirect.path)
         except OSError as exc:
             raise ConnectError(
-                UNREACHABLE, f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); use --no-browser"
+                UNREACHABLE, f"cannot listen on 127.0.0.1:{redirect.port} ({exc.strerror}); use --no-browser"
             ) from None
         with listener:
-            url = address_for(listener.redirect_uri)
+            sent = redirect.uri(listener.port)
+            url = address_for(sent)
             flow.prompt.say(f"Opening the browser; if none opens, open this address:\n{url}")
             flow.prompt.browse(url)
             flow.prompt.say(f"Waiting up to {remaining(flow):.0f}s for the browser to come back")
             got = listener.wait(flow.deadline, flow.clock)
     if not got.strip():
         raise ConnectError(EXPIRED, f"no answer came back within {flow.options.timeout:g}s; run the command again")
-    return got
-
-
-def redirect_of(address: str) -> str:
-    """The redirect address a code came back to, as the token request must repeat it."""
-    return address.strip().split("?", 1)[0]
+    return got, sent
 
 
 def free_port() -> int:
@@ -173,8 +204,7 @@ def mastodon(app: App, flow: Flow) -> dict[str, str]:
         now = flow.now or datetime.now().astimezone()
         registered = register_app(flow.http, flow.db, instance, redirect, app.scope, now)
         flow.prompt.say(f"Registered the application on {instance}")
-    port = loopback_port(registered.redirect_uri)
-    tokens = code_flow(app, registered.client, flow, port)
+    tokens = code_flow(app, registered.client, flow, Redirect(port=loopback_port(registered.redirect_uri)))
     return tokens.credentials() | {"instanceUrl": instance}
 
 

@@ -22,7 +22,7 @@ class Handler(BaseHTTPRequestHandler):
     server: Listener
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        if self.path.split("?", 1)[0] != CALLBACK:
+        if self.path.split("?", 1)[0] != self.server.path:
             self.send_error(404)
             return
         self.server.arrived = f"http://{self.server.host}:{self.server.port}{self.path}"
@@ -42,16 +42,16 @@ class Listener(HTTPServer):
     """Bound at once (so the redirect address is known before the browser opens); `wait` serves until the callback
     came or the deadline passed."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1"):
+    def __init__(self, port: int = 0, path: str = CALLBACK, host: str = "127.0.0.1"):
         super().__init__((host, port), Handler)
-        self.host = host
+        self.host, self.path = host, path
         self.port = self.server_address[1]
         self.arrived = ""
         self.timeout = ROUND
 
     @property
     def redirect_uri(self) -> str:
-        return f"http://{self.host}:{self.port}{CALLBACK}"
+        return f"http://{self.host}:{self.port}{self.path}"
 
     def wait(self, deadline: float, clock: Callable[[], float], stop: threading.Event | None = None) -> str:
         """The address the browser ended on ("" when the deadline passed or `stop` was set first)."""

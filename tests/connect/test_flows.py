@@ -14,12 +14,12 @@ import requests
 from collector.connect import oauth2
 from collector.connect.apps import APPS, DEVICE, LOOPBACK, OAUTH1, App, missing
 from collector.connect.errors import DENIED, EXPIRED, MALFORMED, REFUSED, SETTINGS, STATE, UNREACHABLE, ConnectError
-from collector.connect.flows import Flow, Options, client_of, run_flow
+from collector.connect.flows import Flow, Options, Redirect, client_of, redirect_for, run_flow
 from collector.sdk import Http
 from collector.settings import settings_for_tests
 
 from helpers import free_port
-from helpers.authserver import USER, AuthServer, query_of, serving, with_query
+from helpers.authserver import USER, AuthServer, ExactClient, query_of, serving, with_query
 
 
 class Person:
@@ -414,3 +414,59 @@ def test_an_answer_the_flow_cannot_use_is_one_line(server, http, status, body, k
     with pytest.raises(ConnectError) as caught:
         run_flow(app, {"GITHUB_CLIENT_ID": "public-app"}, Flow(http, Person(), Options(browser=False)))
     assert caught.value.kind == kind and words in caught.value.message and "\n" not in caught.value.message
+
+
+# --- a redirect registered exactly ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("", Redirect("127.0.0.1", 0, "/callback")),
+        (" http://127.0.0.1:8123/cb ", Redirect("127.0.0.1", 8123, "/cb")),
+        ("http://localhost:9000/oauth/done", Redirect("localhost", 9000, "/oauth/done")),
+        ("http://127.0.0.1:5000", Redirect("127.0.0.1", 5000, "/")),
+    ],
+)
+def test_a_registered_redirect_comes_from_its_setting(value, expected):
+    app = APPS["spotify"]
+    assert redirect_for(app, {app.redirect: value}, 0) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://127.0.0.1:8123/cb",
+        "http://127.0.0.1/cb",
+        "http://example.com:8080/cb",
+        "callback",
+        "http://127.0.0.1:99999/x",
+        "http://127.0.0.1:80/cb?x=1",
+        "http://[::1]:8000/cb",
+    ],
+)
+def test_an_unusable_registered_redirect_names_its_setting(value):
+    app = APPS["twitter"]
+    with pytest.raises(ConnectError) as caught:
+        redirect_for(app, {app.redirect: value}, 0)
+    assert (
+        caught.value.kind == SETTINGS and "TWITTER_REDIRECT_URI" in caught.value.message and caught.value.exit_code == 2
+    )
+
+
+@pytest.mark.parametrize("host, path, browser", [("localhost", "/registered", False), ("127.0.0.1", "/oauth/cb", True)])
+def test_the_flow_sends_the_registered_redirect_exactly(server, http, host, path, browser):
+    registered = f"http://{host}:{free_port()}{path}"
+    server.store.clients["exact-app"] = ExactClient("exact-app", "", (registered,))
+    pages = []
+
+    def in_browser(url: str) -> None:
+        pages.append(requests.get(server.decide(url), timeout=10))
+
+    person = Person(answer=None if browser else server.decide, on_browse=in_browser if browser else None)
+    values = {"ID": "exact-app", "REDIRECT": registered}
+    flow = Flow(http, person, Options(timeout=30, browser=browser))
+    credentials = run_flow(code_app(server.url, redirect="REDIRECT"), values, flow)
+    if browser:
+        person.thread.join(30)
+        assert pages[0].status_code == 200
+    assert credentials["accessToken"] in server.store.tokens
+    assert query_of(person.address())["redirect_uri"] == registered

@@ -82,6 +82,13 @@ class Client(ClientMixin):
         return grant_type in self.grants
 
 
+class ExactClient(Client):
+    """A client whose redirect must be the registered one exactly, port included (as X's and Spotify's)."""
+
+    def check_redirect_uri(self, redirect_uri):
+        return redirect_uri in self.redirect_uris
+
+
 def loopback_key(uri: str) -> tuple[str, str, str]:
     parts = urlsplit(uri)
     port = "" if parts.hostname == "127.0.0.1" else str(parts.port)
