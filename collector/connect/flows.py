@@ -209,10 +209,10 @@ def mastodon(app: App, flow: Flow) -> dict[str, str]:
 
 
 def bluesky(flow: Flow) -> dict[str, str]:
-    pds = base_url(flow.options.pds or DEFAULT_PDS, "pds", flow.options.allow_private)
     handle = flow.options.handle.strip()
     if not handle:
         raise ConnectError(SETTINGS, "bluesky: give the account's handle with --handle (the app password is asked)")
+    pds = base_url(flow.options.pds or DEFAULT_PDS, "pds", flow.options.allow_private)
     password = flow.prompt.read_secret(
         f"App password for {handle} (bsky.app: Settings, App passwords)", remaining(flow)
     )

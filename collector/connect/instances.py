@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..sdk import Http, Malformed, safe_base_url
-from .errors import MALFORMED, REFUSED, ConnectError
+from ..sdk import Http, Malformed, NetworkError, safe_base_url
+from ..textout import printable
+from .errors import MALFORMED, REFUSED, SETTINGS, UNREACHABLE, ConnectError
 from .oauth2 import Client
 from .wire import hide, post, server_error, text_field
 
@@ -29,7 +30,9 @@ def base_url(value: str, what: str, allow_private: bool) -> str:
     try:
         return safe_base_url(value, what, allow_private)
     except Malformed as exc:
-        raise ConnectError(MALFORMED, f"--{what}: {exc.message}") from None
+        raise ConnectError(SETTINGS, f"--{what}: {exc.message}") from None
+    except NetworkError as exc:  # its name did not resolve
+        raise ConnectError(UNREACHABLE, f"--{what}: {printable(exc.message)}") from None
 
 
 @dataclass(frozen=True)

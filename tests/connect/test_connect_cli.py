@@ -190,3 +190,27 @@ def test_bluesky_takes_the_app_password_from_standard_input(cli_db, instance, mo
         assert network["refreshToken"] not in terminal.text
     else:
         assert "refused the handle or the app password" in err and cli_db.networks.count_documents({}) == 0
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["mastodon"], "--instance"),
+        (["mastodon", "--instance", "http://social.example"], "https"),
+        (["mastodon", "--instance", "https://user:pw@social.example"], "plain"),
+        (["bluesky"], "--handle"),
+        (["bluesky", "--handle", "a.test", "--pds", "ftp://pds.example"], "--pds"),
+    ],
+)
+def test_a_missing_or_unusable_option_is_exit_2_before_any_request(cli_db, capsys, args, words):
+    assert cli.main(["connect", *args, "--user", EMAIL, "--no-browser"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "pw" not in err
+    assert cli_db.networks.count_documents({}) == 0 and cli_db.connectApps.count_documents({}) == 0
+
+
+def test_an_instance_whose_name_does_not_resolve_is_one_line(cli_db, capsys):
+    args = ["connect", "mastodon", "--user", EMAIL, "--instance", "https://nowhere.invalid", "--no-browser"]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--instance" in err and "nowhere.invalid" in err
