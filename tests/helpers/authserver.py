@@ -18,12 +18,13 @@ import os
 import secrets
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # http://127.0.0.1 in this process's tests
@@ -161,6 +162,7 @@ class Store:
     nonces: set[str] = field(default_factory=set)
     sessions: dict[str, str] = field(default_factory=dict)  # bluesky handle -> app password
     jwts: dict[str, str] = field(default_factory=dict)  # bluesky accessJwt -> handle
+    on_token: Any = None  # called with each access token issued (a fake API gives the person's likes to it)
 
 
 class WsgiRequest(OAuth2Request):
@@ -198,6 +200,8 @@ class Server(AuthorizationServer):
         client = request.client.get_client_id()
         kept = Token(client, user, token.get("scope", ""), token["access_token"], token.get("refresh_token", ""))
         self.store.tokens[token["access_token"]] = kept
+        if self.store.on_token is not None:
+            self.store.on_token(token["access_token"])
 
     def create_oauth2_request(self, request):
         return request if isinstance(request, OAuth2Request) else WsgiRequest(*request)
@@ -395,6 +399,7 @@ class AuthServer:
         self.oauth2.register_grant(DeviceGrant)
         self.oauth1 = OAuth1(self.store)
         self.lock = threading.Lock()  # one request at a time touches the store
+        self.stars: Any = None  # a FakeGitHub (collector.devtools.fakeapi) serving GET /user/starred
 
     def add_client(self, client_id: str, secret: str = "", redirect: str = "http://127.0.0.1/callback") -> None:
         self.store.clients[client_id] = Client(client_id, secret, (redirect,))
@@ -409,7 +414,7 @@ class AuthServer:
             payload = json.dumps(payload)
             if not any(k.lower() == "content-type" for k, _ in headers):
                 headers = [*headers, ("Content-Type", "application/json")]
-        data = payload.encode() if isinstance(payload, str) else payload
+        data = payload.encode() if isinstance(payload, str) else bytes(payload or b"")
         start_response(f"{status} X", [(k, v) for k, v in headers if k.lower() != "content-length"])
         return [data]
 
@@ -448,6 +453,12 @@ class AuthServer:
         token = self.store.tokens.get(bearer)
         if token is None and path in ("/user", "/api/v1/accounts/verify_credentials"):
             return 401, {"error": "The access token is invalid"}, []
+        if path == "/user/starred" and self.stars is not None:  # the person's stars, as the project's fake API has them
+            query = parse_qs(environ.get("QUERY_STRING", ""))
+            status, headers, body = self.stars.handle(
+                bearer, query, self.url, time.time(), environ.get("HTTP_IF_NONE_MATCH")
+            )
+            return status, body if body is not None else b"", [*headers.items(), ("Content-Type", "application/json")]
         if path == "/user":  # GitHub's
             return 200, {"login": token.user, "id": self.store.account_ids.get(token.user, 1)}, []
         if path == "/api/v1/accounts/verify_credentials":  # Mastodon's
