@@ -114,7 +114,8 @@ def connect(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     try:
         goal = target(db, check_user(args.user), args.service, args.replace)
         if goal.existing is not None:
-            print(f"Renewing network {format_id(goal.existing['_id'])}: it waits for re-authorisation", flush=True)
+            why = "it waits for re-authorisation" if goal.existing.get("unauthorized") is True else "--replace"
+            print(f"Renewing network {format_id(goal.existing['_id'])}: {why}", flush=True)
         flow = Flow(http, Terminal(options.browser), options, db=db, now=utcnow())
         credentials = run_flow(app, values, flow)
         added = save(db, goal, credentials, settings=settings, http=http, now=utcnow())
