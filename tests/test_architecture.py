@@ -253,6 +253,8 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
         *KERNEL,
         "collector.__version__",
     ),
+    # the authorisation flows: the wire through the sdk's Http, the operator's accounts (ops) to write what they got
+    "connect": ("collector.connect", "collector.ops", "collector.sdk", *KERNEL),
     "kernel": KERNEL,
 }
 # ops may use the engine's public names, and name the sinks package (`from ..sinks import store`)
@@ -272,7 +274,7 @@ def room_of(path: Path) -> str:
 def test_every_module_lives_in_a_room_and_imports_only_what_its_room_may():
     rooms = {room_of(p) for p in (ROOT / "collector").rglob("*.py")}
     rooms_known = {"cli", "package", "kernel", "sdk", "engine", "daemon", "ops", "monitor", "devtools", "testing"}
-    rooms_known |= {"sinks", "net"}
+    rooms_known |= {"sinks", "net", "connect"}
     assert rooms == rooms_known, rooms
     for path in sorted((ROOT / "collector").rglob("*.py")):
         room = room_of(path)
@@ -303,6 +305,8 @@ def test_the_room_rule_fails_on_a_forbidden_import(tmp_path):
         ("ops", "from ..sinks.service import SinkService"),
         ("net", "from ..sdk.errors import Transient"),
         ("sinks", "from ..sdk._session import Session"),
+        ("connect", "from ..engine.dispatch import Dispatcher"),
+        ("connect", "from ..monitor import app"),
     )
     for room, line in probes:
         fake = ROOT / "collector" / room / "_forbidden_probe.py"

@@ -28,6 +28,7 @@ COMMANDS_OF = {  # module -> the commands it registers (daemon.py: the top-level
     "jobs": {"jobs"},
     "networks": {"networks"},
     "users": {"users"},
+    "connect": {"connect"},
     "sink": {"sink"},
     "sinks": {"sinks"},
     "monitor": {"monitor"},

@@ -2,8 +2,9 @@
 module's `register` (which adds its sub-parser and sets its handler), and `main` loads the settings (every sink's
 checked too: a bad one is one line and exit 2, whatever the command) and runs the handler the arguments chose.
 With no command the daemon runs (daemon.py: `--mode`, `--once`, `--check-config`);
-`status`, `healthcheck`, `pause`/`resume`, `jobs`, `networks`, `users` and `sinks` are the operator's (their queries are
-ops/'s), `sink` runs the sink service (daemon/sinkprocess.py), `connectors` lists the registry, `demo` and `bench`
+`status`, `healthcheck`, `pause`/`resume`, `jobs`, `networks`, `users` and `sinks` are the operator's (their
+queries are ops/'s), `connect` runs a service's authorisation flow (collector/connect/), `sink` runs the sink
+service (daemon/sinkprocess.py), `connectors` lists the registry, `demo` and `bench`
 are the dev tools'. What the commands share (the database or exit 3, the output) is common.py's; the exit codes
 are one table for every command (exitcodes.py).
 """
@@ -16,7 +17,22 @@ import sys
 from .. import __version__
 from ..exitcodes import EXIT_USAGE
 from ..settings import SettingsError
-from . import bench, connectors, daemon, demo, health, jobs, monitor, networks, pauses, sink, sinks, status, users
+from . import (
+    bench,
+    connect,
+    connectors,
+    daemon,
+    demo,
+    health,
+    jobs,
+    monitor,
+    networks,
+    pauses,
+    sink,
+    sinks,
+    status,
+    users,
+)
 from .common import Parser
 
 COMMANDS = (
@@ -29,6 +45,7 @@ COMMANDS = (
     jobs,
     networks,
     users,
+    connect,
     sink,
     sinks,
     bench,

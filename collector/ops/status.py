@@ -4,7 +4,8 @@ Per mode: networks, due now, the schedule lag (how overdue the oldest due networ
 leases held (by instance) and expired, rateLimit, disabled, unauthorized, erroring by lastError.kind. Per service:
 networks, erroring, disabled. Items: total, added in the last hour and day. Instances: live and dead.
 Counting is done by `$group` aggregations; the lag reads only the `scheduledTo` of due networks, through the
-`{mode, scheduledTo}` index on MongoDB. The `--check` verdict on the report is statuscheck.py's.
+`{mode, scheduledTo}` index on MongoDB. Renewals: the networks that wait for re-authorisation (`collector connect`
+renews them), counted and the first few named. The `--check` verdict on the report is statuscheck.py's.
 """
 
 from __future__ import annotations
@@ -52,7 +53,23 @@ def gather(db: Any, now: datetime, heartbeat_seconds: float, lease_seconds: floa
         "instances": instances,
         "pauses": pauses,
         "sinks": gather_sinks(db, now),
+        "renewals": waiting_renewal(db),
     }
+
+
+RENEWALS_NAMED = 5  # networks waiting for re-authorisation that `--check` names; the others are counted
+
+
+def waiting_renewal(db: Any) -> dict[str, Any]:
+    """The networks that wait for re-authorisation (`unauthorized`: a token the service refused, which
+    `collector connect` renews): how many, and the first few by id (user and service, printable)."""
+    query = {"unauthorized": True}
+    first = [
+        {"id": text(str(d.get("_id"))), "user": text(d.get("user")), "service": text(d.get("service"))}
+        for d in db.networks.find(query, {"user": 1, "service": 1}).sort("_id", 1).limit(RENEWALS_NAMED)
+    ]
+    total = len(first) if len(first) < RENEWALS_NAMED else db.networks.count_documents(query)
+    return {"count": total, "first": first}
 
 
 def gather_sinks(db: Any, now: datetime) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def check(
         problems += mode_problems(mode, info, live, pauses, w, c) + far_leases(mode, info)
         perf += [f"lag_{mode}={info['lagSeconds']:.0f}s;{w:.0f};{c:.0f};0", f"due_{mode}={info['due']};;;0"]
         perf.append(f"live_{mode}={len(live)}")
+    problems += renewal_problem(status.get("renewals"))
     if "sinks" in status:
         sink_issues, sink_perf = sink_problems(status["sinks"], settings)
         problems += sink_issues
@@ -47,6 +48,23 @@ def check(
     else:
         text = "every mode with due networks has a live collector, schedule lag within bounds"
     return code, f"{STATE_WORDS[code]}: {text} | {' '.join(perf)}"
+
+
+def renewal_problem(renewals: dict[str, Any] | None) -> list[Problem]:
+    """WARNING naming the networks that wait for re-authorisation (their service refused the token; nothing is
+    collected for them until `collector connect SERVICE --user EMAIL` renews them)."""
+    if not renewals or not renewals["count"]:
+        return []
+    named = ", ".join(f"{plain(n['user'])} {plain(n['service'])} ({plain(n['id'])})" for n in renewals["first"])
+    more = renewals["count"] - len(renewals["first"])
+    rest = f" and {more} more" if more > 0 else ""
+    return [
+        (
+            WARNING,
+            f"{renewals['count']} networks wait for re-authorisation (collector connect SERVICE --user EMAIL): "
+            f"{named}{rest}",
+        )
+    ]
 
 
 def expired_pauses(pauses: list[dict[str, Any]]) -> list[Problem]:

@@ -21,16 +21,16 @@ ENVIRONMENT = Setting(
     reload=KEPT,
 )
 
-CREDENTIAL_HELP = "An app credential of a service (empty: not configured; its networks then get a clear error)."
-CREDENTIALS = tuple(
-    "STACKEXCHANGE_KEY REDDIT_CLIENT_ID REDDIT_CLIENT_SECRET TWITTER_CLIENT_ID TWITTER_CLIENT_SECRET YOUTUBE_CLIENT_ID "
-    "YOUTUBE_CLIENT_SECRET TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET "
-    "SPOTIFY_CLIENT_ID SPOTIFY_CLIENT_SECRET".split()
-)
+CREDENTIAL_HELP = "An app credential of a service, for its networks and `collector connect` (empty: not configured)."
+REDIRECT_HELP = "The redirect registered for `collector connect`, when exact (empty: http://127.0.0.1, any port)."
+KEYS = "STACKEXCHANGE_KEY TUMBLR_CONSUMER_KEY TUMBLR_CONSUMER_SECRET FLICKR_API_KEY FLICKR_API_SECRET GITHUB_CLIENT_ID"
+OAUTH_APPS = "REDDIT TWITTER YOUTUBE SPOTIFY STACKEXCHANGE VIMEO DRIBBBLE FACEBOOK"  # <S>_CLIENT_ID, <S>_CLIENT_SECRET
+CREDENTIALS = (*KEYS.split(), *(f"{s}_CLIENT_{w}" for s in OAUTH_APPS.split() for w in ("ID", "SECRET")))
+REDIRECTS = tuple(f"{s}_REDIRECT_URI" for s in OAUTH_APPS.split() if s != "YOUTUBE")  # collector connect's
 
 
-def _credential(name: str) -> Setting:
-    return Setting(name, "", kinds.ANY_TEXT, "", CREDENTIAL_HELP, secret=not name.endswith("_ID"))
+def _credential(name: str, uri: bool = False) -> Setting:  # a client id and a redirect are not secrets
+    return Setting(name, "", kinds.ANY_TEXT, "", (CREDENTIAL_HELP, REDIRECT_HELP)[uri], not uri and "_ID" not in name)
 
 
 # In the order --check-config prints them and load_settings checks them (the first bad one is named).
@@ -173,6 +173,7 @@ SETTINGS: tuple[Setting, ...] = (
         details="Its host is trusted even on a private address (see ALLOW_PRIVATE_HOSTS).",
     ),
     *(_credential(name) for name in CREDENTIALS),
+    *(_credential(name, uri=True) for name in REDIRECTS),
     Setting(
         "ALLOW_PRIVATE_HOSTS",
         "allow_private_hosts",
