@@ -98,7 +98,7 @@ def monitor(tmp_path_factory):
         process = start(["monitor", "--port", str(port)], env, tmp / "monitor.log")
         try:
             running = Monitor(port, db)
-            wait_until(lambda: running.search("ada@x.test"), timeout=30)
+            wait_until(lambda: running.search("ada@x.test"), timeout=60)
             yield running
         finally:
             assert stop(process) == 0, (tmp / "monitor.log").read_text()[-2000:]
