@@ -27,7 +27,11 @@ from helpers import free_port
 from helpers.browser import chromium, require, severe
 from helpers.proc import start, stop, wait_until, write_env
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("monitor_glance"),
+]
 BULK = FOUND + 12  # more networks of one kind than a search lists
 LONE = ObjectId("6b1409bff748deff706137e3")  # fixed: test ids must be the same in every xdist worker
 EMPTY = {

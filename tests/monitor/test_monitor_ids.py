@@ -23,6 +23,9 @@ from collector.ops.ids import format_id
 from helpers import free_port
 from helpers.proc import start, stop, wait_until, write_env
 
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("monitor_ids")
+
 TOKEN = "ids-test-token-0123456789"
 QUERIES = [
     '{"$ne": null}',

@@ -25,7 +25,11 @@ from helpers import free_port
 from helpers.browser import chromium, require, severe
 from helpers.proc import get, start, stop, wait_until, write_env
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("monitor_page"),
+]
 TOKEN = "browser-test-token-0123456789"
 SCRIPTED = '<img src=x onerror="window.pwned=1">'
 HOSTILE_USER = SCRIPTED + "@evil.test"
