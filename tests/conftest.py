@@ -9,6 +9,7 @@ explicit `--hypothesis-profile NAME` always wins.
 from __future__ import annotations
 
 import functools
+import os
 
 import mongomock
 import pytest
@@ -19,8 +20,27 @@ from collector.settings import settings_for_tests
 
 from helpers import API
 
+# what the header says the whole run takes (README, CONTRIBUTING): measured with `-n auto` on two cores
+SUITE_SIZE = "about 2,600 tests, about 3 minutes with -n auto on two cores"
+
 # the "fast" profile: max_examples a tenth of hypothesis's usual 100, which helpers.examples(n) scales every test by
 hypothesis_settings.register_profile("fast", parent=hypothesis_settings.default, max_examples=10)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: two workers a core (the cores this process may use). Most of the suite's time is spent waiting
+    on real processes, servers and sockets, not computing: serially it runs at about 45% of one core. As with
+    xdist's own rule, PYTEST_XDIST_AUTO_NUM_WORKERS wins when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return 2 * len(os.sched_getaffinity(0))
+
+
+def pytest_report_header(config):
+    return [
+        f"the whole suite: {SUITE_SIZE}; the system tests start real servers (an OpenSearch-compatible one, "
+        "Typesense, headless Chromium) and real collector processes",
+    ]
 
 
 def pytest_configure(config):

@@ -30,7 +30,7 @@ CLI_PAGE = DOCS / "reference" / "cli.md"
 TEXTS = [README, ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 SPAN = re.compile(r"`([^`]+)`")
-TWO_COMMANDS = "pip install . && collector demo\npip install '.[test]' && python3 -m pytest -q\n"
+TWO_COMMANDS = "pip install . && collector demo\npip install '.[test]' && python3 -m pytest -n auto\n"
 
 # UPPER_CASE names the docs may name that are not settings: each with why
 NOT_SETTINGS = {
@@ -339,4 +339,4 @@ def test_the_readme_is_a_front_door_that_begins_with_the_two_commands():
     first = FENCE.search(text)
     assert first and first.group(2) == TWO_COMMANDS
     assert text[: first.start()].strip().startswith("# ") and text[: first.start()].count("\n") <= 2
-    assert (ROOT / ".ci" / "run").read_text().rstrip().splitlines()[-1].endswith("python3 -m pytest -q")
+    assert (ROOT / ".ci" / "run").read_text().rstrip().splitlines()[-1].endswith("python3 -m pytest -n auto")

@@ -4,6 +4,7 @@ text of NAME=value lines up to 1 MiB in a regular file, or one line naming the f
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import os
 import stat
@@ -79,10 +80,24 @@ def read_settings_file(path: str | Path, name: str = "", required: bool = True) 
         raise refuse(f"not UTF-8 text (byte {exc.start})") from None
     if "\x00" in text:
         raise refuse("not text (it holds a NUL byte)")
+    if "$" in text:  # ${NAME} is expanded from the environment, which may change: read anew each time
+        values = _values(text)
+    else:  # settings are read at every start, reload and command; the parser costs more than the rest together
+        values = _values_kept(text)
+    if isinstance(values, int):  # python-dotenv would skip the line, warn without naming the file, apply the rest
+        raise refuse(f"line {values} is not a setting (NAME=value; an unclosed quote?)")
+    return dict(values)
+
+
+def _values(text: str) -> tuple[tuple[str, str], ...] | int:
+    """The settings `text` holds, in order, or the number of its first line that is not a setting."""
     broken = next((b.original.line for b in parse_stream(io.StringIO(text)) if b.error), None)
-    if broken is not None:  # python-dotenv would skip the line, warn without naming the file, and apply the rest
-        raise refuse(f"line {broken} is not a setting (NAME=value; an unclosed quote?)")
-    return {k: v for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None}
+    if broken is not None:
+        return int(broken)
+    return tuple((k, v) for k, v in dotenv_values(stream=io.StringIO(text)).items() if v is not None)
+
+
+_values_kept = functools.lru_cache(maxsize=32)(_values)
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:

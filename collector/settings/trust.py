@@ -9,6 +9,7 @@ settings error (at start, exit 2; at a reload, the reload is refused).
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 from collections.abc import Mapping
@@ -42,7 +43,18 @@ def authorities(environ: Mapping[str, str]) -> Authorities:
 
 def unusable(path: str) -> str:
     """What makes `path` unusable as authorities to trust ("" when nothing does): a file must be readable and hold
-    at least one PEM certificate, a directory must be readable."""
+    at least one PEM certificate, a directory must be readable. Loading a bundle costs a tenth of a second, and
+    settings are read at every start, reload and command: the verdict is kept while the path's inode, size, mode
+    and modification time stay the same."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return _unusable(path, None)
+    return _unusable(path, (found.st_dev, found.st_ino, found.st_size, found.st_mode, found.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _unusable(path: str, identity: tuple[int, ...] | None) -> str:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         if os.path.isdir(path):

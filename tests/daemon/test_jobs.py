@@ -24,7 +24,7 @@ from collector.sdk.timeutil import utcnow
 from helpers import T0, add_network, free_port
 
 
-def wait_for(condition, seconds: float = 20.0) -> bool:
+def wait_for(condition, seconds: float = 120.0) -> bool:
     """Poll until `condition()` holds; a bound against a hung test, not a timing assertion."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -55,7 +55,7 @@ def test_a_due_job_runs_on_the_loops_thread_when_the_loop_comes_round(jobs):
     scheduler.sinks.append(lambda job, outcome: outcomes.append((job, outcome)))
     scheduler.every("beat", 3600, lambda now: ran.append((now, threading.get_ident())), first=utcnow())
     scheduler.start()
-    assert woken.wait(20)  # the scheduler's thread handed the run over and woke the loop...
+    assert woken.wait(60)  # the scheduler's thread handed the run over and woke the loop...
     assert ran == []  # ...which runs it, not the scheduler's thread
     scheduler.on_tick(0)
     assert ran == [(T0, threading.get_ident())]

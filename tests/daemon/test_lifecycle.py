@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -65,9 +66,8 @@ def test_on_an_asyncio_loop_the_handlers_run_on_the_loop_and_the_ones_found_come
         with process.installed(asyncio.get_running_loop()):
             os.kill(os.getpid(), signal.SIGHUP)
             os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(200):
-                if stopped and reloads:
-                    break
+            deadline = time.monotonic() + 60  # a bound against a hung test: the loop waits for both signals' hooks
+            while not (stopped and reloads) and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
 
     asyncio.run(main())

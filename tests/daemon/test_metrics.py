@@ -10,7 +10,6 @@ import os
 import re
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -97,10 +96,7 @@ def test_the_daemon_serves_metrics_while_it_runs_and_stops_serving_on_exit(db, s
     thread = threading.Thread(target=daemon.run)
     thread.start()
     try:
-        for _ in range(200):
-            if daemon.metrics_server is not None:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: daemon.metrics_server is not None, timeout=120)
         assert get(port, "/healthz")[0] == 200
         text = get(port, "/metrics")[1]
         assert 'collector_info{instance_id="box-7",mode="normal"' in text

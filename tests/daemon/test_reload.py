@@ -21,6 +21,7 @@ from collector.lifecycle import changed, merge
 from collector.settings import SettingsError, config_dir, load_settings
 
 from helpers import T0, bind_socket, free_port, swap
+from helpers.proc import wait_until
 
 
 def test_merge_applies_what_may_change_and_keeps_the_connection_and_metrics_socket(settings):
@@ -99,7 +100,6 @@ def test_settings_error_is_what_load_raises(monkeypatch, tmp_path):  # the daemo
 def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_heartbeat(db, settings, hup):
     """One hook: the reload applies to the engine, then every observer follows its own settings."""
     import threading
-    import time
     import urllib.request
 
     port = free_port()
@@ -109,17 +109,11 @@ def test_a_reload_of_heartbeat_seconds_moves_the_healthz_bound_the_jobs_and_the_
     thread = threading.Thread(target=daemon.run)
     thread.start()
     try:
-        for _ in range(300):
-            if daemon.jobs is not None and daemon.metrics is not None:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: daemon.jobs is not None and daemon.metrics is not None, timeout=120)
         assert daemon.metrics.bound == 75 and daemon.heartbeat.every == 15
         daemon.reload_wanted = True
         daemon.wakeup.set()
-        for _ in range(300):
-            if daemon.metrics.bound != 75:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: daemon.metrics.bound != 75, timeout=120)
         assert daemon.metrics.bound == 3 * 40 + 30 and daemon.metrics.database_bound == 80
         assert daemon.heartbeat.every == 40 and daemon.jobs.plans["heartbeat"] == "every 40s"
         daemon.metrics.alive -= 120  # the loop silent for 120 s: within the new bound (150 s), past the old one
@@ -212,7 +206,7 @@ def a_round(collector: Collector, daemon: Daemon) -> None:
     daemon.reload_wanted = True
     thread = threading.Thread(target=collector.observers.notify, args=("on_tick", 0), daemon=True)
     thread.start()
-    thread.join(20)
+    thread.join(60)
     assert not thread.is_alive(), "the reload blocked"
 
 
@@ -314,7 +308,7 @@ def test_a_named_pipe_for_a_dotenv_does_not_stop_the_running_loop(db, sources, c
     assert "observer" not in caplog.text and not [r for r in caplog.records if r.exc_info]
 
 
-def wait_for(condition, seconds: float = 20) -> None:
+def wait_for(condition, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "not in time"

@@ -175,7 +175,7 @@ def main_in_time(argv: list[str]) -> int:
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(cli.main(argv)), daemon=True)
     thread.start()
-    thread.join(20)
+    thread.join(60)
     assert not thread.is_alive(), "the start blocked"
     return result[0]
 

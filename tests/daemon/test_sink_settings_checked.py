@@ -189,7 +189,7 @@ def test_a_reload_with_a_bad_sink_setting_is_refused_and_the_old_settings_kept(t
         for number, (spoiled, named) in enumerate(spoilt, start=1):
             write_env(env_file, **{**good, **spoiled})
             process.send_signal(signal.SIGHUP)
-            refusals = wait_until(lambda n=number: (lambda r: r if len(r) == n else None)(refused(log)), timeout=30)
+            refusals = wait_until(lambda n=number: (lambda r: r if len(r) == n else None)(refused(log)), timeout=60)
             assert named in refusals[-1] and PASSWORD not in refusals[-1]
         then = items(wire, 4)  # the old settings still deliver
         wait_until(lambda: then <= receiver.ids, timeout=60)

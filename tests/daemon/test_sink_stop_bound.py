@@ -49,8 +49,8 @@ def test_the_stop_cuts_a_request_still_running_and_leaves_its_entries_queued(db)
         )
         svc = SinkService(db, settings, owner="one", clock=Clock(), rng=random.Random(3))
         lane = svc.lanes["hooks"]
-        wait_until(lambda: svc.step() is not None and lane.flights, timeout=30, every=0.1)
-        wait_until(lambda: receiver.batches, timeout=30, every=0.05)  # the request is at the receiver
+        wait_until(lambda: svc.step() is not None and lane.flights, timeout=60, every=0.1)
+        wait_until(lambda: receiver.batches, timeout=60, every=0.05)  # the request is at the receiver
         svc.stop(2.0)
         assert not lane.flights  # the request was cut: its thread ended within the stop
     entries = list(db[QUEUE].find())

@@ -18,6 +18,7 @@ from collector.sdk.http import TURN_BYTES
 from collector.settings import settings_for_tests
 
 from helpers import API, STARRED, T0, TOKEN, GitHubStub, add_network, network, starred_headers
+from helpers.proc import wait_until
 from helpers.rawserver import RawServer, response
 
 
@@ -391,7 +392,7 @@ def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave
     def held_answers(conn, request, server):
         with lock:
             arrived.append(request)
-        go.wait(timeout=10)  # the first requests stay out until the stop has come
+        go.wait(timeout=60)  # the first requests stay out until the stop has come
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]")
 
     settings = settings_for_tests(allow_private_hosts=True)
@@ -402,10 +403,7 @@ def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave
         reports: list = []
         thread = threading.Thread(target=lambda: reports.append(collector.run_pass("initial", now=T0)), daemon=True)
         thread.start()
-        for _ in range(500):  # both slots out (bounded look, not a timing assertion)
-            if len(arrived) == 2:
-                break
-            time.sleep(0.01)
+        wait_until(lambda: len(arrived) == 2, timeout=120)  # both slots out
         collector.http.interrupt_after(3600)  # a stop: requests out may finish, nothing new waits for a slot
         go.set()
         thread.join(timeout=30)

@@ -4,7 +4,6 @@ others, states are saved in one fenced batch, and a stop still finishes what is 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import mongomock
@@ -16,6 +15,7 @@ from collector.engine.store import Store
 from collector.sdk import Connector, Result
 
 from helpers import T0, add_network, network
+from helpers.proc import wait_until
 
 
 class Gate(Connector):
@@ -55,10 +55,7 @@ def test_a_slow_network_does_not_hold_back_the_next_claims(db, settings):
     thread = threading.Thread(target=collector.serve, args=("initial", stop.is_set, stop.wait))
     thread.start()
     try:
-        for _ in range(600):
-            if len(Gate.finished) == 12:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: len(Gate.finished) == 12, timeout=120)
         assert len(Gate.finished) == 12 and "slow@x.test" not in Gate.finished  # every fast one ran meanwhile
     finally:
         Gate.gate.set()
@@ -91,10 +88,7 @@ def test_a_stop_finishes_the_runs_in_flight_and_gives_back_the_rest(db, settings
     stop = threading.Event()
     thread = threading.Thread(target=collector.serve, args=("initial", stop.is_set, stop.wait))
     thread.start()
-    for _ in range(200):
-        if Gate.started:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: Gate.started, timeout=120)
     stop.set()  # first stage: no new run starts; the one in flight finishes and is saved
     Gate.gate.set()
     thread.join(30)

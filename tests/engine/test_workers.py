@@ -11,7 +11,7 @@ from collector.engine.workers import Finished, Workers
 
 
 def collect(done: queue.SimpleQueue, count: int) -> dict[int, Finished]:
-    return {finished.ticket: finished for finished in (done.get(timeout=10) for _ in range(count))}
+    return {finished.ticket: finished for finished in (done.get(timeout=60) for _ in range(count))}
 
 
 def test_each_result_comes_back_with_its_ticket():
@@ -29,7 +29,7 @@ def test_an_exception_is_carried_to_whoever_takes_the_result():
         raise ValueError("the run's own bug")
 
     ticket = workers.submit(boom, (), done.put)
-    finished = done.get(timeout=10)
+    finished = done.get(timeout=60)
     assert finished.ticket == ticket and isinstance(finished.error, ValueError)
     with pytest.raises(ValueError, match="the run's own bug"):
         finished.value()
@@ -40,7 +40,7 @@ def test_a_thread_that_is_free_again_takes_the_next_task_rather_than_a_new_threa
     workers, done = Workers(8), queue.SimpleQueue()
     for k in range(20):  # one at a time: the thread that ran the last one is idle when the next comes
         workers.submit(abs, (-k,), done.put)
-        assert done.get(timeout=10).value() == k
+        assert done.get(timeout=60).value() == k
     assert len(workers.threads) == 1
     workers.shutdown()
 
@@ -48,7 +48,7 @@ def test_a_thread_that_is_free_again_takes_the_next_task_rather_than_a_new_threa
 def test_never_more_threads_than_its_size_and_every_task_runs():
     workers, done, gate = Workers(3), queue.SimpleQueue(), threading.Event()
     for k in range(10):
-        workers.submit(lambda k=k: gate.wait(10) and k, (), done.put)
+        workers.submit(lambda k=k: gate.wait(60) and k, (), done.put)
     assert len(workers.threads) == 3  # the other seven wait for a thread
     gate.set()
     assert sorted(f.value() for f in collect(done, 10).values()) == list(range(10))

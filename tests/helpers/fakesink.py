@@ -56,7 +56,7 @@ class Destination:
 
     def deliver(self, docs: list) -> list:
         if self.gate is not None:
-            self.gate.wait(10)
+            self.gate.wait(60)
         with self.lock:
             self.batches.append(len(docs))
             if self.auth:

@@ -26,9 +26,9 @@ class MonitorServer:
 
     def __enter__(self) -> MonitorServer:
         self.thread.start()
-        assert self.ready.wait(10)
+        assert self.ready.wait(60)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
+        self.thread.join(60)

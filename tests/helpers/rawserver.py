@@ -44,7 +44,7 @@ class RawServer:
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() now rather than at its next 0.2 s timeout
         except OSError:
             pass
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=60)
         self.sock.close()
 
     def _serve(self) -> None:

@@ -94,7 +94,7 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -69,10 +69,10 @@ class WireServer:
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=60)
         self.sock.close()
         for thread in self.threads:
-            thread.join(timeout=5)
+            thread.join(timeout=60)
 
     def _serve(self) -> None:
         while not self.stop.is_set():

@@ -27,9 +27,13 @@ from helpers import free_port
 from helpers.browser import chromium, require, severe
 from helpers.proc import start, stop, wait_until, write_env
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("monitor_glance"),
+]
 BULK = FOUND + 12  # more networks of one kind than a search lists
-LONE = ObjectId()
+LONE = ObjectId("6b1409bff748deff706137e3")  # fixed: test ids must be the same in every xdist worker
 EMPTY = {
     "fleet": "no collector",
     "pauses": "no pause in force",
@@ -67,7 +71,7 @@ def monitor(tmp_path_factory):
         env = write_env(tmp / "monitor.env", MONGODB_URI=wire.uri, LOG_LEVEL="INFO")
         process = start(["monitor", "--port", str(port)], env, tmp / "monitor.log")
         try:
-            wait_until(lambda: up(port), timeout=30)
+            wait_until(lambda: up(port), timeout=60)
             yield f"http://127.0.0.1:{port}/", tmp
         finally:
             assert stop(process) == 0, (tmp / "monitor.log").read_text()[-2000:]
@@ -93,8 +97,8 @@ def shown(driver, selector: str) -> bool:
 
 def open_page(driver, url: str) -> None:
     driver.get(url)
-    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=30)
-    wait_until(lambda: text(driver, "#updated").startswith("updated"), timeout=30)
+    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=60)
+    wait_until(lambda: text(driver, "#updated").startswith("updated"), timeout=60)
 
 
 def search(driver, query: str) -> str:
@@ -103,7 +107,7 @@ def search(driver, query: str) -> str:
     box.send_keys(query)
     js(driver, "document.querySelector('#search-status').textContent = ''")
     driver.find_element("css selector", "#search button").click()
-    wait_until(lambda: text(driver, "#search-status") not in ("", "searching…"), timeout=30)
+    wait_until(lambda: text(driver, "#search-status") not in ("", "searching…"), timeout=60)
     return text(driver, "#search-status")
 
 
@@ -120,11 +124,11 @@ def test_the_monitor_says_its_address_at_info(monitor):
 def test_every_empty_table_says_what_its_emptiness_means(monitor, browser):
     url, _ = monitor
     open_page(browser, url)
-    wait_until(lambda: all(shown(browser, f"#{t}-none") for t in EMPTY), timeout=30)
+    wait_until(lambda: all(shown(browser, f"#{t}-none") for t in EMPTY), timeout=60)
     for table, meaning in EMPTY.items():
         assert text(browser, f"#{table}-none").startswith(meaning), table
         assert js(browser, f"return document.querySelectorAll('#{table} tbody tr').length") == 0
-    wait_until(lambda: "gist" in text(browser, "#work-services"), timeout=30)
+    wait_until(lambda: "gist" in text(browser, "#work-services"), timeout=60)
     for table in ("work-services", "work-modes"):  # rows: nothing said
         assert not shown(browser, f"#{table}-none"), table
     assert shown(browser, "#networks-none") and "address" in text(browser, "#networks-none")

@@ -23,6 +23,9 @@ from collector.ops.ids import format_id
 from helpers import free_port
 from helpers.proc import start, stop, wait_until, write_env
 
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group("monitor_ids")
+
 TOKEN = "ids-test-token-0123456789"
 QUERIES = [
     '{"$ne": null}',
@@ -98,7 +101,7 @@ def monitor(tmp_path_factory):
         process = start(["monitor", "--port", str(port)], env, tmp / "monitor.log")
         try:
             running = Monitor(port, db)
-            wait_until(lambda: running.search("ada@x.test"), timeout=30)
+            wait_until(lambda: running.search("ada@x.test"), timeout=60)
             yield running
         finally:
             assert stop(process) == 0, (tmp / "monitor.log").read_text()[-2000:]

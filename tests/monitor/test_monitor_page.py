@@ -25,7 +25,11 @@ from helpers import free_port
 from helpers.browser import chromium, require, severe
 from helpers.proc import get, start, stop, wait_until, write_env
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("monitor_page"),
+]
 TOKEN = "browser-test-token-0123456789"
 SCRIPTED = '<img src=x onerror="window.pwned=1">'
 HOSTILE_USER = SCRIPTED + "@evil.test"
@@ -102,7 +106,7 @@ def fleet(tmp_path_factory):
         threading.Thread(target=keep_starring, args=(fake, [p[0] for p in people], stop_starring), daemon=True).start()
         running = Fleet(tmp, wire, api, fake, db)
         try:
-            wait_until(lambda: serving(running.url), timeout=30)  # a page opened before would fail to load
+            wait_until(lambda: serving(running.url), timeout=60)  # a page opened before would fail to load
             yield running
         finally:
             stop_starring.set()
@@ -150,7 +154,7 @@ def rate(driver, name: str) -> float:
 def open_page(driver, fleet) -> None:
     driver.get(fleet.url)
     driver.execute_script("window.notReloaded = true")
-    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=30)
+    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=60)
 
 
 def test_the_fleet_and_its_rates_appear_and_change_without_a_reload(fleet, browser):
@@ -161,9 +165,9 @@ def test_the_fleet_and_its_rates_appear_and_change_without_a_reload(fleet, brows
     )
     uptime = text(browser, rows.format("box-normal") + " .uptime")
     wait_until(lambda: rate(browser, "runs") > 0, timeout=60)
-    wait_until(lambda: text(browser, rows.format("box-normal") + " .uptime") != uptime, timeout=30)
+    wait_until(lambda: text(browser, rows.format("box-normal") + " .uptime") != uptime, timeout=60)
     first = points(browser, "runs")
-    wait_until(lambda: points(browser, "runs") >= first + 3, timeout=30)
+    wait_until(lambda: points(browser, "runs") >= first + 3, timeout=60)
     assert count(browser, "svg.chart[data-series='runs'] polyline[data-instance='box-normal']") == 1
     assert points(browser, "requests") > 0
     assert "normal" in text(browser, rows.format("box-normal") + " .mode")
@@ -180,9 +184,9 @@ def test_hostile_text_is_shown_literally_and_runs_nothing(fleet, browser):
     wait_until(lambda: HOSTILE_SERVICE in text(browser, "#work-services"), timeout=60)
     browser.find_element("css selector", "#search-q").send_keys(HOSTILE_USER)
     browser.find_element("css selector", "#search button, #search [type=submit]").click()
-    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=30)
+    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=60)
     browser.find_element("css selector", "#networks tbody tr[data-network]").click()
-    wait_until(lambda: HOSTILE_MESSAGE in text(browser, "#network-detail"), timeout=30)
+    wait_until(lambda: HOSTILE_MESSAGE in text(browser, "#network-detail"), timeout=60)
     detail = text(browser, "#network-detail")
     assert "hostile-secret-token-1" not in detail and "***" in detail
     assert browser.execute_script("return window.pwned") is None
@@ -194,7 +198,7 @@ def test_hostile_text_is_shown_literally_and_runs_nothing(fleet, browser):
 def test_a_failing_sink_shows_since_when_and_why_as_text(fleet, browser):
     open_page(browser, fleet)
     row = "#sinks tbody tr"
-    wait_until(lambda: "hooks" in text(browser, row), timeout=30)
+    wait_until(lambda: "hooks" in text(browser, row), timeout=60)
     shown = text(browser, row)
     assert "FAILING" in shown and FAILING_REASON in shown  # the reason literally, never as markup
     assert count(browser, "#sinks img, #sinks script") == 0 and browser.execute_script("return window.pwned") is None
@@ -203,20 +207,23 @@ def test_a_failing_sink_shows_since_when_and_why_as_text(fleet, browser):
 
 
 def click(driver, selector: str) -> None:
-    driver.find_element("css selector", selector).click()
+    """Click once the button can be clicked: the page enables its actions only after its first snapshot, which may
+    come after the stream says live (a click on a disabled button does nothing)."""
+    element = wait_until(lambda: (e := driver.find_element("css selector", selector)).is_enabled() and e, timeout=60)
+    element.click()
 
 
 def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(fleet, browser):
     open_page(browser, fleet)
     click(browser, '[data-action="pause"]')
-    wait_until(lambda: "refused" in text(browser, "#action-result"), timeout=30)
+    wait_until(lambda: "refused" in text(browser, "#action-result"), timeout=60)
     assert fleet.db.control.count_documents({}) == 0
     browser.find_element("css selector", "#token").send_keys(TOKEN)
     browser.find_element("css selector", "#act-reason").send_keys("browser test")
     click(browser, '[data-action="pause"]')
     wait_until(
         lambda: text(browser, "#action-result").startswith("paused mode every mode, service every service"),
-        timeout=30,
+        timeout=60,
     )
     pause = fleet.db.control.find_one({"_id": "pause:*:*"})
     assert pause["reason"] == "browser test" and pause["by"] == "monitor (127.0.0.1)"
@@ -225,17 +232,17 @@ def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(
     before = fleet.fake.requests
     time.sleep(3)
     assert fleet.fake.requests == before
-    wait_until(lambda: "browser test" in text(browser, "#pauses"), timeout=30)
+    wait_until(lambda: "browser test" in text(browser, "#pauses"), timeout=60)
     click(browser, '[data-action="resume"]')
-    wait_until(lambda: text(browser, "#action-result").startswith("resumed"), timeout=30)
+    wait_until(lambda: text(browser, "#action-result").startswith("resumed"), timeout=60)
     wait_until(lambda: fleet.fake.requests > before + 4, timeout=60)
     assert fleet.db.control.count_documents({}) == 0
     # a network found by its user, enabled from its row: the same change as `collector networks enable`
     browser.find_element("css selector", "#search-q").send_keys(HOSTILE_USER)
     click(browser, "#search button, #search [type=submit]")
-    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=30)
+    wait_until(lambda: count(browser, "#networks tbody tr[data-network]") == 1, timeout=60)
     click(browser, '#networks tbody tr[data-network] [data-action="enable"]')
-    wait_until(lambda: "cleared disabled" in text(browser, "#action-result"), timeout=30)
+    wait_until(lambda: "cleared disabled" in text(browser, "#action-result"), timeout=60)
     assert fleet.db.networks.find_one({"user": HOSTILE_USER}).get("disabled") is None
     refused = [m for m in severe(browser) if "403" not in m]
     assert refused == [] and browser.execute_script("return window.__violations") == []
@@ -243,7 +250,7 @@ def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(
 
 def test_the_page_says_when_the_monitor_loses_the_database_and_recovers(fleet, browser):
     open_page(browser, fleet)
-    wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=30)
+    wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=60)
     fleet.wire.stop()
     try:
         wait_until(lambda: "unreachable" in text(browser, "#db-status"), timeout=60)
@@ -296,7 +303,7 @@ def test_nothing_is_cut_at_common_widths_and_on_a_phone(fleet, browser, tmp_path
     wait_until(lambda: count(browser, "svg.chart.collecting") == 0, timeout=90)  # lines to look at
     browser.find_element("css selector", "#search-q").send_keys("demo.likeastore")
     click(browser, "#search button")
-    wait_until(lambda: "network" in text(browser, "#search-status"), timeout=30)
+    wait_until(lambda: "network" in text(browser, "#search-status"), timeout=60)
     cut = {}
     try:
         for width in WIDTHS:

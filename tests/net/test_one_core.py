@@ -157,7 +157,7 @@ def test_the_monitor_out_of_descriptors_closes_its_oldest_connections_and_still_
         assert server.stdout is not None and server.stdin is not None
         port = int(server.stdout.readline())
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(clients)]
-        wait_until(lambda: talk(port, [b"GET / HTTP/1.1\r\n\r\n"]).endswith(b"hello\n"), timeout=30)
+        wait_until(lambda: talk(port, [b"GET / HTTP/1.1\r\n\r\n"]).endswith(b"hello\n"), timeout=60)
         kept = [still_open(c) for c in held]
         assert 0 < kept.count(True) < 64 and kept == sorted(kept)  # the oldest were closed, the newest kept
         server.stdin.write("stop\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import timedelta
 
 from collector import cli
@@ -18,6 +17,7 @@ from collector.ops.statuscheck import CRITICAL, OK, WARNING, check
 from collector.sdk import Connector, Result
 
 from helpers import T0, add_network
+from helpers.proc import wait_until
 
 
 def test_a_heartbeat_is_written_kept_fresh_while_running_and_removed_on_a_clean_exit(db, settings):
@@ -66,10 +66,7 @@ def test_the_daemon_beats_while_a_network_runs_and_is_gone_after_a_stop(db, sett
     collector.store.beat = lambda instance, doc: beats.append(doc["inflight"]) or original(instance, doc)
     thread = threading.Thread(target=daemon.run)
     thread.start()
-    for _ in range(200):
-        if beats.count(1) >= 3:  # several heartbeats while the network was in flight
-            break
-        time.sleep(0.02)
+    wait_until(lambda: beats.count(1) >= 3, timeout=120)  # several heartbeats while the network was in flight
     daemon.stopping.set()
     Waits.gate.set()
     thread.join(30)

@@ -16,6 +16,7 @@ from collector.sdk.http import TURN_BYTES, TURN_RAW_BYTES, Http
 from collector.sdk.slots import Slots, serving, take_turn
 from collector.settings import settings_for_tests
 
+from helpers.proc import wait_until
 from helpers.rawserver import RawServer, response
 
 
@@ -38,7 +39,7 @@ def test_a_request_waits_for_a_free_slot_and_gets_the_one_given_back():
     thread.join(timeout=0.3)
     assert thread.is_alive() and not got  # every slot is out
     first.release()
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert got and got[0] is not None
     got[0].release()
     assert slots.total.acquire()  # the slot came back
@@ -56,7 +57,7 @@ def test_a_run_waiting_for_its_service_holds_no_slot_of_the_whole():
     assert other is not None
     other.release()
     first.release()
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert got and got[0] is not None
     got[0].release()
 
@@ -69,7 +70,7 @@ def test_the_stop_ends_a_wait_for_a_slot():
     thread.join(timeout=0.3)
     assert thread.is_alive() and not got
     cutoff.append(time.monotonic() + 3600)  # a stop whose cutoff is an hour away: no new exchange waits its turn
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert got == [None]
     held.release()
     with serving("github"):  # a free slot is still taken while stopping (as requests start until the cutoff)
@@ -95,7 +96,7 @@ def test_a_request_waiting_for_a_slot_when_the_collector_stops_is_not_sent():
         thread = threading.Thread(target=ask, daemon=True)
         thread.start()
         http.interrupt_after(3600)  # the stop's cutoff is far away, yet a request waiting for a slot is not sent
-        thread.join(timeout=10)
+        thread.join(timeout=60)
         held.release()
         http.close()
     assert outcome == ["collector stopping: GET 127.0.0.1/user/starred not started"]
@@ -139,7 +140,7 @@ def turn_in_thread(service: str) -> tuple[threading.Thread, list]:
 def test_outside_a_run_an_answer_takes_no_turn():
     take_turn()  # a tool calling a connector by hand, on this thread: nothing is held
     thread, got = turn_in_thread("github")
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert got == [True]
 
 
@@ -151,11 +152,11 @@ def holding_the_turn() -> tuple[threading.Thread, threading.Event]:
         with serving("github"):
             take_turn()
             has_turn.set()
-            run_ends.wait(10)
+            run_ends.wait(60)
 
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
-    assert has_turn.wait(10)
+    assert has_turn.wait(60)
     return holder, run_ends
 
 
@@ -165,8 +166,8 @@ def test_one_run_at_a_time_has_the_turn_until_its_run_ends():
     thread.join(timeout=0.3)
     assert thread.is_alive() and not got
     run_ends.set()  # the first run ends: the turn is given back
-    thread.join(timeout=10)
-    holder.join(timeout=10)
+    thread.join(timeout=60)
+    holder.join(timeout=60)
     assert got == [True]
 
 
@@ -178,7 +179,7 @@ def test_a_run_gives_the_turn_back_when_it_asks_again():
 
     def script(conn, request, server):
         if b"/second" in request:  # answered once the other run has had the turn (or after 10 s)
-            other_has_turn.wait(10)
+            other_has_turn.wait(60)
         conn.sendall(response(body=large))
 
     with RawServer(script) as server:
@@ -199,14 +200,11 @@ def test_a_run_gives_the_turn_back_when_it_asks_again():
 
         first = threading.Thread(target=asks_twice, daemon=True)
         first.start()
-        for _ in range(200):
-            if order:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: order, timeout=120)
         second = threading.Thread(target=other, daemon=True)
         second.start()
-        first.join(timeout=20)
-        second.join(timeout=20)
+        first.join(timeout=60)
+        second.join(timeout=60)
         http.close()
     assert order == ["first answer", "other has the turn", "second answer"]
 
@@ -226,7 +224,7 @@ def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
 
     def slow_decode(chunks, encoding, cap):
         if next(decodes) == 0:  # the first body: decoded only once the other request has gone out (or 10 s)
-            seen_while_decoding.append(second_sent.wait(10))
+            seen_while_decoding.append(second_sent.wait(60))
         return decode(chunks, encoding, cap)
 
     monkeypatch.setattr(http_module, "decode_body", slow_decode)
@@ -235,14 +233,11 @@ def test_a_requests_slot_is_given_back_before_its_body_is_decoded(monkeypatch):
         http.slots = Slots(1, lambda service: 1)  # one slot: the second request goes only once the first gave it
         first = threading.Thread(target=lambda: http.get(f"{server.url}/first"), daemon=True)
         first.start()
-        for _ in range(200):
-            if server.requests:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: server.requests, timeout=120)
         second = threading.Thread(target=lambda: http.get(f"{server.url}/second"), daemon=True)
         second.start()
-        first.join(timeout=20)
-        second.join(timeout=20)
+        first.join(timeout=60)
+        second.join(timeout=60)
         http.close()
     assert seen_while_decoding == [True]
 
@@ -275,14 +270,14 @@ def test_large_bodies_are_decoded_one_at_a_time_and_small_ones_at_once(monkeypat
 
             def run(size: str = size, gate: threading.Barrier = gate) -> None:
                 with serving("github"):
-                    gate.wait(timeout=10)
+                    gate.wait(timeout=60)
                     http.get(f"{server.url}/{size}")
 
             threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
             for thread in threads:
                 thread.start()
             for thread in threads:
-                thread.join(timeout=20)
+                thread.join(timeout=60)
         http.close()
     assert peak["large"] == 1 and peak["small"] > 1
 
@@ -291,9 +286,9 @@ def test_a_run_stuck_with_the_turn_holds_up_the_others_only_so_long(monkeypatch)
     monkeypatch.setattr(slots_module, "TURN_WAIT", 0.2)
     holder, run_ends = holding_the_turn()  # stuck with it until run_ends is set
     thread, got = turn_in_thread("github")  # goes on without the turn once it waited TURN_WAIT
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     assert got == [True]
     assert slots_module._TURN.locked()  # and gave back nothing it did not have: the stuck run still holds it
     run_ends.set()
-    holder.join(timeout=10)
+    holder.join(timeout=60)
     assert not slots_module._TURN.locked()

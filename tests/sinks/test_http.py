@@ -16,7 +16,11 @@ from collector.sinks.sdk import AuthFailed, BatchRefused, SinkConfig, TooLarge
 from helpers import free_port
 from helpers.sinkservers import Fault, FaultProxy, WebhookReceiver, osmem, self_signed
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("sinks_http"),
+]
 
 SECRET = "s3cr3t-value-0042"
 PRIVATE = settings_for_tests(allow_private_hosts=True)

@@ -19,7 +19,11 @@ from collector.testing.sinkkit import check_sink, item_docs, sink_config
 
 from helpers.sinkservers import Fault, FaultProxy, osmem
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("opensearch"),
+]
 
 PASSWORD = "os-password-0042"
 API_KEY = "os-api-key-0042-abcdef"

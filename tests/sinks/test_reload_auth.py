@@ -18,7 +18,7 @@ class Revoked(Destination):
 
     def deliver(self, docs: list) -> list:
         assert self.gate is not None
-        self.gate.wait(10)
+        self.gate.wait(60)
         raise AuthFailed("401 the old key was revoked")
 
 

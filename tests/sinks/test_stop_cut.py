@@ -96,14 +96,14 @@ def test_the_stop_cuts_every_lane_and_writes_nothing_for_what_it_kept_from_being
     destination.gate.clear()
     destination.arrived.clear()
     svc.step()  # the 16 of sink a handed to its thread: the first request waits at the destination
-    assert destination.arrived.wait(10)
+    assert destination.arrived.wait(60)
     clients = {name: Client() for name in svc.lanes}
     for name, lane in svc.lanes.items():
         assert lane.sink is not None
         lane.sink.http.interrupt_after = clients[name].interrupt_after  # what SinkHttp would be told
     stopping = threading.Thread(target=svc.stop, args=(20,))
     stopping.start()
-    assert svc.lanes["a"].halt.wait(10)
+    assert svc.lanes["a"].halt.wait(60)
     destination.gate.set()  # the first request ends: 413
     stopping.join(30)
     assert not stopping.is_alive()

@@ -18,7 +18,11 @@ from collector.testing.sinkkit import check_sink, item_docs, sink_config
 
 from helpers.sinkservers import Fault, FaultProxy, typesense
 
-pytestmark = pytest.mark.system
+# one worker runs this module's tests: its module-scoped fixture is set up once (--dist loadgroup)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.xdist_group("typesense"),
+]
 
 SETTINGS = settings_for_tests(allow_private_hosts=False)
 

@@ -42,7 +42,7 @@ def test_pause_stops_every_collectors_claims_drains_and_resume_restarts_them(tmp
             paused = run(["pause", "--mode", "normal", "--reason", "deploying"], ops)
             assert paused.returncode == 0 and paused.stdout.startswith("paused mode normal, service every service")
             # within a few heartbeats no collector claims, and what ran was saved (no lease left)
-            wait_until(lambda: db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0, timeout=30)
+            wait_until(lambda: db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0, timeout=60)
             before = fake.requests
             time.sleep(3)
             assert fake.requests == before
@@ -54,7 +54,7 @@ def test_pause_stops_every_collectors_claims_drains_and_resume_restarts_them(tmp
             assert "paused: mode normal, service *" in run(["status"], ops).stdout
             resumed = run(["resume", "--mode", "normal"], ops)
             assert resumed.returncode == 0 and resumed.stdout.startswith("resumed mode normal")
-            wait_until(lambda: fake.requests > before + 8, timeout=30)  # every collector claims again
+            wait_until(lambda: fake.requests > before + 8, timeout=60)  # every collector claims again
             assert run(["resume", "--mode", "normal"], ops).returncode == 1  # nothing left to resume
         finally:
             codes = [stop(d) for d in daemons]
@@ -95,7 +95,7 @@ def test_collectors_that_serve_chosen_services_split_the_work_and_status_names_a
             wait_until(lambda: db.networks.count_documents({"mode": "normal"}) == 6, timeout=60)
             assert db.items.count_documents({}) == 180  # every star, each once
             for port in ports.values():  # a collector slow to start may not serve /metrics yet (loaded machine)
-                wait_until(lambda port=port: get(port, "/metrics")[0] == 200, timeout=30)
+                wait_until(lambda port=port: get(port, "/metrics")[0] == 200, timeout=60)
             runs = {
                 name: sum(
                     v
@@ -150,19 +150,22 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
                 out = run(["status", "--instances"], ops).stdout
                 return out if "box-slow (initial, every service): 3 running" in out and "stuck host" in out else None
 
-            shown = wait_until(three_running, timeout=30)
+            shown = wait_until(three_running, timeout=60)
             assert shown.count("u") >= 3 and "github" in shown
-            watch = subprocess.Popen(
-                collector_cmd("--env-file", str(ops), "status", "--watch", "--interval", "1"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=tmp_path,
-                env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
-            )
-            time.sleep(3.5)
-            watch.send_signal(signal.SIGINT)
-            out, err = watch.communicate(timeout=30)
+            shown_path = tmp_path / "watch.out"
+            with open(shown_path, "w") as shown_file:
+                watch = subprocess.Popen(
+                    collector_cmd("--env-file", str(ops), "status", "--watch", "--interval", "1"),
+                    stdout=shown_file,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd=tmp_path,
+                    env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
+                )
+                wait_until(lambda: shown_path.read_text().count("collector status at") >= 2, timeout=120)
+                watch.send_signal(signal.SIGINT)
+                _, err = watch.communicate(timeout=30)
+            out = shown_path.read_text()
             assert watch.returncode == 0, err
             assert out.count("collector status at") >= 2 and "\x1b[" not in out  # not a terminal: report after report
         finally:
@@ -230,17 +233,21 @@ def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
         command = " ".join(
             shlex.quote(a) for a in collector_cmd("--env-file", str(ops), "status", "--watch", "--interval", "1")
         )
-        watch = subprocess.Popen(
-            ["script", "-qfec", command, "/dev/null"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
-            start_new_session=True,
-        )
-        time.sleep(3.5)
-        __import__("os").killpg(watch.pid, signal.SIGINT)
-        out, _ = watch.communicate(timeout=30)
+        shown_path = tmp_path / "watch.out"
+        with open(shown_path, "w") as shown_file:
+            watch = subprocess.Popen(
+                ["script", "-qfec", command, "/dev/null"],
+                stdout=shown_file,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+                env={**__import__("os").environ, "COLLECTOR_ENV": "test"},
+                start_new_session=True,
+            )
+            # two reports drawn (script -f flushes as it goes), then the Ctrl-C
+            wait_until(lambda: shown_path.read_text(errors="replace").count("collector status at") >= 2, timeout=120)
+            __import__("os").killpg(watch.pid, signal.SIGINT)
+            watch.communicate(timeout=30)
+        out = shown_path.read_text(errors="replace")
     assert out.count("\x1b[H") >= 2 and "\x1b[K" in out and "\x1b[2J" not in out
     assert out.count("collector status at") >= 2

@@ -44,6 +44,7 @@ def world(tmp_path):
             HEARTBEAT_SECONDS=1,
             LOOP_IDLE_PAUSE=1,
             NORMAL_INTERVAL=1,
+            HTTP_TIMEOUT=20,  # the liveness bound, 3 heartbeats + this: a loaded machine's pauses are no stall
             LOG_LEVEL="INFO",
         )
         yield {"fake": fake, "wire": wire, "db": db, "env": env_file, "port": metrics_port, "dir": tmp_path}

@@ -109,7 +109,7 @@ def test_every_stored_item_is_indexed_once_through_kills_outages_and_refusals(tm
             processes.append(first)
             wait_until(lambda: db.items.count_documents({}) >= 150, timeout=60)
             first.kill()
-            first.wait(10)
+            first.wait(60)
             killed_with = db.items.count_documents({})
             assert db.items.count_documents({"sinkPending": True}) == killed_with  # all of them waiting, marked
 
@@ -142,7 +142,7 @@ def test_every_stored_item_is_indexed_once_through_kills_outages_and_refusals(tm
 
             # 6. the sink service is killed mid-way; another one takes over once the lease lapses
             sink.kill()
-            sink.wait(10)
+            sink.wait(60)
             sink = start(["sink"], env, tmp_path / "s2.log")
             processes.append(sink)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-import time
 from datetime import timedelta
 
 from pymongo import MongoClient
@@ -18,7 +17,7 @@ from collector.engine.quota import QuotaMemory
 from collector.sdk.timeutil import utcnow
 
 from helpers import TOKEN, GitHubStub
-from helpers.proc import start, write_env
+from helpers.proc import start, wait_until, write_env
 
 
 def black_hole() -> tuple[socket.socket, int]:
@@ -40,8 +39,8 @@ def black_hole() -> tuple[socket.socket, int]:
 
 
 def signalled_during_start_up(tmp_path, signum: int, selection_ms: int) -> tuple[int, str]:
-    """A collector started against a MongoDB that accepts and never answers, sent `signum` 1.5 s into its first
-    blocking call (server selection); its exit code and log."""
+    """A collector started against a MongoDB that accepts and never answers, sent `signum` once it says it waits for
+    MongoDB: in its first blocking call (server selection); its exit code and log."""
     listener, port = black_hole()
     try:
         env_file = write_env(
@@ -51,7 +50,8 @@ def signalled_during_start_up(tmp_path, signum: int, selection_ms: int) -> tuple
         )
         log = tmp_path / "collector.log"
         daemon = start(["--mode", "normal"], env_file, log)
-        time.sleep(1.5)
+        # into its first blocking call: its signal handlers are installed before it says it waits (process.py)
+        wait_until(lambda: "waiting for MongoDB at" in log.read_text(), timeout=120)
         daemon.send_signal(signum)
         code = daemon.wait(60)
     finally:
