@@ -8,7 +8,8 @@ virtual environment filled without pip's cache, and the environment of a shell t
 2. The README's second command (the whole suite) is not run here: `.ci/run` runs it as its last pytest line, in a
    fresh venv filled without a cache too; this checks that the line runs the README's test command.
 3. The tour: every `collector …` command the README names, found in its `sh` blocks and code spans, run as written
-   against what the tour sets up (the pinned install into a folder of this check instead of /opt/collector; MongoDB
+   against what the tour sets up (the pinned install into step 1's fresh venv instead of /opt/collector, which
+   downloads only what the pins change; MongoDB
    at localhost:27017 is the in-memory stand-in, `python -m collector.devtools.mongowire`, when nothing listens
    there, else a stand-in on a free port named in MONGODB_URI), with what it must do. A command the README names
    that this check does not know fails it: each new one gets its run here. Not run: `systemctl` (no systemd here)
@@ -47,8 +48,11 @@ NOT_RUN = {  # commands the README names that this check leaves out, each with w
 VARYING = {"requests", "rate_limited_runs", "elapsed_s", "sinks"}  # the summary's figures that vary between runs
 
 
+STARTED = time.monotonic()
+
+
 def say(text: str) -> None:
-    print(f"newcomer: {text}", flush=True)
+    print(f"newcomer [{time.monotonic() - STARTED:5.0f} s]: {text}", flush=True)
 
 
 # --- what the README says ------------------------------------------------------------------------------------------
@@ -221,11 +225,11 @@ def block_with(needle: str) -> list[str]:
     return next(commands_of(code) for info, code in blocks() if info == "sh" and needle in code)
 
 
-def run_for_real(tour: Tour, work: Path) -> tuple[subprocess.Popen, ...]:
-    """Step 2: the pinned install (into the check's folder, not /opt/collector), the exports, the database, then
+def run_for_real(tour: Tour) -> tuple[subprocess.Popen, ...]:
+    """Step 2: the pinned install (into step 1's venv, not /opt/collector), the exports, the database, then
     --check-config and the two collectors, left running for steps 3 and 4."""
     install, exports, *collectors = block_with("--check-config")
-    opt = str(work / "opt-collector")
+    opt = tour.env["VIRTUAL_ENV"]
     shell(install.replace("/opt/collector", opt), tour.copy, tour.env)
     exported = shell(f"{exports.replace('/opt/collector', opt)} && env -0", tour.copy, tour.env).stdout
     tour.env = dict(item.split("=", 1) for item in exported.split("\0") if "=" in item)
@@ -348,7 +352,7 @@ def main() -> int:
         say(f"`{second}`: run by .ci/run's last pytest line, in its own fresh venv (not here)")
         tour = Tour(copy, env, logs)
         tour.ran.add(first.split("&& ")[-1])
-        see_and_stop(tour, *run_for_real(tour, work))
+        see_and_stop(tour, *run_for_real(tour))
         demos(tour)
         for command, why in NOT_RUN.items():
             say(f"not run: `{command}`: {why}")
