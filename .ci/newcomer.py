@@ -190,6 +190,13 @@ class Tour:
 
     def __init__(self, copy: Path, env: dict[str, str], logs: Path):
         self.copy, self.env, self.logs, self.ran = copy, env, logs, set()
+        self.processes: list[subprocess.Popen] = []  # every process started, killed at the end if still running
+
+    def end(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
 
     def once(self, command: str, codes: tuple[int, ...] = (0,)) -> str:
         self.ran.add(command)
@@ -206,9 +213,11 @@ class Tour:
         say(f"$ {command} &")
         log = self.logs / f"{len(self.ran)}.log"
         with log.open("wb") as out:
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 ["bash", "-c", f"exec {command}"], cwd=self.copy, env=self.env, stdout=out, stderr=subprocess.STDOUT
-            ), log
+            )
+        self.processes.append(process)
+        return process, log
 
     def stop(self, started: tuple[subprocess.Popen, Path], signum: int = signal.SIGTERM) -> None:
         process, log = started
@@ -240,6 +249,7 @@ def run_for_real(tour: Tour) -> tuple[subprocess.Popen, ...]:
         say(f"localhost:27017 is taken: MONGODB_URI={uri}, a stand-in of this check's own")
     python = f"{opt}/bin/python3"
     database = subprocess.Popen([python, "-m", "collector.devtools.mongowire", "--port", str(port)], env=tour.env)
+    tour.processes.append(database)
     wait_for("the MongoDB stand-in", lambda: listening(port))
     check, initial, normal = collectors
     if "MONGODB_URI" not in tour.once(check):
@@ -352,8 +362,11 @@ def main() -> int:
         say(f"`{second}`: run by .ci/run's last pytest line, in its own fresh venv (not here)")
         tour = Tour(copy, env, logs)
         tour.ran.add(first.split("&& ")[-1])
-        see_and_stop(tour, *run_for_real(tour))
-        demos(tour)
+        try:
+            see_and_stop(tour, *run_for_real(tour))
+            demos(tour)
+        finally:
+            tour.end()
         for command, why in NOT_RUN.items():
             say(f"not run: `{command}`: {why}")
         if unrun := [command for command in tour_commands() if command not in tour.ran | NOT_RUN.keys()]:
