@@ -360,6 +360,8 @@ def main() -> int:
         if not last.endswith(second.split("&& ")[-1]):
             raise SystemExit(f"newcomer: .ci/run's last pytest line does not run the README's `{second}`")
         say(f"`{second}`: run by .ci/run's last pytest line, in its own fresh venv (not here)")
+        if taken := [port for port in (8089, 9464) if listening(port)]:
+            raise SystemExit(f"newcomer: ports {taken}, which the README's commands use, are taken: free them first")
         tour = Tour(copy, env, logs)
         tour.ran.add(first.split("&& ")[-1])
         try:
