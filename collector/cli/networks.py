@@ -85,6 +85,22 @@ def register(commands: Commands) -> None:
     )
     resealing.add_argument("--service", help="only this service's networks")
     resealing.add_argument("--dry-run", action="store_true", help="count what would change, change nothing")
+    adding, removing = register_accounts(verbs)
+    for verb, handler in (
+        (adding, add_network),
+        (removing, remove_network),
+        (listing, list_networks),
+        (show, show_networks),
+        (enabling, change_networks),
+        (running, run_network),
+        (resetting, change_networks),
+        (resealing, reseal_networks),
+    ):
+        verb.set_defaults(handler=handler)
+
+
+def register_accounts(verbs: Any) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`networks add` and `networks remove`: the verbs of a person's accounts (ops/accounts.py)."""
     adding = verbs.add_parser(
         "add",
         description="Add a network: its token read from standard input, checked with the service.",
@@ -105,17 +121,7 @@ def register(commands: Commands) -> None:
         help="delete a network (items kept; refused while a collector runs it)",
     )
     removing.add_argument("id", metavar="ID")
-    for verb, handler in (
-        (adding, add_network),
-        (removing, remove_network),
-        (listing, list_networks),
-        (show, show_networks),
-        (enabling, change_networks),
-        (running, run_network),
-        (resetting, change_networks),
-        (resealing, reseal_networks),
-    ):
-        verb.set_defaults(handler=handler)
+    return adding, removing
 
 
 def on_networks(work: Callable[[argparse.Namespace, Settings, Any], int]) -> Handler:

@@ -88,12 +88,12 @@ def refused_then_applied(
     for k, (edit, named) in enumerate(bad, start=1):
         write_env(env_file, **{**base, **edit})
         process.send_signal(signal.SIGHUP)
-        refusals = wait_until(lambda n=k: (lambda r: r if len(r) == n else None)(lines(log, "reload refused")), 30)
+        refusals = wait_until(lambda n=k: (lambda r: r if len(r) == n else None)(lines(log, "reload refused")), 60)
         assert f"setting {named}: " in refusals[-1], refusals[-1]
         assert process.poll() is None
     write_env(env_file, **{**base, **good})
     process.send_signal(signal.SIGHUP)
-    assert wait_until(lambda: lines(log, "reload: applied"), 30)[-1].startswith(f"reload: applied {applied} (read")
+    assert wait_until(lambda: lines(log, "reload: applied"), 60)[-1].startswith(f"reload: applied {applied} (read")
     assert process.poll() is None and "Traceback" not in log.read_text()
 
 
@@ -134,7 +134,7 @@ def test_the_collector_stops_gracefully_on_sigterm_saying_not_ready_meanwhile(tm
     try:
         assert get(port, "/healthz")[0] == 200 and get(port, "/readyz")[0] == 200
         process.send_signal(signal.SIGTERM)
-        status, reason = wait_until(lambda: (lambda a: a if a[0] == 503 else None)(get(port, "/readyz", 2)), 10)
+        status, reason = wait_until(lambda: (lambda a: a if a[0] == 503 else None)(get(port, "/readyz", 2)), 60)
         assert reason == "stopping: finishing the networks in flight\n"
         assert process.poll() is None  # the run in flight is waited for (cut at HTTP_TIMEOUT)
         assert process.wait(60) == 0
@@ -209,7 +209,7 @@ def test_the_sink_service_stops_gracefully_on_sigterm_after_the_delivery_in_flig
             wait_until(lambda: receiver.batches, timeout=60, every=0.02)  # a delivery in flight (held)
             assert get(port, "/healthz")[0] == 200
             process.send_signal(signal.SIGTERM)
-            assert wait_until(lambda: get(port, "/readyz", 2)[0] == 503, 10)
+            assert wait_until(lambda: get(port, "/readyz", 2)[0] == 503, 60)
             assert process.wait(60) == 0
             text = log.read_text()
             assert "SIGTERM received: finishing the deliveries in flight" in text and "Traceback" not in text
@@ -270,9 +270,9 @@ def start_monitor(tmp_path: Path, settings: dict) -> tuple[subprocess.Popen, Not
 def test_the_monitor_answers_health_from_its_status_and_stops_gracefully_on_sigterm(tmp_path, wire):
     process, notify, log, port = start_monitor(tmp_path, {"MONGODB_URI": wire.uri, "LOG_LEVEL": "INFO"})
     try:
-        assert any(f"STATUS=monitor: serving on port {port}" in m for m in notify.messages)
+        wait_until(lambda: any(f"STATUS=monitor: serving on port {port}" in m for m in notify.messages), timeout=60)
         assert get(port, "/healthz") == (200, "ok: refreshing\n")
-        assert wait_until(lambda: get(port, "/readyz") == (200, "ok: database answering\n"), 30)
+        assert wait_until(lambda: get(port, "/readyz") == (200, "ok: database answering\n"), 60)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         assert any("STOPPING=1" in m for m in notify.messages) and "Traceback" not in log.read_text()
@@ -286,7 +286,7 @@ def test_the_monitor_says_not_ready_while_mongodb_does_not_answer(tmp_path, hole
     uri = f"mongodb://127.0.0.1:{hole.port}/likeastore?serverSelectionTimeoutMS=500&connectTimeoutMS=500"
     process, notify, log, port = start_monitor(tmp_path, {"MONGODB_URI": uri, "LOG_LEVEL": "INFO"})
     try:
-        status, reason = wait_until(lambda: (lambda a: a if a[0] == 503 else None)(get(port, "/readyz")), 30)
+        status, reason = wait_until(lambda: (lambda a: a if a[0] == 503 else None)(get(port, "/readyz")), 60)
         assert reason.startswith("cannot reach MongoDB") and reason.endswith("\n")
         assert get(port, "/healthz") == (200, "ok: refreshing\n")  # alive: the refresh goes round, failing
     finally:
@@ -321,7 +321,7 @@ def test_a_monitor_reload_with_bad_settings_keeps_the_old_ones(tmp_path, wire):
         assert get(port, "/healthz")[0] == 200
         write_env(tmp_path / "collector.env", **{**base, **good, "MONITOR_TOKEN": "t" * 32})
         process.send_signal(signal.SIGHUP)
-        assert wait_until(lambda: lines(log, "reload: MONITOR_TOKEN cannot change while running; kept until a"), 30)
+        assert wait_until(lambda: lines(log, "reload: MONITOR_TOKEN cannot change while running; kept until a"), 60)
         assert process.poll() is None and "t" * 32 not in log.read_text()
     finally:
         stop(process)

@@ -332,7 +332,7 @@ def test_a_second_process_stands_by_says_so_and_takes_over_when_the_first_stops(
             wait_until(lambda: scrape(ports[1]).get(held) == 0, timeout=60)
             standing = scrape(ports[1])
             assert math.isnan(standing[("collector_sink_lag_seconds", (("sink", "probe"),))])  # not its to say
-            assert any("standing by" in s for s in notify.statuses())
+            wait_until(lambda: any("standing by" in s for s in notify.statuses()), timeout=60)
             wait_until(lambda: probe.delivered() >= first_items, timeout=60)
             assert stop(first) == 0  # the lease is let go: the second takes it at its next round
             wait_until(lambda: scrape(ports[1]).get(held) == 1, timeout=60)

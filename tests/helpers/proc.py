@@ -5,6 +5,7 @@ datagrams caught on a real AF_UNIX socket."""
 from __future__ import annotations
 
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -58,32 +59,52 @@ def write_env(path: Path, **settings: Any) -> Path:
 
 
 class NotifySocket:
-    """A systemd NOTIFY_SOCKET stand-in: every datagram the collector sends, in order."""
+    """A systemd NOTIFY_SOCKET stand-in: every datagram the collector sends, in order. A thread keeps the socket's
+    queue short (a full queue would block the sender); `messages` also takes in, at once, what is queued when it is
+    read, so that what a process sent before it exited is there when the test looks (no race with the thread)."""
 
     def __init__(self, path: Path):
         self.path = str(path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
-        self.sock.settimeout(0.2)
-        self.messages: list[str] = []
+        self.sock.setblocking(False)
+        self._messages: list[str] = []
+        self._lock = threading.Lock()
         self.closed = False
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _drain(self) -> None:
+        with self._lock:
+            while not self.closed:
+                try:
+                    self._messages.append(self.sock.recv(65536).decode())
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    return
 
     def _read(self) -> None:
         while not self.closed:
             try:
-                self.messages.append(self.sock.recv(65536).decode())
-            except TimeoutError:
-                continue
-            except OSError:
+                select.select([self.sock], [], [], 0.2)
+            except (OSError, ValueError):
                 return
+            self._drain()
+
+    @property
+    def messages(self) -> list[str]:
+        self._drain()
+        with self._lock:
+            return list(self._messages)
 
     def statuses(self) -> list[str]:
-        return [line for m in list(self.messages) for line in m.splitlines() if line.startswith("STATUS=")]
+        return [line for m in self.messages for line in m.splitlines() if line.startswith("STATUS=")]
 
     def close(self) -> None:
+        self._drain()
         self.closed = True
-        self.sock.close()
+        with self._lock:
+            self.sock.close()
 
 
 def collector_cmd(*args: str) -> list[str]:

@@ -127,7 +127,9 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
 
     from helpers.proc import collector_cmd
 
-    fake = FakeGitHub(latency=6.0)  # a slow host: the runs stay in flight while we look
+    # a slow host: the runs stay in flight while we look, long enough for a few `status` processes on a loaded
+    # machine (each one's start alone can take seconds there); a graceful stop waits for them at the end
+    fake = FakeGitHub(latency=25.0)
     with WireServer() as wire, FakeServer(fake) as api:
         db = MongoClient(wire.uri, tz_aware=True).get_default_database()
         for k in range(3):

@@ -102,7 +102,7 @@ def test_an_outage_is_visible_in_every_window_and_costs_no_item(world):
         wait_until(lambda: value(port, "collector_last_progress_timestamp_seconds") > frozen)
         assert value(port, "collector_database_up") == 1
         wait_until(lambda: db.items.count_documents({}) == before + 3)  # the new stars, each stored once
-        assert any(s.startswith("STATUS=normal: ") and "database" not in s for s in notify.statuses()[-3:])
+        wait_until(lambda: any(s.startswith("STATUS=normal: ") and "database" not in s for s in notify.statuses()[-3:]))
     finally:
         assert stop(daemon) == 0
         notify.close()
