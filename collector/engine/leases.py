@@ -29,7 +29,7 @@ class Leases:
         self.throttle = throttle
         self.last_renew = time.monotonic()
         self.until = clock() + lease()  # when the oldest lease held lapses
-        self.unreleased: list[tuple[Any, Any]] = []  # (id, epoch) of networks to give back
+        self.unreleased: list[tuple[Any, Any, Any]] = []  # (id, epoch, due at) of networks to give back
 
     @property
     def renew_every(self) -> float:
@@ -65,7 +65,7 @@ class Leases:
 
     def give_back(self, networks: Iterable[Mapping[str, Any]]) -> None:
         """Networks claimed and not run (a stop): their leases are released now (or at the next try)."""
-        self.unreleased += [(n["_id"], n.get("leaseEpoch")) for n in networks]
+        self.unreleased += [(n["_id"], n.get("leaseEpoch"), n.get("scheduledTo")) for n in networks]
         self.release()
 
     def release(self) -> None:

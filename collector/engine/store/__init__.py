@@ -33,15 +33,24 @@ from .filters import (
     USER_FIELDS,
     DatabaseDown,
     StateWrite,
+    claim_query,
     due_query,
+    due_range,
     item_key,
     lease_claim,
     lease_free,
     lease_held,
     lease_horizon,
     lease_state,
+    not_date,
+    not_true,
+    odd_modes,
+    park,
+    runnable,
     state_update,
     unavailable,
+    unscheduled,
+    unscheduled_due,
     usable_epoch,
 )
 from .networks import NetworkStore
@@ -56,6 +65,9 @@ OPERATIONS = (
     "bound_rate_limit_waits",
     "bound_quota_blocks",
     "count_due",
+    "repair_schedules",
+    "odd_modes",
+    "park",
     "ensure_indexes",
     "claim",
     "claim_one",
@@ -89,6 +101,7 @@ class Store(NetworkStore, ItemStore):
         db = tz_aware(db)
         self.db = db
         self.mongomock = type(db).__module__.startswith("mongomock")
+        self.repaired_at: dict[str, float] = {}
         self.networks = db["networks"]
         self.items = db["items"]
         self.users = db["users"]
@@ -170,15 +183,24 @@ __all__ = [
     "DatabaseDown",
     "StateWrite",
     "Store",
+    "claim_query",
     "due_query",
+    "due_range",
     "item_key",
     "lease_claim",
     "lease_free",
     "lease_held",
     "lease_horizon",
     "lease_state",
+    "not_date",
+    "not_true",
+    "odd_modes",
+    "park",
+    "runnable",
     "state_update",
     "tz_aware",
     "unavailable",
+    "unscheduled",
+    "unscheduled_due",
     "usable_epoch",
 ]

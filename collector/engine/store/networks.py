@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -15,20 +16,39 @@ from ...sdk.redaction import clip
 from ...textout import printable
 from .filters import (
     BAD_EPOCH,
+    FLAGS,
     LEASE_DEFAULT,
     LEASE_FIELDS,
     LEASE_SKEW,
     StateWrite,
+    claim_query,
     due_query,
     lease_claim,
     lease_free,
     lease_state,
+    not_true,
+    odd_modes,
+    park,
+    runnable,
     state_update,
     unavailable,
+    unscheduled,
+    unscheduled_due,
     usable_epoch,
 )
 
 log = logging.getLogger("collector.engine.store")
+REPAIR_EVERY = 5.0  # seconds between two repairs of the schedules other programs left unusable (by claims)
+CLAIM_LOOKS = 4  # reads of the due range per claim when what it met had to be parked
+
+
+def _key(value: Any) -> Any:
+    """A network id as a dict key (ids may be any value, a dict or a list too)."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", repr(value))
+    return (type(value).__name__, value)
 
 
 class NetworkStore:
@@ -36,6 +56,7 @@ class NetworkStore:
 
     networks: Collection
     mongomock: bool
+    repaired_at: dict[str, float]  # monotonic time of each mode's next repair (`repair_schedules`)
 
     def claim(
         self,
@@ -47,28 +68,46 @@ class NetworkStore:
         skip_services: Iterable[str] = (),
         only_services: Iterable[str] | None = None,
     ) -> list[dict]:
-        """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
-        claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
-        still due and free, so two collectors never both win one), and read back what this collector won.
-        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save.
-        Networks of `skip_services` are left for later (services the caller cannot start more of now).
+        """Lease up to `limit` due networks, the most overdue first: read the due range (`claim_query`, served by
+        the (mode, scheduledTo) index), park what cannot run (disabled, skip, unauthorized: `park`), claim the rest
+        with one update carrying a fresh claim token (each document's filter re-checks that it is still due and
+        free, so two collectors never both win one) and read back what this collector won. The claim moves
+        `scheduledTo` to the lease's end: a leased network leaves the due range; the documents returned carry
+        the `scheduledTo` they were due at. Each claim increments `leaseEpoch`; the won documents carry the epoch
+        that fences their state save. Networks of `skip_services` are left for later (services the caller
+        cannot start more of now). A read that met only networks to park looks again (CLAIM_LOOKS times at most).
 
         One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
         absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
         and the one that fails is left out."""
         seconds = (until - now).total_seconds()  # the lease's length: a longer end was written by no live holder
-        query = due_query(mode, now, seconds)
+        if time.monotonic() >= self.repaired_at.get(mode, 0.0):
+            self.repair_schedules(mode, now)
+        query = claim_query(mode, now, seconds)
         skipped = set(skip_services)
-        if only_services is not None:  # a collector that serves chosen services (SERVICES): the index
+        if only_services is not None:  # chosen services (SERVICES, or the services with room now): the index
             query["service"] = {"$in": sorted(set(only_services) - skipped)}  # (mode, service, scheduledTo)
-        elif skipped:  # services this collector cannot start more of now, or does not serve
-            query["service"] = {"$nin": sorted(skipped)}
-        fields = {"leaseEpoch": 1, "leaseUntil": 1, "leaseOwner": 1}
-        found = list(self.networks.find(query, fields).sort("scheduledTo", ASCENDING).limit(limit))
+        elif skipped:
+            raise ValueError("skip_services needs only_services: the services that may be claimed, by name")
+        won: list[dict] = []
+        for _ in range(CLAIM_LOOKS):
+            fields = {"leaseEpoch": 1, "leaseUntil": 1, "leaseOwner": 1, "scheduledTo": 1, **dict.fromkeys(FLAGS, 1)}
+            found = list(self.networks.find(query, fields).sort("scheduledTo", ASCENDING).limit(limit - len(won)))
+            held = [d["_id"] for d in found if not runnable(d)]
+            if held:
+                self.park(held, now)
+            won += self._lease([d for d in found if runnable(d)], query, owner, until, now)
+            if not held or len(won) >= limit:
+                break
+        return won
+
+    def _lease(self, found: list[dict], query: dict, owner: str, until: datetime, now: datetime) -> list[dict]:
+        """Claim the networks read (`found`), moving `scheduledTo` to `until`; the ones won, in the order read,
+        with the `scheduledTo` each was due at."""
         if not found:
             return []
         ids = [d["_id"] for d in found]
-        token, claim = lease_claim(owner, until)
+        token, claim = lease_claim(owner, until, move=True)
         suspect = [d["_id"] for d in found if not usable_epoch(d)]
         if suspect:  # rare: the filter, not this look, decides what is reset
             repaired = self.networks.update_many({**BAD_EPOCH, "_id": {"$in": suspect}}, {"$set": {"leaseEpoch": 0}})
@@ -89,9 +128,37 @@ class NetworkStore:
                 clip(exc, 200),
             )
             self._claim_each(ids, query, claim)
-        won = list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
-        say_taken_over(found, won, now, seconds)
+        got = {_key(d["_id"]): d for d in self.networks.find({"leaseToken": token})}
+        won = []
+        for doc in found:  # as read: the most overdue first, each with the scheduledTo it was due at
+            mine = got.get(_key(doc["_id"]))
+            if mine is not None:
+                mine["scheduledTo"] = doc.get("scheduledTo")
+                won.append(mine)
+        say_taken_over(found, won, now, (until - now).total_seconds())
         return won
+
+    def park(self, ids: list, now: datetime) -> int:
+        """Networks that cannot run (disabled, skip, unauthorized) leave the due range: `scheduledTo` PARK_SECONDS
+        ahead; the claim reads them again then (a flag another program cleared counts from there)."""
+        query = {"_id": {"$in": ids}, "scheduledTo": {"$lte": now}}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": park(now)}}).modified_count
+
+    def repair_schedules(self, mode: str, now: datetime, limit: int = 1000) -> int:
+        """Networks of the `mode` collector whose `scheduledTo` another program left missing or no date become due
+        now (up to `limit` of them), through the (mode, scheduledTo) index; returns how many. A claim does it
+        first when the last repair of its mode is REPAIR_EVERY seconds old."""
+        self.repaired_at[mode] = time.monotonic() + REPAIR_EVERY
+        ids = [d["_id"] for d in self.networks.find(unscheduled(mode), {"_id": 1}).limit(limit)]
+        if not ids:
+            return 0
+        query = {**unscheduled(mode), "_id": {"$in": ids}}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": now}}).modified_count
+
+    def odd_modes(self, now: datetime, limit: int = 100) -> list[dict]:
+        """Networks due by `now` whose `mode` is none of the known ones (`odd_modes`): the initial collector
+        reports them as a run would."""
+        return list(self.networks.find(odd_modes(now)).limit(limit))
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now (a lease
@@ -121,15 +188,17 @@ class NetworkStore:
         """Extend the leases this collector still holds on `ids`."""
         if not ids:
             return 0
-        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, {"$set": {"leaseUntil": until}})
-        return result.modified_count
+        update = {"$set": {"leaseUntil": until, "scheduledTo": until}}  # out of the due range while held
+        return self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, update).modified_count
 
-    def release(self, leases: list[tuple[Any, Any]]) -> None:
-        """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
-        for network_id, epoch in leases:
-            self.networks.update_one(
-                {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
-            )
+    def release(self, leases: list[tuple[Any, Any, Any]]) -> None:
+        """Give back leases of networks that were claimed but not run (e.g. on shutdown): (id, epoch, the
+        `scheduledTo` it was due at, back in the due range; one that was no date is due `now` of the claim)."""
+        for network_id, epoch, due_at in leases:
+            update: dict[str, Any] = {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
+            if isinstance(due_at, datetime):
+                update["$set"] = {"scheduledTo": due_at}
+            self.networks.update_one({"_id": network_id, "leaseEpoch": epoch}, update)
 
     def clear_lapsed_leases(
         self, before: datetime, limit: int = 1000, beyond: datetime | None = None
@@ -163,8 +232,10 @@ class NetworkStore:
         return self.networks.update_many(query, {"$set": {"scheduledTo": latest}}).modified_count
 
     def count_due(self, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> int:
-        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
-        return self.networks.count_documents(due_query(mode, now, lease_seconds))
+        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index: the due
+        range, and those whose `scheduledTo` the next claim repairs."""
+        due = self.networks.count_documents(due_query(mode, now, lease_seconds))
+        return due + self.networks.count_documents(unscheduled_due(mode, now, lease_seconds))
 
     def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
         """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
@@ -218,7 +289,7 @@ class NetworkStore:
     def skip_inactive(self, emails: list[str], reason: str) -> int:
         """Networks of these users not skipped yet get `skip: true, skipReason: reason`; how many changed."""
         return self.networks.update_many(
-            {"user": {"$in": emails}, "skip": {"$ne": True}}, {"$set": {"skip": True, "skipReason": reason}}
+            {"user": {"$in": emails}, **not_true("skip")}, {"$set": {"skip": True, "skipReason": reason}}
         ).modified_count
 
     def revive(self, emails: list[str], reason: str, now: datetime) -> int:
