@@ -15,6 +15,11 @@ from .loglimit import Throttle
 from .store import Store
 
 
+def due_at(scheduled: Any, now: datetime) -> datetime:
+    """When a network given back is due: as it was when claimed (the claim moved it to the lease's end)."""
+    return scheduled if isinstance(scheduled, datetime) else now
+
+
 class Leases:
     def __init__(
         self,
@@ -65,7 +70,8 @@ class Leases:
 
     def give_back(self, networks: Iterable[Mapping[str, Any]]) -> None:
         """Networks claimed and not run (a stop): their leases are released now (or at the next try)."""
-        self.unreleased += [(n["_id"], n.get("leaseEpoch"), n.get("scheduledTo")) for n in networks]
+        now = self.clock()  # a network that was due with no date is due now
+        self.unreleased += [(n["_id"], n.get("leaseEpoch"), due_at(n.get("scheduledTo"), now)) for n in networks]
         self.release()
 
     def release(self) -> None:
