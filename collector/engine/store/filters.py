@@ -27,7 +27,10 @@ def item_key(user: str, service: str, item_id: str) -> ObjectId:
     return ObjectId(digest[:12])
 
 
-SERVED = {"normal": ["normal"], "initial": [None, "initial", "rateLimit"]}  # the modes each collector claims
+SERVED: dict[str, list[str | None]] = {
+    "normal": ["normal"],
+    "initial": [None, "initial", "rateLimit"],
+}  # the modes each collector claims
 # BSON types other than a date (and null, matched by `{f: None}`), by the aliases mongomock evaluates too: what a
 # positive `$type` names instead of a negated one, which no index serves
 OTHER_THAN_DATE = ("number", "string", "object", "array", "binData", "objectId", "bool")

@@ -51,12 +51,41 @@ def _key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-class NetworkStore:
+class Repairs:
+    """What moves networks in and out of the due range apart from claims and saves: parking what cannot run, the
+    repair of what other programs wrote (a mixin of NetworkStore)."""
+
+    networks: Collection
+    repaired_at: dict[str, float]  # monotonic time of each mode's next repair (`repair_schedules`)
+
+    def park(self, ids: list, now: datetime) -> int:
+        """Networks that cannot run (disabled, skip, unauthorized) leave the due range: `scheduledTo` PARK_SECONDS
+        ahead; the claim reads them again then (a flag another program cleared counts from there)."""
+        query = {"_id": {"$in": ids}, "scheduledTo": {"$lte": now}}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": park(now)}}).modified_count
+
+    def repair_schedules(self, mode: str, now: datetime, limit: int = 1000) -> int:
+        """Networks of the `mode` collector whose `scheduledTo` another program left missing or no date become due
+        now (up to `limit` of them), through the (mode, scheduledTo) index; returns how many. A claim does it
+        first when the last repair of its mode is REPAIR_EVERY seconds old."""
+        self.repaired_at[mode] = time.monotonic() + REPAIR_EVERY
+        ids = [d["_id"] for d in self.networks.find(unscheduled(mode), {"_id": 1}).limit(limit)]
+        if not ids:
+            return 0
+        query = {**unscheduled(mode), "_id": {"$in": ids}}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": now}}).modified_count
+
+    def odd_modes(self, now: datetime, limit: int = 100) -> list[dict]:
+        """Networks due by `now` whose `mode` is none of the known ones (`odd_modes`): the initial collector
+        reports them as a run would."""
+        return list(self.networks.find(odd_modes(now)).limit(limit))
+
+
+class NetworkStore(Repairs):
     """The `networks` part of the Store (a mixin: `self.networks` and `self.mongomock` come from Store)."""
 
     networks: Collection
     mongomock: bool
-    repaired_at: dict[str, float]  # monotonic time of each mode's next repair (`repair_schedules`)
 
     def claim(
         self,
@@ -137,28 +166,6 @@ class NetworkStore:
                 won.append(mine)
         say_taken_over(found, won, now, (until - now).total_seconds())
         return won
-
-    def park(self, ids: list, now: datetime) -> int:
-        """Networks that cannot run (disabled, skip, unauthorized) leave the due range: `scheduledTo` PARK_SECONDS
-        ahead; the claim reads them again then (a flag another program cleared counts from there)."""
-        query = {"_id": {"$in": ids}, "scheduledTo": {"$lte": now}}
-        return self.networks.update_many(query, {"$set": {"scheduledTo": park(now)}}).modified_count
-
-    def repair_schedules(self, mode: str, now: datetime, limit: int = 1000) -> int:
-        """Networks of the `mode` collector whose `scheduledTo` another program left missing or no date become due
-        now (up to `limit` of them), through the (mode, scheduledTo) index; returns how many. A claim does it
-        first when the last repair of its mode is REPAIR_EVERY seconds old."""
-        self.repaired_at[mode] = time.monotonic() + REPAIR_EVERY
-        ids = [d["_id"] for d in self.networks.find(unscheduled(mode), {"_id": 1}).limit(limit)]
-        if not ids:
-            return 0
-        query = {**unscheduled(mode), "_id": {"$in": ids}}
-        return self.networks.update_many(query, {"$set": {"scheduledTo": now}}).modified_count
-
-    def odd_modes(self, now: datetime, limit: int = 100) -> list[dict]:
-        """Networks due by `now` whose `mode` is none of the known ones (`odd_modes`): the initial collector
-        reports them as a run would."""
-        return list(self.networks.find(odd_modes(now)).limit(limit))
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now (a lease
