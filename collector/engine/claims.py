@@ -22,7 +22,7 @@ from .quota import QuotaSharing
 from .registry import Registry
 from .rules import latest_wait, schedule_lag
 from .run import Attempt, Claimed, admit, secrets_of
-from .store import Store, lease_held
+from .store import Store, lease_held, runnable
 from .store.control import Pause, holding
 from .store.control import read as read_pause
 
@@ -101,7 +101,11 @@ class Claims:
         if mode == "normal":
             return
         reported = 0
-        for network in self.store.odd_modes(now):
+        found = self.store.odd_modes(now)
+        held = [n["_id"] for n in found if not runnable(n)]
+        if held:  # disabled, skipped, unauthorized: parked, as a claim parks them
+            self.store.park(held, now)
+        for network in (n for n in found if runnable(n)):
             claimed = admit(network, self.registry)
             if claimed.problem is None or lease_held(network.get("leaseUntil"), now, self.settings.lease_seconds):
                 continue
