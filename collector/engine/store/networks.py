@@ -26,6 +26,7 @@ from .filters import (
     lease_claim,
     lease_free,
     lease_state,
+    not_date,
     not_true,
     odd_modes,
     park,
@@ -61,7 +62,8 @@ class Repairs:
     def park(self, ids: list, now: datetime) -> int:
         """Networks that cannot run (disabled, skip, unauthorized) leave the due range: `scheduledTo` PARK_SECONDS
         ahead; the claim reads them again then (a flag another program cleared counts from there)."""
-        query = {"_id": {"$in": ids}, "scheduledTo": {"$lte": now}}
+        due = [{"scheduledTo": {"$lte": now}}, *not_date("scheduledTo")["$or"]]  # not one that moved meanwhile
+        query = {"_id": {"$in": ids}, "$or": due}
         return self.networks.update_many(query, {"$set": {"scheduledTo": park(now)}}).modified_count
 
     def repair_schedules(self, mode: str, now: datetime, limit: int = 1000) -> int:
