@@ -121,3 +121,24 @@ def test_the_fleet_has_the_due_networks_and_a_claim_takes_exactly_them(n):
     assert len(won) == min(claimbench.DUE, n)
     claimbench.put_back(db, NOW)
     assert Store(db).count_due("normal", NOW) == min(claimbench.DUE, n)
+
+
+class ExplainingDatabase:
+    """Answers pymongo's `Database.command("explain", ...)` as a server would, and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, dict, dict]] = []
+
+    def command(self, name: str, value: dict, **kwargs: object) -> dict:
+        self.asked.append((name, value, kwargs))
+        return COUNT if "count" in value else CLASSIC_FIND
+
+
+def test_every_recurring_read_is_explained_with_execution_stats():
+    db = ExplainingDatabase()
+    figures = claimbench.explain_all(db, NOW)
+    assert [a[0] for a in db.asked] == ["explain"] * 5
+    assert all(a[2] == {"verbosity": "executionStats"} for a in db.asked)
+    assert [next(iter(a[1])) for a in db.asked] == ["find", "count", "count", "find", "find"]
+    assert figures["explain_claim_examined_per_returned"] == 1.01
+    assert figures["explain_count_due_returned"] == 100 and figures["explain_behind_index"] == "mode_1_scheduledTo_1"
