@@ -6,8 +6,8 @@ largest size: keys and documents examined per document returned.
 
 The fleet is the steady state of a fleet that keeps up: fewer networks due than a claim takes (DUE), the rest
 scheduled ahead, some leased (their `scheduledTo` at the lease's end, as claims leave them), some parked
-(disabled or unauthorized, `scheduledTo` PARK_SECONDS ahead), and some of each within the due range as another
-program may leave them (a flag set without a move).
+(disabled, `scheduledTo` PARK_SECONDS ahead), and a few flagged within the due range as another program may leave
+them (a flag set without a move), the same number at every size.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..engine.store import LEASE_DEFAULT, Store, claim_query, due_query, park, u
 from .options import Options
 
 DUE = 96  # networks due at every size: fewer than a claim takes (the steady state of a fleet that keeps up)
+FLAGGED = 8  # networks another program flagged in the due range at every size: the claim parks them
 LIMIT = 192  # a claim's size at --concurrency 64: the free slots plus two concurrencies
 RUNS = 3  # claims timed per size (each on the same fleet, the claimed networks put back untimed)
 OWNER = "bench-claim"
@@ -33,19 +34,19 @@ def sizes_of(opts: Options) -> list[int]:
 
 
 def fleet(n: int, now: datetime) -> Iterator[dict[str, Any]]:
-    """`n` normal-mode networks: DUE of them due, 2% leased, 5% parked, 0.1% flagged in the due range, the rest
-    scheduled over the next 15 minutes."""
+    """`n` normal-mode networks: DUE of them due, FLAGGED flagged in the due range (by another program), 2%
+    leased, 5% parked, the rest scheduled over the next 15 minutes."""
     lease = now + timedelta(seconds=LEASE_DEFAULT)
     for k in range(n):
         doc: dict[str, Any] = {"user": f"u{k}@bench.test", "service": "github", "mode": "normal", "accessToken": "t"}
         if k < DUE:
             doc["scheduledTo"] = now - timedelta(seconds=DUE - k)
+        elif k < DUE + FLAGGED:
+            doc.update(scheduledTo=now - timedelta(hours=1), unauthorized=True)
         elif k % 50 == 1:
             doc.update(scheduledTo=lease, leaseUntil=lease, leaseOwner="other", leaseToken=f"x{k}", leaseEpoch=1)
         elif k % 20 == 2:
             doc.update(scheduledTo=park(now), disabled=True)
-        elif k % 1000 == 3:
-            doc.update(scheduledTo=now - timedelta(hours=1), unauthorized=True)
         else:
             doc["scheduledTo"] = now + timedelta(seconds=1 + k % 900)
         yield doc
