@@ -167,3 +167,11 @@ def test_a_claim_that_leaves_services_out_names_the_ones_it_takes(db, settings):
     assert sorted(c.network["service"] for c in won) == ["github", "reddit"]  # myspace: no connector registered
     won = collector.claims.claim("initial", 10, T0)
     assert [c.network["service"] for c in won] == ["gist", "myspace"]
+
+
+@pytest.mark.parametrize("at", [T0 - timedelta(days=2), T0 + timedelta(hours=5), "soon"])
+def test_a_run_by_hand_moves_scheduled_to_with_its_lease_too(db, at):
+    doc = add_network(db, mode="normal", scheduledTo=at)
+    won = Store(db).claim_one(doc["_id"], T0, "operator", T0 + LEASE)
+    assert won is not None and won["scheduledTo"] == at
+    assert network(db, doc)["scheduledTo"] == T0 + LEASE and network(db, doc)["leaseOwner"] == "operator"

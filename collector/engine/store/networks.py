@@ -171,14 +171,17 @@ class NetworkStore(Repairs):
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now (a lease
-        whose end lies further ahead than `until`, plus LEASE_SKEW, holds nothing: it is taken over)."""
-        token, claim = lease_claim(owner, until)
+        whose end lies further ahead than `until`, plus LEASE_SKEW, holds nothing: it is taken over). Like a claim,
+        it moves `scheduledTo` to the lease's end; the document returned carries the one it had."""
+        token, claim = lease_claim(owner, until, move=True)
         one = {"$eq": network_id}  # an operator's id, compared whole: a document is never run as a query
         seconds = (until - now).total_seconds()
         self.networks.update_many({"_id": one, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
-        before = self.networks.find_one({"_id": one}, {"leaseUntil": 1, "leaseOwner": 1})
+        before = self.networks.find_one({"_id": one}, {"leaseUntil": 1, "leaseOwner": 1, "scheduledTo": 1})
         self.networks.update_one({"_id": one, **lease_free(now, seconds)}, claim)
         won = self.networks.find_one({"_id": one, "leaseToken": token})
+        if won is not None and before is not None:
+            won["scheduledTo"] = before.get("scheduledTo")
         say_taken_over([before] if before else [], [won] if won else [], now, seconds)
         return won
 
