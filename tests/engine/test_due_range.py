@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import mongomock
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
@@ -15,10 +19,10 @@ from collector.engine import Collector
 from collector.engine.rules import on_failure
 from collector.engine.store import PARK_SECONDS, Store, due_range
 from collector.engine.store import networks as network_store
-from collector.engine.store.filters import flag_clear
+from collector.engine.store.filters import flag_clear, not_true
 from collector.sdk.errors import Interrupted, Retired, Unauthorized
 
-from helpers import T0, GitHubStub, add_network, network
+from helpers import T0, GitHubStub, add_network, examples, network
 
 LEASE = timedelta(seconds=300)
 PARK = timedelta(seconds=PARK_SECONDS)
@@ -175,3 +179,24 @@ def test_a_run_by_hand_moves_scheduled_to_with_its_lease_too(db, at):
     won = Store(db).claim_one(doc["_id"], T0, "operator", T0 + LEASE)
     assert won is not None and won["scheduledTo"] == at
     assert network(db, doc)["scheduledTo"] == T0 + LEASE and network(db, doc)["leaseOwner"] == "operator"
+
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.binary(max_size=2),
+    st.just(T0),
+    st.dictionaries(st.sampled_from("ab"), st.booleans(), max_size=1),
+)
+
+
+@hsettings(max_examples=examples(200), deadline=None, derandomize=True)
+@given(st.one_of(SCALARS, st.lists(SCALARS, max_size=3)))
+def test_what_the_claim_reads_as_a_flag_is_what_the_counts_query(value):
+    """`runnable` (the claim, in Python) and `not_true` (the counts, in the query) agree on any value."""
+    db = mongomock.MongoClient(tz_aware=True)["flags"]
+    db.networks.insert_one({"disabled": value})
+    assert db.networks.count_documents(not_true("disabled")) == int(flag_clear(value)), value
