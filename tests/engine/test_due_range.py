@@ -200,3 +200,20 @@ def test_what_the_claim_reads_as_a_flag_is_what_the_counts_query(value):
     db = mongomock.MongoClient(tz_aware=True)["flags"]
     db.networks.insert_one({"disabled": value})
     assert db.networks.count_documents(not_true("disabled")) == int(flag_clear(value)), value
+
+
+def test_networks_list_due_lists_what_its_state_column_calls_due(db):
+    from collector.ops import networks as admin
+
+    for user, fields in {
+        "past@x.test": {"scheduledTo": T0 - timedelta(minutes=1)},
+        "none@x.test": {},
+        "text@x.test": {"scheduledTo": "tomorrow"},
+        "later@x.test": {"scheduledTo": T0 + timedelta(minutes=1)},
+        "off@x.test": {"scheduledTo": T0 - timedelta(minutes=1), "disabled": True},
+    }.items():
+        add_network(db, user=user, mode="normal", **fields)
+    rows = admin.list_networks(db, T0, state="due")
+    assert sorted(r["user"] for r in rows) == ["none@x.test", "past@x.test", "text@x.test"]
+    assert {r["state"] for r in rows} == {"due"}
+    assert {r["user"]: r["state"] for r in admin.list_networks(db, T0)}["none@x.test"] == "due"
