@@ -9,6 +9,7 @@ explicit `--hypothesis-profile NAME` always wins.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 import mongomock
@@ -72,6 +73,24 @@ def secret_values_of_this_test_only():
     yield
     with SECRETS._lock:
         SECRETS._counts, SECRETS._released, SECRETS._ordered = counts, released, None
+
+
+@pytest.fixture(autouse=True)
+def logging_left_as_found():
+    """A test that runs a process's start-up in this process (daemon/logs.py's setup_logging) leaves its handler on
+    the root logger, writing to that test's captured standard error, which is closed when the test ends, and the
+    root's level changed: taken away after each test, so that no later test of this worker process finds
+    "--- Logging error ---" in its own output (pytest's own capturing handlers are left to pytest)."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in ("apscheduler", "pymongo", "collector")}
+    yield
+    for handler in root.handlers[:]:
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
+    for name, was in levels.items():
+        logging.getLogger(name).setLevel(was)
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ BENCH_FLAGS = (
         "that never answers (stalled); off: not run",
     ),
     ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
+    ("claim-networks", str, "the claim's wall time with these many networks, comma-separated (empty: not run)"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 

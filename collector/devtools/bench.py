@@ -74,6 +74,7 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
         dbs.close()
     result.update(measure_apart(opts, result))
     result.update(measure_sink(opts))
+    result.update(measure_claim(opts))
     print(json.dumps(result), file=out)
     return 0
 
@@ -137,6 +138,15 @@ def measure_apart(opts: Options, main: dict) -> dict:
     after = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {**apart, **ground, **floor_ratios(apart, ground)}
+
+
+def measure_claim(opts: Options) -> dict:
+    """The claim's wall time at scale (claimbench.py) in a fresh interpreter, unless --claim-networks is empty."""
+    if not opts.claim_networks.strip():
+        return {}
+    from . import claimbench
+
+    return in_child(claimbench.measure, opts)
 
 
 def measure_sink(opts: Options) -> dict:

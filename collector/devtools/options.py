@@ -33,4 +33,6 @@ class Options:
     split_processes: int = 2  # the database-apart walk again, shared by this many collector processes (1: not run)
     sink: str = "opensearch"  # the sink workload's destination: opensearch (else a webhook receiver), webhook, off
     sink_networks: int = 32  # networks of `pages` pages whose items a sink delivers for its own throughput
+    claim_networks: str = "3000"  # the claim's wall time at these sizes (claimbench.py; "3000,30000,100000" for the
+    # scaling figures); "": not run
     mongodb_uri: str = ""  # a real MongoDB (a scratch database is created and dropped); empty: mongomock

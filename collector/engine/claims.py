@@ -14,18 +14,20 @@ from datetime import datetime, timedelta
 from ..sdk.redaction import SECRETS
 from ..settings import Settings
 from ..textout import printable
+from .decide import failure
 from .events import Observers
 from .leases import Leases
 from .loglimit import Throttle
 from .quota import QuotaSharing
 from .registry import Registry
 from .rules import latest_wait, schedule_lag
-from .run import Claimed, admit, secrets_of
-from .store import Store
+from .run import Attempt, Claimed, admit, secrets_of
+from .store import Store, lease_held, runnable
 from .store.control import Pause, holding
 from .store.control import read as read_pause
 
 log = logging.getLogger("collector.engine")
+REPAIR_EVERY = 5.0  # seconds between two reports of networks with an unknown mode (a claim's, at most)
 
 
 class Claims:
@@ -47,6 +49,7 @@ class Claims:
         self.services_given = frozenset(services) if services else None  # --services wins over SERVICES
         self.pauses: list[Pause] = []  # the operator's pauses as last read
         self.pauses_read_at = 0.0  # monotonic time of the next read
+        self.repair_at = 0.0  # monotonic time of the next repair of what other programs wrote (`repair`)
 
     @property
     def lease(self) -> timedelta:
@@ -62,10 +65,20 @@ class Claims:
         only = self.services_given if self.services_given is not None else self.settings.services
         return (frozenset(only) if only else None), frozenset(self.settings.services_exclude)
 
-    def claim(self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = ()) -> list[Claimed]:
-        """Lease up to `limit` due networks of `mode`, none of `skip_services`, each read once."""
+    def claim(
+        self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = (), repair: bool = False
+    ) -> list[Claimed]:
+        """Lease up to `limit` due networks of `mode`, none of `skip_services`, each read once. While services are
+        left out, the claim names the ones it takes (points of the (mode, service, scheduledTo) index): a
+        network of a service no connector is registered for waits for a claim that leaves none out. What other
+        programs wrote is repaired first (`repair`): with `repair` (a pass), else every REPAIR_EVERY seconds."""
         only, excluded = self.served()
         skip = {*skip_services, *excluded}
+        if skip and only is None:
+            only = frozenset(self.registry.names())
+        if repair or time.monotonic() >= self.repair_at:
+            self.repair_at = time.monotonic() + REPAIR_EVERY
+            self.repair(mode, now)
         networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip, only)
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
@@ -76,6 +89,35 @@ class Claims:
         ]
         self.sharing.adopt(tokens, now, latest_wait(self.settings, now))
         return claimed
+
+    def repair(self, mode: str, now: datetime) -> None:
+        """What another program left out of the due range comes in (engine/store `repair_schedules`), apart from
+        the claim's filter: a missing or non-date `scheduledTo` becomes `now`; the initial collector reports a
+        network whose mode is none of the known ones, due, as its run would (a malformed error; disabled after
+        MAX_ERRORS), without running it."""
+        repaired = self.store.repair_schedules(mode, now)
+        if repaired:
+            log.info("%d networks of mode %s had no usable scheduledTo: due now", repaired, mode)
+        if mode == "normal":
+            return
+        reported = 0
+        found = self.store.odd_modes(now)
+        held = [n["_id"] for n in found if not runnable(n)]
+        if held:  # disabled, skipped, unauthorized: parked, as a claim parks them
+            self.store.park(held, now)
+        for network in (n for n in found if runnable(n)):
+            claimed = admit(network, self.registry)
+            if claimed.problem is None or lease_held(network.get("leaseUntil"), now, self.settings.lease_seconds):
+                continue
+            result = failure(Attempt(network, None, now, 0.0), claimed.problem, self.settings)
+            update = result.update
+            reported += self.store.save_state(
+                network["_id"], dict(update.values), update.unset, network.get("leaseEpoch")
+            )
+        if reported:
+            log.warning(
+                "%d networks have a mode that is none of initial, normal, rateLimit: reported malformed", reported
+            )
 
     def claim_one(self, network_id: object, now: datetime) -> Claimed | None:
         """Lease one network now, due or not (`collector networks run`); None when absent or leased by another."""

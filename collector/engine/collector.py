@@ -127,7 +127,7 @@ class Collector:
         report = Report(str(mode))
         start = clock()
         self.quotas.prune(start)
-        claimed = self.claims.claim(str(mode), self.settings.pass_limit, start)
+        claimed = self.claims.claim(str(mode), self.settings.pass_limit, start, repair=True)
         self.dispatcher.run_pass(claimed, report, clock, should_stop)
         report.duration = time.perf_counter() - started
         self.observers.notify("on_pass", report)

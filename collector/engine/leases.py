@@ -15,6 +15,11 @@ from .loglimit import Throttle
 from .store import Store
 
 
+def due_at(scheduled: Any, now: datetime) -> datetime:
+    """When a network given back is due: as it was when claimed (the claim moved it to the lease's end)."""
+    return scheduled if isinstance(scheduled, datetime) else now
+
+
 class Leases:
     def __init__(
         self,
@@ -29,7 +34,7 @@ class Leases:
         self.throttle = throttle
         self.last_renew = time.monotonic()
         self.until = clock() + lease()  # when the oldest lease held lapses
-        self.unreleased: list[tuple[Any, Any]] = []  # (id, epoch) of networks to give back
+        self.unreleased: list[tuple[Any, Any, Any]] = []  # (id, epoch, due at) of networks to give back
 
     @property
     def renew_every(self) -> float:
@@ -65,7 +70,8 @@ class Leases:
 
     def give_back(self, networks: Iterable[Mapping[str, Any]]) -> None:
         """Networks claimed and not run (a stop): their leases are released now (or at the next try)."""
-        self.unreleased += [(n["_id"], n.get("leaseEpoch")) for n in networks]
+        now = self.clock()  # a network that was due with no date is due now
+        self.unreleased += [(n["_id"], n.get("leaseEpoch"), due_at(n.get("scheduledTo"), now)) for n in networks]
         self.release()
 
     def release(self) -> None:

@@ -16,6 +16,7 @@ from ..sdk.errors import Interrupted, NetworkError, RateLimited, Retired, Transi
 from ..sdk.redaction import clip
 from ..sdk.validate import storable_text
 from ..settings import Settings
+from .store.filters import park
 
 
 @dataclass(frozen=True)
@@ -116,17 +117,20 @@ def on_failure(
         limited = rate_limited(mode or Mode.INITIAL, error.reset, settings, now, jitter)
         return Update({**limited.values, "lastExecution": now}, limited.unset)
     if isinstance(error, Interrupted):  # the collector is stopping: leave the network as it was, due again
-        return Update()
+        due_at = network.get("scheduledTo")  # as it was due (the claim moved it to the lease's end)
+        return Update({"scheduledTo": due_at if isinstance(due_at, datetime) else now})
     last_error = {
         "status": error.status,
         "kind": str(error.kind),
         "message": storable_text(redact(error.message, secrets)),
         "at": now,
     }
+    # a network that cannot run leaves the due range (parked: looked at again, in case another program cleared
+    # the flag without touching scheduledTo)
     if isinstance(error, Unauthorized):
-        return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now})
+        return Update({"unauthorized": True, "lastError": last_error, "lastExecution": now, "scheduledTo": park(now)})
     if isinstance(error, Retired):
-        return Update({"disabled": True, "lastError": last_error, "lastExecution": now})
+        return Update({"disabled": True, "lastError": last_error, "lastExecution": now, "scheduledTo": park(now)})
     errors = _error_count(network) + 1
     if isinstance(error, Transient):
         scheduled = now + backoff(errors, settings, jitter)
@@ -134,7 +138,7 @@ def on_failure(
         scheduled = now + interval(mode or Mode.INITIAL, network.get("service", ""), settings)
     values = {"errors": errors, "lastError": last_error, "lastExecution": now, "scheduledTo": scheduled}
     if errors >= settings.max_errors and error.disables:
-        values["disabled"] = True
+        values.update(disabled=True, scheduledTo=park(now))
     return Update(values)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pymongo.errors import ExecutionTimeout
 
-from ..engine.store import LEASE_DEFAULT, due_query
+from ..engine.store import LEASE_DEFAULT, due_query, unscheduled_due
 from ..engine.store.control import read as read_pause
 from ..ops import sinks, status
 from ..ops.ids import AdminError, NotAnId, equal, format_id, parse_id
@@ -62,13 +62,7 @@ def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> d
         "due": due,
         "items": status.count_items(db, now),
         "pauses": pauses,
-        "behind": [
-            n
-            for mode in modes
-            for n in db.networks.find(due_query(mode, now, lease_seconds), NETWORK_FIELDS)
-            .sort("scheduledTo", 1)
-            .limit(BEHIND)
-        ],
+        "behind": [n for mode in modes for n in behind(db, mode, now, lease_seconds)],
         "sinks": read_sinks(db),
         # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(
@@ -86,12 +80,19 @@ def read_sinks(db: Any) -> list[dict[str, Any]]:
 def due_by_service(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> list[dict[str, Any]]:
     """The networks of `mode` due now, per service: how many, and the oldest `scheduledTo` (the lag). Through the
     `{mode, scheduledTo}` index on MongoDB."""
-    pipeline = [
-        {"$match": due_query(mode, now, lease_seconds)},
-        {"$group": {"_id": "$service", "due": {"$sum": 1}, "oldest": {"$min": "$scheduledTo"}}},
-        {"$limit": 1000},
-    ]
-    return list(db.networks.aggregate(pipeline))
+    group = {"$group": {"_id": "$service", "due": {"$sum": 1}, "oldest": {"$min": "$scheduledTo"}}}
+    found = []
+    for match in (due_query(mode, now, lease_seconds), unscheduled_due(mode, now, lease_seconds)):
+        found += db.networks.aggregate([{"$match": match}, group, {"$limit": 1000}])
+    return found  # a service twice: its networks in the due range, and those without a date yet
+
+
+def behind(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> list[dict[str, Any]]:
+    """The networks of `mode` most behind: the front of the due range, and (not late yet) those without a date."""
+    found = list(
+        db.networks.find(due_query(mode, now, lease_seconds), NETWORK_FIELDS).sort("scheduledTo", 1).limit(BEHIND)
+    )
+    return found + list(db.networks.find(unscheduled_due(mode, now, lease_seconds), NETWORK_FIELDS).limit(BEHIND))
 
 
 @dataclass

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..engine.store import LEASE_DEFAULT, Store, due_query, lease_horizon, lease_state
+from ..engine.store import LEASE_DEFAULT, Store, due_query, lease_horizon, lease_state, not_date
 from ..engine.store.sealing import is_sealed
 from ..sdk.redaction import clip, redact, secret_name
 from ..sdk.timeutil import as_utc
@@ -30,9 +30,10 @@ class Changes(list):
 
 
 def state_filter(state: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
-    if state == "due":
+    if state == "due":  # in the due range, or without a date yet (state_of's "due"), whatever the mode
         query = due_query("initial", now, lease_seconds)
-        query.pop("mode")
+        del query["mode"], query["scheduledTo"]
+        query["$or"] = [{"scheduledTo": {"$lte": now}}, *not_date("scheduledTo")["$or"]]
         return query
     filters: dict[str, dict[str, Any]] = {
         "leased": {"leaseUntil": {"$gt": now, "$lte": lease_horizon(now, lease_seconds)}},

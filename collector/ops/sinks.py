@@ -50,7 +50,8 @@ def mapping(value: Any) -> Mapping[str, Any]:
 # --- reading -------------------------------------------------------------------------------------------------------
 def sink_documents(db: Any) -> list[dict]:
     """The sinks' documents (not the lease's), at most MAX_SINKS, in name order."""
-    return list(db[SINKS].find({"_id": {"$ne": SERVICE_ID}}).sort("_id", 1).limit(MAX_SINKS))
+    found = db[SINKS].find().sort("_id", 1).limit(MAX_SINKS + 1)  # the lease's left out here, not by a `$ne`
+    return [d for d in found if d.get("_id") != SERVICE_ID][:MAX_SINKS]
 
 
 def lease(db: Any, now: datetime) -> dict[str, Any] | None:
@@ -266,7 +267,7 @@ def listing(db: Any, configs: list[Any], secret_names: Mapping[str, Iterable[str
 # --- the operator's writes -------------------------------------------------------------------------------------------
 def known(db: Any, configured: Iterable[str]) -> set[str]:
     """Sink names the settings configure or the database knows."""
-    names = {d["_id"] for d in db[SINKS].find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1}).limit(MAX_SINKS)}
+    names = {d["_id"] for d in db[SINKS].find({}, {"_id": 1}).limit(MAX_SINKS + 1) if d["_id"] != SERVICE_ID}
     return {n for n in names if isinstance(n, str)} | set(configured)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..engine.store import LEASE_DEFAULT, due_query, lease_horizon
+from ..engine.store import LEASE_DEFAULT, due_query, lease_horizon, unscheduled_due
 from ..engine.store.control import Pause
 from ..engine.store.control import read as read_pause
 from ..modes import MODES
@@ -159,7 +159,9 @@ def count_leases(
 
 def due_now(db: Any, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """The networks of `mode` due now, by service, and their schedule lag (the oldest, p50, p95)."""
-    due_docs = list(db.networks.find(due_query(mode, now, lease_seconds), {"scheduledTo": 1, "service": 1}))
+    fields = {"scheduledTo": 1, "service": 1}
+    due_docs = list(db.networks.find(due_query(mode, now, lease_seconds), fields))
+    due_docs += db.networks.find(unscheduled_due(mode, now, lease_seconds), fields)  # no date yet: due, lag 0
     lags = [
         max((now - as_utc(d["scheduledTo"])).total_seconds(), 0.0)
         if isinstance(d.get("scheduledTo"), datetime)

@@ -28,6 +28,7 @@ SINKS = "sinks"
 SERVICE_ID = "~service"  # the lease document; never a sink name ([a-z][a-z0-9_]*)
 SERVICE_LEASE_SECONDS = 30.0  # the service lease's length (sinks/service.py)
 PENDING = "sinkPending"
+MAX_DOCS = 10_000  # documents of the `sinks` collection read at most (one per sink, and the lease's)
 DUPLICATE_KEY = 11000
 REASON_MAX = 500  # characters of a dead letter's reason
 COUNTS = ("delivered", "deadLettered", "retried", "gone")
@@ -65,12 +66,12 @@ class SinkStore:
     # --- the sinks' documents -------------------------------------------------------------------------------------
     def sink_docs(self) -> dict[str, dict]:
         """The sinks' documents by name (one a shell gave an `_id` that is no text names no sink: left out)."""
-        found = self.sinks.find({"_id": {"$ne": SERVICE_ID}})
-        return {doc["_id"]: doc for doc in found if isinstance(doc.get("_id"), str)}
+        found = self.sinks.find().limit(MAX_DOCS)  # a handful: the lease's is left out here, not in a `$ne`
+        return {doc["_id"]: doc for doc in found if isinstance(doc.get("_id"), str) and doc["_id"] != SERVICE_ID}
 
     def sink_names(self) -> list[Any]:
         """The ids of the sinks' documents (the registered sinks), nothing else read."""
-        return [doc["_id"] for doc in self.sinks.find({"_id": {"$ne": SERVICE_ID}}, {"_id": 1})]
+        return [doc["_id"] for doc in self.sinks.find({}, {"_id": 1}).limit(MAX_DOCS) if doc["_id"] != SERVICE_ID]
 
     def set_blocked(self, owner: str, names: list[str], now: datetime) -> None:
         """Say in the lease document (while `owner` holds it) which registered sinks its settings do not serve:
@@ -176,21 +177,18 @@ class SinkStore:
     # --- delivery -------------------------------------------------------------------------------------------------
     def due(self, name: str, now: datetime, limit: int, busy: Iterable[Any] = ()) -> list[dict]:
         """Entries of the sink due at `now`, the earliest due first, leaving out those in `busy` (in flight)."""
-        query: dict[str, Any] = {"sink": name, "nextAt": {"$lte": now}}
-        busy = list(busy)
-        if busy:
-            query["_id"] = {"$nin": busy}
-        return list(self.queue.find(query).sort("nextAt", ASCENDING).limit(limit))
+        query: dict[str, Any] = {"sink": name, "nextAt": {"$lte": now}}  # the (sink, nextAt) index, in its order
+        busy = list(busy)  # left out here, not in a `$nin` no index serves: read past them
+        found = self.queue.find(query).sort("nextAt", ASCENDING).limit(limit + len(busy))
+        return [entry for entry in found if entry["_id"] not in busy][:limit]
 
     def members(self, name: str, batches: list[str], busy: Iterable[Any] = ()) -> list[dict]:
         """Every entry of the sink in one of `batches` (by their `batch.id`), due or not, less those in `busy`."""
         if not batches:
             return []
-        query: dict[str, Any] = {"sink": name, "batch.id": {"$in": batches}}
-        busy = list(busy)
-        if busy:
-            query["_id"] = {"$nin": busy}
-        return list(self.queue.find(query))
+        busy = list(busy)  # left out here, not in a `$nin`
+        found = self.queue.find({"sink": name, "batch.id": {"$in": batches}})  # the (sink, batch.id) index
+        return [entry for entry in found if entry["_id"] not in busy]
 
     def set_batch(self, ids: list[dict], batch: Fields) -> None:
         """The entries `ids` form the batch `batch` ({id, n, at}): one write, before anything is sent."""
@@ -272,7 +270,7 @@ class SinkStore:
 # --- the operator's commands (ops/sinks.py) ------------------------------------------------------------------------
 def sink_docs(db: Any) -> list[dict]:
     """Every sink's document, by name (the lease document left out)."""
-    return list(db[SINKS].find({"_id": {"$ne": SERVICE_ID}}).sort("_id", ASCENDING))
+    return [d for d in db[SINKS].find().sort("_id", ASCENDING).limit(MAX_DOCS) if d.get("_id") != SERVICE_ID]
 
 
 def lease_doc(db: Any) -> dict | None:

@@ -221,13 +221,15 @@ def test_a_failed_user_look_up_keeps_the_items_without_user_data(db, settings, m
 def test_a_claim_spends_no_repair_round_trip_unless_an_epoch_needs_one(db, monkeypatch):
     store = Store(db)
     for k in range(3):
-        add_network(db, user=f"u{k}@x.test", leaseEpoch=k)
+        add_network(db, user=f"u{k}@x.test", leaseEpoch=k, scheduledTo=T0)
     updates: list[dict] = []
     original = db.networks.update_many
     monkeypatch.setattr(store.networks, "update_many", lambda f, u, **kw: updates.append(u) or original(f, u, **kw))
     assert len(store.claim("initial", T0, 10, "box-1", T0 + timedelta(minutes=5))) == 3
     assert len(updates) == 1  # the claim itself
+    # the leases lapse unsaved: the networks due again (a claim moved scheduledTo to the lease's end)
     db.networks.update_many({}, {"$unset": {"leaseUntil": "", "leaseToken": "", "leaseOwner": ""}})
+    db.networks.update_many({}, {"$set": {"scheduledTo": T0}})
     db.networks.update_one({"user": "u1@x.test"}, {"$set": {"leaseEpoch": "7"}})
     updates.clear()
     won = store.claim("initial", T0, 10, "box-1", T0 + timedelta(minutes=5))

@@ -27,25 +27,109 @@ def item_key(user: str, service: str, item_id: str) -> ObjectId:
     return ObjectId(digest[:12])
 
 
-def due_query(mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
-    """Networks the `mode` collector should run at `now`.
+SERVED: dict[str, list[str | None]] = {
+    "normal": ["normal"],
+    "initial": [None, "initial", "rateLimit"],
+}  # the modes each collector claims
+# BSON types other than a date (and null, matched by `{f: None}`), by the aliases mongomock evaluates too: what a
+# positive `$type` names instead of a negated one, which no index serves
+OTHER_THAN_DATE = ("number", "string", "object", "array", "binData", "objectId", "bool")
+OTHER_THAN_BOOL = ("number", "string", "object", "binData", "objectId", "date")
+KNOWN_MODES = ("initial", "normal", "rateLimit")
+PARK_SECONDS = 3600.0  # a network that cannot run (disabled, unauthorized, skip) is looked at again this often
+FLAGS = ("disabled", "skip", "unauthorized")
 
-    The initial collector takes every mode but normal (missing, initial, rateLimit, and garbage, which the
-    executor then reports); a missing or non-date scheduledTo counts as due. A network leased to a collector
-    (leaseUntil in the future, no further ahead than a lease of `lease_seconds` can reach: `lease_free`) is not
-    due for anyone else until the lease expires.
-    """
-    modes = {"mode": "normal"} if mode == "normal" else {"mode": {"$nin": ["normal"]}}
+
+def modes_of(mode: str) -> dict[str, Any]:
+    """The `mode` condition of the `mode` collector: points of the (mode, scheduledTo) index. The initial collector
+    takes missing, initial and rateLimit; a mode that is none of them is the repair's (`odd_modes`)."""
+    served = SERVED["normal" if mode == "normal" else "initial"]
+    return {"mode": served[0] if len(served) == 1 else {"$in": served}}
+
+
+def due_range(mode: str, now: datetime) -> dict[str, Any]:
+    """The index range the claim reads: the `mode` collector's modes, `scheduledTo` at or before `now`. What it
+    holds is what is due: a claim moves `scheduledTo` to its lease's end, a network that cannot run is parked
+    PARK_SECONDS ahead, and a missing or non-date `scheduledTo` is repaired apart (`unscheduled`)."""
+    return {**modes_of(mode), "scheduledTo": {"$lte": now}}
+
+
+def due_query(mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """Networks the `mode` collector should run at `now` (the backlog the gauges, `status` and the monitor count):
+    `due_range`, no lease a live holder keeps (`lease_free`), none of `disabled`, `skip`, `unauthorized` true
+    (`not_true`). Served by the (mode, scheduledTo) index; the rest filters what the range holds."""
+    return {**due_range(mode, now), "$and": [lease_free(now, lease_seconds), *(not_true(f) for f in FLAGS)]}
+
+
+def unscheduled_due(mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """Networks of the `mode` collector that are due but not yet in the due range: their `scheduledTo` is missing
+    or no date (another program's), which the next claim's repair sets (`unscheduled`). Counted with `due_query`
+    by the gauges, `status` and the monitor. Served by the (mode, scheduledTo) index."""
     return {
-        **modes,
-        "disabled": {"$ne": True},
-        "skip": {"$ne": True},
-        "unauthorized": {"$ne": True},
-        "$and": [
-            {"$or": [{"scheduledTo": {"$lte": now}}, {"scheduledTo": {"$not": {"$type": "date"}}}]},
-            lease_free(now, lease_seconds),
-        ],
+        **modes_of(mode),
+        "$and": [not_date("scheduledTo"), lease_free(now, lease_seconds), *(not_true(f) for f in FLAGS)],
     }
+
+
+def claim_query(mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
+    """What the claim reads, the most overdue first: `due_range` and a free lease. The flags are judged on what it
+    read (`runnable`): a network that cannot run is parked, so it leaves the range instead of being passed over by
+    every claim."""
+    return {**due_range(mode, now), **lease_free(now, lease_seconds)}
+
+
+def not_date(field: str) -> dict[str, Any]:
+    """`field` missing, null or of a type other than a date, in positive terms an index can serve."""
+    return {"$or": [{field: None}, *({field: {"$type": t}} for t in OTHER_THAN_DATE)]}
+
+
+def not_true(field: str) -> dict[str, Any]:
+    """`field` anything but true (missing, null, false, another type), in positive terms (`runnable` in Python)."""
+    return {"$or": [{field: None}, {field: False}, *({field: {"$type": t}} for t in OTHER_THAN_BOOL)]}
+
+
+def _clear(value: Any) -> bool:
+    if value is None or value is False:
+        return True
+    return not isinstance(value, (bool, list)) and isinstance(
+        value, (int, float, str, dict, bytes, ObjectId, datetime, Decimal128)
+    )
+
+
+def flag_clear(value: Any) -> bool:
+    """A flag's value as read, judged as `not_true` judges it (an array by its elements)."""
+    if isinstance(value, list):
+        return any(_clear(v) for v in value)
+    return _clear(value)
+
+
+def runnable(doc: dict) -> bool:
+    """None of `disabled`, `skip`, `unauthorized` holds the network back."""
+    return all(flag_clear(doc.get(f)) for f in FLAGS)
+
+
+def unscheduled(mode: str) -> dict[str, Any]:
+    """Networks of the `mode` collector whose `scheduledTo` is missing or no date (another program's): the repair
+    sets it, so they enter the due range. Served by the (mode, scheduledTo) index."""
+    return {**modes_of(mode), **not_date("scheduledTo")}
+
+
+def odd_modes(now: datetime) -> dict[str, Any]:
+    """Networks whose `mode` is none of the known ones, due by `now` (or with no date): the initial collector's
+    repair reports them the way a run would. Ranges of the (mode, scheduledTo) index: the text around the known
+    modes, and the other types."""
+    known = sorted(KNOWN_MODES)
+    gaps: list[dict[str, Any]] = [{"$type": "string", "$lt": known[0]}, {"$type": "string", "$gt": known[-1]}]
+    gaps += [{"$type": "string", "$gt": a, "$lt": b} for a, b in zip(known, known[1:], strict=False)]
+    others = [{"mode": {"$type": t}} for t in OTHER_THAN_DATE if t != "string"] + [{"mode": {"$type": "date"}}]
+    due = {"$or": [{"scheduledTo": {"$lte": now}}, *not_date("scheduledTo")["$or"]]}
+    return {"$and": [{"$or": [{"mode": gap} for gap in gaps] + others}, due]}
+
+
+def park(now: datetime) -> datetime:
+    """Where a network that cannot run waits: PARK_SECONDS ahead, out of the due range; a flag another program
+    clears without touching `scheduledTo` counts again within that time."""
+    return now + timedelta(seconds=PARK_SECONDS)
 
 
 def lease_horizon(now: datetime, lease_seconds: float) -> datetime:
@@ -57,13 +141,13 @@ def lease_horizon(now: datetime, lease_seconds: float) -> datetime:
 
 def lease_free(now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """No collector holds the network at `now`: no lease, one that lapsed, one whose end lies further ahead than
-    a lease of `lease_seconds` reaches (`lease_horizon`), or a `leaseUntil` that is no date. Ranges on
-    `leaseUntil` only."""
+    a lease of `lease_seconds` reaches (`lease_horizon`), or a `leaseUntil` that is no date. Ranges and positive
+    types on `leaseUntil` only."""
     return {
         "$or": [
             {"leaseUntil": {"$lte": now}},
             {"leaseUntil": {"$gt": lease_horizon(now, lease_seconds)}},
-            {"leaseUntil": {"$not": {"$type": "date"}}},
+            *not_date("leaseUntil")["$or"],
         ]
     }
 
@@ -87,19 +171,24 @@ def lease_held(until: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) 
     return lease_state(until, now, lease_seconds) == "held"
 
 
-def lease_claim(owner: str, until: datetime) -> tuple[str, dict[str, Any]]:
-    """A fresh claim token and the update that leases to `owner` with it (and moves the fence epoch on)."""
+def lease_claim(owner: str, until: datetime, move: bool = False) -> tuple[str, dict[str, Any]]:
+    """A fresh claim token and the update that leases to `owner` with it (and moves the fence epoch on); with
+    `move`, `scheduledTo` goes to the lease's end too, out of the due range while it is held."""
     token = uuid.uuid4().hex
-    return token, {"$set": {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}, "$inc": {"leaseEpoch": 1}}
+    fields = {"leaseOwner": owner, "leaseUntil": until, "leaseToken": token}
+    if move:
+        fields["scheduledTo"] = until
+    return token, {"$set": fields, "$inc": {"leaseEpoch": 1}}
 
 
 LEASE_FIELDS = ("leaseOwner", "leaseUntil", "leaseToken")
 ITEM_KEY = [("user", ASCENDING), ("type", ASCENDING), ("itemId", ASCENDING)]
 MAX_EPOCH = 2**62  # an epoch at or beyond this (or not a number) cannot be incremented safely: it is reset
-BAD_EPOCH = {
+BAD_EPOCH = {  # positive terms; null matches a missing epoch too, which $inc would start at 1 as from 0
     "$or": [
-        {"leaseEpoch": {"$exists": True, "$not": {"$type": "number"}}},
-        {"leaseEpoch": {"$type": "array"}},  # [1] matches "number" element-wise
+        {"leaseEpoch": None},
+        *({"leaseEpoch": {"$type": t}} for t in OTHER_THAN_DATE if t != "number"),
+        {"leaseEpoch": {"$type": "date"}},
         {"leaseEpoch": {"$gte": MAX_EPOCH}},
         {"leaseEpoch": {"$lte": -MAX_EPOCH}},
     ]

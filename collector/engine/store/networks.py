@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -15,23 +16,111 @@ from ...sdk.redaction import clip
 from ...textout import printable
 from .filters import (
     BAD_EPOCH,
+    FLAGS,
     LEASE_DEFAULT,
     LEASE_FIELDS,
     LEASE_SKEW,
     StateWrite,
+    claim_query,
     due_query,
     lease_claim,
     lease_free,
     lease_state,
+    not_date,
+    not_true,
+    odd_modes,
+    park,
+    runnable,
     unavailable,
+    unscheduled,
+    unscheduled_due,
     usable_epoch,
 )
 from .sealing import Keys, seal_credentials, sealed_state_write
 
 log = logging.getLogger("collector.engine.store")
+REPAIR_EVERY = 5.0  # seconds between two repairs of the schedules other programs left unusable (by claims)
+CLAIM_LOOKS = 4  # reads of the due range per claim when what it met had to be parked
 
 
-class NetworkStore:
+def _key(value: Any) -> Any:
+    """A network id as a dict key (ids may be any value, a dict or a list too)."""
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", repr(value))
+    return (type(value).__name__, value)
+
+
+class Repairs:
+    """What moves networks in and out of the due range apart from claims and saves: parking what cannot run, the
+    repair of what other programs wrote (a mixin of NetworkStore)."""
+
+    networks: Collection
+    repaired_at: dict[str, float]  # monotonic time of each mode's next repair (`repair_schedules`)
+
+    def park(self, ids: list, now: datetime) -> int:
+        """Networks that cannot run (disabled, skip, unauthorized) leave the due range: `scheduledTo` PARK_SECONDS
+        ahead; the claim reads them again then (a flag another program cleared counts from there)."""
+        due = [{"scheduledTo": {"$lte": now}}, *not_date("scheduledTo")["$or"]]  # not one that moved meanwhile
+        query = {"_id": {"$in": ids}, "$or": due}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": park(now)}}).modified_count
+
+    def repair_schedules(self, mode: str, now: datetime, limit: int = 1000) -> int:
+        """Networks of the `mode` collector whose `scheduledTo` another program left missing or no date become due
+        now (up to `limit` of them), through the (mode, scheduledTo) index; returns how many. A claim does it
+        first when the last repair of its mode is REPAIR_EVERY seconds old."""
+        self.repaired_at[mode] = time.monotonic() + REPAIR_EVERY
+        ids = [d["_id"] for d in self.networks.find(unscheduled(mode), {"_id": 1}).limit(limit)]
+        if not ids:
+            return 0
+        query = {**unscheduled(mode), "_id": {"$in": ids}}
+        return self.networks.update_many(query, {"$set": {"scheduledTo": now}}).modified_count
+
+    def odd_modes(self, now: datetime, limit: int = 100) -> list[dict]:
+        """Networks due by `now` whose `mode` is none of the known ones (`odd_modes`): the initial collector
+        reports them as a run would."""
+        return list(self.networks.find(odd_modes(now)).limit(limit))
+
+
+class Steering:
+    """The writes of the sweep and of the operator's tools on `networks` (a mixin of NetworkStore): skipped and
+    revived users, a change fenced on the lease as read, tokens sealed again."""
+
+    networks: Collection
+    keys: Keys
+
+    def skip_inactive(self, emails: list[str], reason: str) -> int:
+        """Networks of these users not skipped yet get `skip: true, skipReason: reason`; how many changed."""
+        return self.networks.update_many(
+            {"user": {"$in": emails}, **not_true("skip")}, {"$set": {"skip": True, "skipReason": reason}}
+        ).modified_count
+
+    def revive(self, emails: list[str], reason: str, now: datetime) -> int:
+        """Networks of these users skipped for `reason` (only ours) are taken back, scheduled now."""
+        return self.networks.update_many(
+            {"user": {"$in": emails}, "skip": True, "skipReason": reason},
+            {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
+        ).modified_count
+
+    def change_unless_leased(self, network_id: Any, lease_read: Any, update: dict) -> bool:
+        """An operator's change of one network, fenced on the lease as it was read: False when a collector
+        claimed the network meanwhile (the write matched nothing)."""
+        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
+        return self.networks.update_one(fence, update).matched_count == 1
+
+    def reseal_tokens(
+        self, network_id: Any, lease_read: Any, before: Mapping[str, str], after: Mapping[str, str]
+    ) -> bool:
+        """`networks reseal`'s write of one network's tokens (`after`, sealed by ops/reseal.py), fenced on the lease
+        and on every token as read (`before`): False when a collector claimed the network or anything wrote a
+        token meanwhile."""
+        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}
+        fence |= {name: {"$eq": value} for name, value in before.items()}
+        return self.networks.update_one(fence, {"$set": dict(after)}).matched_count == 1
+
+
+class NetworkStore(Repairs, Steering):
     """The `networks` part of the Store (a mixin: `self.networks` and `self.mongomock` come from Store)."""
 
     networks: Collection
@@ -48,28 +137,46 @@ class NetworkStore:
         skip_services: Iterable[str] = (),
         only_services: Iterable[str] | None = None,
     ) -> list[dict]:
-        """Lease up to `limit` due networks, the most overdue first, in three round trips: select their ids,
-        claim them with one update carrying a fresh claim token (each document's filter re-checks that it is
-        still due and free, so two collectors never both win one), and read back what this collector won.
-        Each claim increments `leaseEpoch`; the won documents carry the epoch that fences their state save.
-        Networks of `skip_services` are left for later (services the caller cannot start more of now).
+        """Lease up to `limit` due networks, the most overdue first: read the due range (`claim_query`, served by
+        the (mode, scheduledTo) index), park what cannot run (disabled, skip, unauthorized: `park`), claim the rest
+        with one update carrying a fresh claim token (each document's filter re-checks that it is still due and
+        free, so two collectors never both win one) and read back what this collector won. The claim moves
+        `scheduledTo` to the lease's end: a leased network leaves the due range; the documents returned carry
+        the `scheduledTo` they were due at. Each claim increments `leaseEpoch`; the won documents carry the epoch
+        that fences their state save. Networks of `skip_services` are left for later (services the caller
+        cannot start more of now). A read that met only networks to park looks again (CLAIM_LOOKS times at most).
 
         One bad document must not break the batch: an epoch that cannot be incremented (not a number, or
         absurdly large) is reset first, and if the batch update still fails, the networks are claimed one by one
         and the one that fails is left out."""
         seconds = (until - now).total_seconds()  # the lease's length: a longer end was written by no live holder
-        query = due_query(mode, now, seconds)
+        if time.monotonic() >= self.repaired_at.get(mode, 0.0):
+            self.repair_schedules(mode, now)
+        query = claim_query(mode, now, seconds)
         skipped = set(skip_services)
-        if only_services is not None:  # a collector that serves chosen services (SERVICES): the index
+        if only_services is not None:  # chosen services (SERVICES, or the services with room now): the index
             query["service"] = {"$in": sorted(set(only_services) - skipped)}  # (mode, service, scheduledTo)
-        elif skipped:  # services this collector cannot start more of now, or does not serve
-            query["service"] = {"$nin": sorted(skipped)}
-        fields = {"leaseEpoch": 1, "leaseUntil": 1, "leaseOwner": 1}
-        found = list(self.networks.find(query, fields).sort("scheduledTo", ASCENDING).limit(limit))
+        elif skipped:
+            raise ValueError("skip_services needs only_services: the services that may be claimed, by name")
+        won: list[dict] = []
+        for _ in range(CLAIM_LOOKS):
+            fields = {"leaseEpoch": 1, "leaseUntil": 1, "leaseOwner": 1, "scheduledTo": 1, **dict.fromkeys(FLAGS, 1)}
+            found = list(self.networks.find(query, fields).sort("scheduledTo", ASCENDING).limit(limit - len(won)))
+            held = [d["_id"] for d in found if not runnable(d)]
+            if held:
+                self.park(held, now)
+            won += self._lease([d for d in found if runnable(d)], query, owner, until, now)
+            if not held or len(won) >= limit:
+                break
+        return won
+
+    def _lease(self, found: list[dict], query: dict, owner: str, until: datetime, now: datetime) -> list[dict]:
+        """Claim the networks read (`found`), moving `scheduledTo` to `until`; the ones won, in the order read,
+        with the `scheduledTo` each was due at."""
         if not found:
             return []
         ids = [d["_id"] for d in found]
-        token, claim = lease_claim(owner, until)
+        token, claim = lease_claim(owner, until, move=True)
         suspect = [d["_id"] for d in found if not usable_epoch(d)]
         if suspect:  # rare: the filter, not this look, decides what is reset
             repaired = self.networks.update_many({**BAD_EPOCH, "_id": {"$in": suspect}}, {"$set": {"leaseEpoch": 0}})
@@ -90,20 +197,29 @@ class NetworkStore:
                 clip(exc, 200),
             )
             self._claim_each(ids, query, claim)
-        won = list(self.networks.find({"leaseToken": token}).sort("scheduledTo", ASCENDING))
-        say_taken_over(found, won, now, seconds)
+        got = {_key(d["_id"]): d for d in self.networks.find({"leaseToken": token})}
+        won = []
+        for doc in found:  # as read: the most overdue first, each with the scheduledTo it was due at
+            mine = got.get(_key(doc["_id"]))
+            if mine is not None:
+                mine["scheduledTo"] = doc.get("scheduledTo")
+                won.append(mine)
+        say_taken_over(found, won, now, (until - now).total_seconds())
         return won
 
     def claim_one(self, network_id: Any, now: datetime, owner: str, until: datetime) -> dict | None:
         """Lease one network by id, due or not (a run by hand), unless another collector holds it now (a lease
-        whose end lies further ahead than `until`, plus LEASE_SKEW, holds nothing: it is taken over)."""
-        token, claim = lease_claim(owner, until)
+        whose end lies further ahead than `until`, plus LEASE_SKEW, holds nothing: it is taken over). Like a claim,
+        it moves `scheduledTo` to the lease's end; the document returned carries the one it had."""
+        token, claim = lease_claim(owner, until, move=True)
         one = {"$eq": network_id}  # an operator's id, compared whole: a document is never run as a query
         seconds = (until - now).total_seconds()
         self.networks.update_many({"_id": one, **BAD_EPOCH}, {"$set": {"leaseEpoch": 0}})
-        before = self.networks.find_one({"_id": one}, {"leaseUntil": 1, "leaseOwner": 1})
+        before = self.networks.find_one({"_id": one}, {"leaseUntil": 1, "leaseOwner": 1, "scheduledTo": 1})
         self.networks.update_one({"_id": one, **lease_free(now, seconds)}, claim)
         won = self.networks.find_one({"_id": one, "leaseToken": token})
+        if won is not None and before is not None:
+            won["scheduledTo"] = before.get("scheduledTo")
         say_taken_over([before] if before else [], [won] if won else [], now, seconds)
         return won
 
@@ -122,15 +238,17 @@ class NetworkStore:
         """Extend the leases this collector still holds on `ids`."""
         if not ids:
             return 0
-        result = self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, {"$set": {"leaseUntil": until}})
-        return result.modified_count
+        update = {"$set": {"leaseUntil": until, "scheduledTo": until}}  # out of the due range while held
+        return self.networks.update_many({"_id": {"$in": ids}, "leaseOwner": owner}, update).modified_count
 
-    def release(self, leases: list[tuple[Any, Any]]) -> None:
-        """Give back leases of networks that were claimed but not run (e.g. on shutdown)."""
-        for network_id, epoch in leases:
-            self.networks.update_one(
-                {"_id": network_id, "leaseEpoch": epoch}, {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
-            )
+    def release(self, leases: list[tuple[Any, Any, Any]]) -> None:
+        """Give back leases of networks that were claimed but not run (e.g. on shutdown): (id, epoch, the
+        `scheduledTo` it was due at, back in the due range; one that was no date is due `now` of the claim)."""
+        for network_id, epoch, due_at in leases:
+            update: dict[str, Any] = {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
+            if isinstance(due_at, datetime):
+                update["$set"] = {"scheduledTo": due_at}
+            self.networks.update_one({"_id": network_id, "leaseEpoch": epoch}, update)
 
     def clear_lapsed_leases(
         self, before: datetime, limit: int = 1000, beyond: datetime | None = None
@@ -164,8 +282,10 @@ class NetworkStore:
         return self.networks.update_many(query, {"$set": {"scheduledTo": latest}}).modified_count
 
     def count_due(self, mode: str, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> int:
-        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index."""
-        return self.networks.count_documents(due_query(mode, now, lease_seconds))
+        """Networks of `mode` due and free at `now` (the backlog), counted on the (mode, scheduledTo) index: the due
+        range, and those whose `scheduledTo` the next claim repairs."""
+        due = self.networks.count_documents(due_query(mode, now, lease_seconds))
+        return due + self.networks.count_documents(unscheduled_due(mode, now, lease_seconds))
 
     def save_tokens(self, network_id: Any, tokens: dict, previous_refresh: Any) -> bool:
         """Write tokens a refresh obtained, on their own and whatever the lease: a rotating refresh token is
@@ -245,34 +365,6 @@ class NetworkStore:
             return exc
 
     # --- writes on behalf of the daemon's sweep and the operator's commands -----------------------------------
-    def skip_inactive(self, emails: list[str], reason: str) -> int:
-        """Networks of these users not skipped yet get `skip: true, skipReason: reason`; how many changed."""
-        return self.networks.update_many(
-            {"user": {"$in": emails}, "skip": {"$ne": True}}, {"$set": {"skip": True, "skipReason": reason}}
-        ).modified_count
-
-    def revive(self, emails: list[str], reason: str, now: datetime) -> int:
-        """Networks of these users skipped for `reason` (only ours) are taken back, scheduled now."""
-        return self.networks.update_many(
-            {"user": {"$in": emails}, "skip": True, "skipReason": reason},
-            {"$unset": {"skip": "", "skipReason": ""}, "$set": {"scheduledTo": now}},
-        ).modified_count
-
-    def change_unless_leased(self, network_id: Any, lease_read: Any, update: dict) -> bool:
-        """An operator's change of one network, fenced on the lease as it was read: False when a collector
-        claimed the network meanwhile (the write matched nothing)."""
-        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}  # values read, compared whole
-        return self.networks.update_one(fence, update).matched_count == 1
-
-    def reseal_tokens(
-        self, network_id: Any, lease_read: Any, before: Mapping[str, str], after: Mapping[str, str]
-    ) -> bool:
-        """`networks reseal`'s write of one network's tokens (`after`, sealed by ops/reseal.py), fenced on the lease
-        and on every token as read (`before`): False when a collector claimed the network or anything wrote a
-        token meanwhile."""
-        fence = {"_id": {"$eq": network_id}, "leaseUntil": {"$eq": lease_read}}
-        fence |= {name: {"$eq": value} for name, value in before.items()}
-        return self.networks.update_one(fence, {"$set": dict(after)}).matched_count == 1
 
 
 def say_taken_over(found: list[dict], won: list[dict], now: datetime, seconds: float) -> None:
