@@ -47,14 +47,16 @@ class NotAnId(AdminError):
 def format_id(value: Any) -> str:
     """A network `_id` as `networks list` prints it, in a form `parse_id` reads back to the same BSON value: an
     ObjectId as 24 hex digits, an integer as digits, a plain string as it is, a string that would read as
-    something else (24 hex digits, digits, JSON, spaces or control characters) as a JSON string, any other type
+    something else (24 hex digits, digits, JSON, an `@`, which the networks commands read as a user's email,
+    spaces or control characters) as a JSON string, any other type
     (a compound id, a float, a UUID, …) as relaxed Extended JSON. ASCII only."""
     if isinstance(value, ObjectId):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, str):
-        if BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value) and value[0] != "-":
+        bare = BARE.fullmatch(value) and not HEX24.fullmatch(value) and not _reads_as_other(value)
+        if bare and value[0] != "-" and "@" not in value:
             return value
         return json.dumps(value)  # (a leading "-" would read as an option on the command line)
     text = json_util.dumps(value, json_options=ID_JSON)

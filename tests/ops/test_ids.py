@@ -113,6 +113,15 @@ def test_a_printed_id_reads_back_to_the_same_value_and_passes_as_plain(value):
     assert ids.equal(value) == {"$eq": value}
 
 
+@pytest.mark.parametrize("value", ["@", "ann@x.test", "a@b@c"])
+def test_a_string_id_holding_an_at_sign_is_printed_so_that_it_reads_back_as_an_id_not_an_email(value):
+    from collector.ops.networks import key_filter
+
+    printed = ids.format_id(value)
+    assert printed.startswith('"') and key_filter(printed) == {"_id": {"$eq": value}}
+    assert key_filter(value) == {"user": {"$eq": value}}  # typed bare, an address is a user's
+
+
 def test_extended_json_values_are_ids_and_what_is_no_json_is_an_admin_error():
     oid = ObjectId()
     assert ids.parse_id(json.dumps({"$oid": str(oid)})) == oid
