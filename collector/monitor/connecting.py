@@ -9,6 +9,7 @@ let go of when it ends (connect/wire.py `learning`)."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import secrets
@@ -26,7 +27,7 @@ from ..connect.apps import APPS, DEFAULT_TIMEOUT, DEVICE, FLOW_WORDS, LOOPBACK, 
 from ..connect.errors import EXPIRED, SETTINGS, ConnectError
 from ..connect.flows import client_of
 from ..connect.wire import learning
-from ..ops.accounts import MAX_EMAIL_CHARS, AccountError, check_user
+from ..ops.accounts import MAX_EMAIL_CHARS, AccountError, check_user, connector_class
 from ..ops.ids import format_id
 from ..sdk import Http
 from ..sdk.redaction import clip
@@ -271,9 +272,19 @@ class Connections:
         )
 
 
-def services() -> list[dict[str, Any]]:
-    """Every service, and the flow the monitor runs for it ("" when `collector connect` runs it)."""
-    return [{"name": name, "connect": app.flow if app.flow in FLOWS else ""} for name, app in sorted(APPS.items())]
+@functools.cache
+def services() -> tuple[dict[str, Any], ...]:
+    """Every service with a connector: the flow the monitor runs for it ("" when `collector connect` runs it), and
+    the credentials its connector takes (the add form's fields)."""
+    found = []
+    for name, app in sorted(APPS.items()):
+        try:
+            fields = connector_class(name).credential_fields()
+        except AccountError:  # no connector of that name installed
+            continue
+        taken = [{"name": f.name, "secret": f.secret, "required": f.required} for f in fields]
+        found.append({"name": name, "connect": app.flow if app.flow in FLOWS else "", "fields": taken})
+    return tuple(found)
 
 
 async def started(
