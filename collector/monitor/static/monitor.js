@@ -890,6 +890,9 @@
     state.services = list;
     fillSelect($("#connect-service"), list.filter((s) => s.connect).map((s) => s.name));
     fillSelect($("#add-service"), list.map((s) => s.name));
+    for (const select of [$("#connect-service"), $("#add-service")]) {
+      if (serviceNamed("github")) select.value = "github"; // the one most operators connect first
+    }
     renderAddFields();
   }
 
