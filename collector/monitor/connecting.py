@@ -330,11 +330,11 @@ def state_of(request: Request, connections: Connections) -> Answer:
 
 
 CAME_BACK = (
-    b"<!doctype html><meta charset=utf-8><title>likeastore collector</title>"
+    b'<!doctype html><meta charset=utf-8><link rel=icon href="data:,"><title>likeastore collector</title>'
     b"<p>Done: the monitor has the answer. You may close this page; the monitor's page shows the outcome.</p>"
 )
 NOT_OURS = (
-    b"<!doctype html><meta charset=utf-8><title>likeastore collector</title>"
+    b'<!doctype html><meta charset=utf-8><link rel=icon href="data:,"><title>likeastore collector</title>'
     b"<p>This answer belongs to no connect flow waiting here (an old or forged address): nothing was saved.</p>"
 )
 

@@ -2,15 +2,23 @@
 stand-in and a real authorisation server (Authlib's classes, tests/helpers/authserver.py) standing in for GitHub:
 a network removed from its row (a second click confirms), and an unauthorised network renewed through a device
 flow whose code the page shows (the test enters it at the server, as the person would) and whose outcome the page
-then says. No secret reaches the page or the monitor's log."""
+then says. No secret reaches the page or the monitor's log. Last, the browser half of the PKCE flow: the page's
+link opens the service's page in a new tab, Allow sends that tab back to the monitor's own /connect/callback, and
+the page says the network was added (a monitor in this process: the service's endpoints are the test's)."""
 
 from __future__ import annotations
+
+import asyncio
+import threading
 
 import pytest
 import requests
 from pymongo import MongoClient
 
+from collector.connect.apps import LOOPBACK, App
 from collector.devtools.mongowire import WireServer
+from collector.monitor.app import Monitor as InProcess
+from collector.settings import load_settings
 
 from helpers import free_port
 from helpers.authserver import AuthServer, serving
@@ -44,11 +52,12 @@ def world(tmp_path_factory):
     require()
     tmp = tmp_path_factory.mktemp("accounts")
     auth = AuthServer()
-    auth.add_client("public-app")
+    auth.add_client("public-app", redirect="http://127.0.0.1/connect/callback")
     auth.store.interval = 1
     with WireServer() as wire, serving(auth):
         db = MongoClient(wire.uri, tz_aware=True).get_default_database()
         monitor = Monitor(tmp, wire, auth)
+        monitor.wire = wire
         try:
             yield monitor, db, auth
         finally:
@@ -122,3 +131,68 @@ def test_an_unauthorised_network_is_renewed_through_a_device_code_the_page_shows
     assert "monitor: connect github for ann@example.com by monitor (127.0.0.1): network" in logged
     assert not [s for s in secrets if s and (s in page or s in logged)]
     assert browser.execute_script("return window.__violations") == [] and severe(browser) == []
+
+
+class Served:
+    """`Monitor` on a real socket, on an event loop of its own thread, its GitHub application the test's PKCE one."""
+
+    def __init__(self, wire, auth):
+        client = MongoClient(wire.uri, tz_aware=True)
+        settings = load_settings(
+            environ={"GITHUB_API_URL": auth.url, "GITHUB_CLIENT_ID": "public-app"}, env="test", read_dotenv=False
+        )
+        self.monitor = InProcess(client.get_default_database(), token=TOKEN, settings=settings, connect_timeout=60)
+        self.monitor.connections.apps = lambda service, api: App(  # gist: the account may be ann's github already
+            "gist", LOOPBACK, "GITHUB_CLIENT_ID", authorize_url=f"{auth.url}/authorize", token_url=f"{auth.url}/token"
+        )
+        self.bound = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self.main(),), daemon=True)
+
+    async def main(self) -> None:
+        self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+        await self.monitor.run("127.0.0.1", 0, self.stop, self.ready)
+
+    def ready(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/"
+        self.bound.set()
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        assert self.bound.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(30)
+
+
+def test_the_browser_flow_comes_back_to_the_monitor_and_the_page_says_the_network_was_added(world, browser):
+    monitor, db, auth = world
+    with Served(monitor.wire, auth) as served:
+        browser.get(served.url)
+        wait_until(lambda: text(browser, "#stream-status") == "live", timeout=30)
+        wait_until(lambda: enabled(browser, "#token"), timeout=30).send_keys(TOKEN)
+        wait_until(lambda: browser.execute_script("return document.querySelector('#connect-service').value"), 30)
+        browser.execute_script("document.querySelector('#connect-service').value = 'gist'")
+        browser.find_element("css selector", "#connect-user").send_keys("cy@example.com")
+        page = browser.current_window_handle
+        wait_until(lambda: enabled(browser, '#connect [data-action="connect"]'), timeout=30).click()
+        wait_until(lambda: text(browser, "#connect-link") == "open the service’s page", timeout=30)
+        assert browser.find_element("css selector", "#connect-link").get_attribute("href").startswith(auth.url)
+        browser.find_element("css selector", "#connect-link").click()  # a new tab: the service's page
+        wait_until(lambda: len(browser.window_handles) == 2, timeout=30)
+        browser.switch_to.window(next(h for h in browser.window_handles if h != page))
+        try:
+            wait_until(lambda: enabled(browser, "#allow"), timeout=30).click()
+            wait_until(lambda: "the monitor has the answer" in text(browser, "body"), timeout=30)
+            assert browser.current_url.startswith(served.url + "connect/callback?")
+        finally:
+            browser.close()
+            browser.switch_to.window(page)
+        wait_until(lambda: text(browser, "#connect-outcome").startswith("done: network "), timeout=60)
+        done = text(browser, "#connect-outcome")
+        network = db.networks.find_one({"user": "cy@example.com", "service": "gist"})
+        assert f"network {network['_id']} added" in done and network["accessToken"] in auth.store.tokens
+        assert network["accessToken"] not in browser.page_source
+        assert browser.execute_script("return window.__violations") == []
+        assert [m for m in severe(browser) if not m.startswith(auth.url)] == []  # the service's page has no favicon
