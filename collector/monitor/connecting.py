@@ -311,6 +311,8 @@ async def started(
         line = exc.message if isinstance(exc, ConnectError) else str(exc)
         log.warning("monitor: connect %s for %s by %s: %s", service, printable(clip(user, 120)), by, line)
         return Answer.json(409, {"ok": False, "message": line})
+    except Exception as exc:  # the database away: said as the other actions say it
+        return Answer.json(503, {"ok": False, "message": f"not done: {type(exc).__name__}"})
     what = f"renewing network {format_id(goal.existing['_id'])}" if goal.existing is not None else "a new network"
     line = f"{service} flow started for {printable(clip(user, 120))} ({attempt.way}): {what}"
     log.warning("monitor: connect %s for %s by %s: started (%s): %s", service, printable(user), by, attempt.way, what)

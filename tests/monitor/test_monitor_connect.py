@@ -271,3 +271,54 @@ def test_the_code_flow_comes_back_to_the_monitor_and_a_state_of_no_waiting_flow_
     (network,) = db.networks.find()
     assert done["status"] == "done" and network["accessToken"] in github.store.tokens
     assert callback(monitor, parse_qs(urlsplit(ended_on).query))[0] == 400  # the same answer twice: once only
+
+
+def pkce(monitor, github) -> None:
+    """The monitor's GitHub application made a PKCE one at the test's server (a browser flow)."""
+    url = github.url
+    monitor.connections.apps = lambda service, api: App(
+        "github", LOOPBACK, "GITHUB_CLIENT_ID", authorize_url=f"{url}/authorize", token_url=f"{url}/token"
+    )
+
+
+@pytest.mark.parametrize("bound", [1, 2, 4])
+def test_flows_under_way_are_bounded_and_a_freed_place_is_taken_again(db, monitor, github, monkeypatch, bound):
+    monkeypatch.setattr(connecting, "MAX_PENDING", bound)
+    pkce(monitor, github)
+    ids = []
+    for n in range(bound):
+        status, answer = post(monitor, "/api/connect", {"service": "github", "user": f"p{n}@example.com"})
+        assert status == 200, answer
+        ids.append(answer["flow"]["id"])
+    status, answer = post(monitor, "/api/connect", {"service": "github", "user": "late@example.com"})
+    assert status == 409 and f"{bound} connect flows are under way already" in answer["message"]
+    monitor.connections.attempts[ids[0]].deadline = 0.0  # the first flow's time is up: its place is free again
+    assert ended(monitor, ids[0])["status"] == "failed"
+    status, answer = post(monitor, "/api/connect", {"service": "github", "user": "late@example.com"})
+    assert status == 200 and answer["flow"]["status"] == "pending"
+
+
+@pytest.mark.parametrize("timeout", [0.5, 1.5])
+def test_a_browser_flow_nobody_comes_back_to_ends_at_its_timeout_in_one_line(db, monitor, github, timeout):
+    pkce(monitor, github)
+    monitor.connections.timeout = timeout
+    status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
+    failed = ended(monitor, answer["flow"]["id"])
+    assert failed["status"] == "failed" and failed["message"] == (
+        f"github: no answer came back within {timeout:g}s: start the flow again"
+    )
+    assert failed["openUrl"] and db.networks.count_documents({}) == 0
+    assert callback(monitor, parse_qs(urlsplit(failed["openUrl"]).query))[0] == 400  # an ended flow takes nothing
+
+
+@pytest.mark.parametrize("way", ["device", "browser"])
+def test_a_monitor_that_stops_ends_its_flows_without_writing(db, monitor, github, way):
+    if way == "browser":
+        pkce(monitor, github)
+    status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
+    flow_id = answer["flow"]["id"]
+    wait_until(lambda: (f := flow(monitor, flow_id))["userCode"] or f["openUrl"], timeout=30)
+    monitor.connections.close()
+    failed = ended(monitor, flow_id)
+    assert failed["status"] == "failed" and "the monitor stopped" in failed["message"]
+    assert db.networks.count_documents({}) == 0
