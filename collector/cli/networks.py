@@ -85,6 +85,20 @@ def register(commands: Commands) -> None:
     )
     resealing.add_argument("--service", help="only this service's networks")
     resealing.add_argument("--dry-run", action="store_true", help="count what would change, change nothing")
+    register_accounts(verbs)
+    for verb, handler in (
+        (listing, list_networks),
+        (show, show_networks),
+        (enabling, change_networks),
+        (running, run_network),
+        (resetting, change_networks),
+        (resealing, reseal_networks),
+    ):
+        verb.set_defaults(handler=handler)
+
+
+def register_accounts(verbs: Any) -> None:
+    """`networks add` and `networks remove`: a network added by hand, or removed."""
     adding = verbs.add_parser(
         "add",
         description="Add a network: its token read from standard input, checked with the service.",
@@ -105,17 +119,8 @@ def register(commands: Commands) -> None:
         help="delete a network (items kept; refused while a collector runs it)",
     )
     removing.add_argument("id", metavar="ID")
-    for verb, handler in (
-        (adding, add_network),
-        (removing, remove_network),
-        (listing, list_networks),
-        (show, show_networks),
-        (enabling, change_networks),
-        (running, run_network),
-        (resetting, change_networks),
-        (resealing, reseal_networks),
-    ):
-        verb.set_defaults(handler=handler)
+    adding.set_defaults(handler=add_network)
+    removing.set_defaults(handler=remove_network)
 
 
 def on_networks(work: Callable[[argparse.Namespace, Settings, Any], int]) -> Handler:
