@@ -244,11 +244,13 @@ ROOMS = {  # room -> the collector modules it may import (prefixes); collector/c
     ),
     # the sink service and the sinks: their SDK, the store's `unavailable`; never the daemon, ops, cli, monitor
     "sinks": ("collector.sinks", "collector.net", "collector.sdk", "collector.engine.store", *KERNEL),
-    # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts
+    # the web view: the operator's queries and operations (ops), the store's filters, never the engine's running parts;
+    # the connect flows (connect), which the page starts with the token as `collector connect` does
     "monitor": (
         "collector.monitor",
         "collector.net",
         "collector.ops",
+        "collector.connect",
         "collector.engine.store",
         "collector.sdk",
         *KERNEL,

@@ -5,7 +5,9 @@ as JSON (or as a form, as GitHub and OAuth 1.0a servers answer), every failure a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -15,13 +17,31 @@ from ..textout import printable
 from .errors import MALFORMED, UNREACHABLE, ConnectError
 
 ERROR_SHOWN = 120  # characters of a server's own error words in a line
+_LEARNT: ContextVar[list[str] | None] = ContextVar("learnt", default=None)
 
 
 def hide(*values: str) -> None:
     """Secret values a flow learns (a code, a verifier, a token, a client secret) masked in every log line of the
     process from now on (the record factory's redaction, sdk/redaction.py): oauthlib logs what it signs, urllib3
-    what it sends."""
-    SECRETS.add([v for v in values if v])
+    what it sends. Inside `learning`, they are also noted, to be let go of when the flow ends."""
+    found = [v for v in values if v]
+    SECRETS.add(found)
+    noted = _LEARNT.get()
+    if noted is not None:
+        noted.extend(found)
+
+
+@contextmanager
+def learning() -> Iterator[list[str]]:
+    """The secrets `hide` masks within (this thread's context), let go of when it ends: for a long-running process
+    (the monitor), where every flow's values held for ever would grow the set (a command's flow ends with it)."""
+    noted: list[str] = []
+    reset = _LEARNT.set(noted)
+    try:
+        yield noted
+    finally:
+        _LEARNT.reset(reset)
+        SECRETS.remove(noted)
 
 
 def post(

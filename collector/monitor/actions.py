@@ -1,6 +1,7 @@
-"""What the page may change, and only with the token: pause or resume a mode or a service, enable or reset a
-network — the operations of `collector pause|resume` and `collector networks enable|reset` (ops/), recorded the
-same way (a pause holds who, when and why; every action is one line of the monitor's log).
+"""What the page may change, and only with the token: pause or resume a mode or a service, enable, reset, add or
+remove a network, start a connect flow — the operations of `collector pause|resume`, `collector networks
+enable|reset|add|remove` (ops/) and `collector connect` (connect/, run by connecting.py), recorded the same way (a
+pause holds who, when and why; every action is one line of the monitor's log, never with a credential in it).
 
 The token travels in the `X-Monitor-Token` header of a POST whose body is JSON. A browser sends neither a
 custom header nor a JSON body across sites without asking the monitor first (a CORS preflight, which it never
@@ -19,14 +20,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..ops import networks, pauses
+from ..ops import accounts, networks, pauses, users
+from ..ops.ids import format_id
+from ..settings import Settings
 from ..textout import printable
 from .httpd import Answer, Request
 
 log = logging.getLogger("collector.monitor")
 HEADER = "x-monitor-token"
 MODES = (None, "initial", "normal")
-PATHS = ("/api/pause", "/api/resume", "/api/networks/enable", "/api/networks/reset")
+PATHS = (
+    "/api/pause",
+    "/api/resume",
+    "/api/networks/enable",
+    "/api/networks/reset",
+    "/api/networks/add",
+    "/api/networks/remove",
+    "/api/connect",
+    "/api/connect/state",
+)
+CONNECT = ("/api/connect", "/api/connect/state")  # answered by the monitor's flows (app.py, connecting.py)
 
 
 class Busy(Exception):
@@ -81,15 +94,26 @@ class Action:
     run: Callable[[Any, datetime], tuple[bool, str]]
 
 
-def parse(request: Request) -> Action:
+def body_of(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(request.body or b"{}")
     except (ValueError, RecursionError):
         raise Invalid("the body is not JSON (or nested too deep)") from None
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
-    by = f"monitor ({request.peer})"
+    return body
+
+
+def who(request: Request) -> str:
+    return f"monitor ({request.peer})"
+
+
+def parse(request: Request, settings: Settings | None = None, lease_seconds: float = 300.0) -> Action:
+    body = body_of(request)
+    by = who(request)
     name = request.path.rsplit("/", 1)[-1]
+    if name == "add":
+        return adding(body, by, settings, lease_seconds)
     if name in ("pause", "resume"):
         mode, service = scope(body)
         if name == "resume":
@@ -103,8 +127,57 @@ def parse(request: Request) -> Action:
         networks.key_filter(network)  # an id is an id: a query given as one (ops/ids.py) is refused here, unrun
     except networks.AdminError as bad:
         raise Invalid(str(bad)) from None
+    if name == "remove":
+        return Action(f"remove {printable(network)}", by, lambda db, now: removed(db, now, network, lease_seconds))
     change = networks.enable if name == "enable" else networks.reset
     return Action(f"{name} {printable(network)}", by, lambda db, now: changed(change, db, now, network))
+
+
+def adding(body: dict[str, Any], by: str, settings: Settings | None, lease_seconds: float) -> Action:
+    """`networks add` from the page: the credentials in the body only (never the address), never said back."""
+    user, service = text_field(body, "user", accounts.MAX_EMAIL_CHARS), text_field(body, "service", 100)
+    credentials = body.get("credentials")
+    if not user or not service:
+        raise Invalid('name the person and the service: {"user": ..., "service": ..., "credentials": {...}}')
+    if not isinstance(credentials, dict) or not credentials:
+        raise Invalid('give the credentials as an object: {"accessToken": ...} (and what the connector takes)')
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        raise Invalid("replace is true or false")
+
+    def add(db: Any, now: datetime) -> tuple[bool, str]:
+        try:
+            added = accounts.add_network(
+                db,
+                user=user,
+                service=service,
+                credentials=credentials,
+                replace=replace,
+                now=now,
+                settings=settings,
+                lease_seconds=lease_seconds,
+            )
+        except accounts.AccountError as exc:
+            return False, printable(str(exc))
+        done = "gave network" if added.replaced else "added network"
+        tail = " its new credentials" if added.replaced else ""
+        note = f"; note: {added.note}" if added.note else ""
+        line = f"{done} {format_id(added.network_id)}{tail}: {service} account {added.account} for {user}"
+        return True, printable(f"{line}, due now{note}")
+
+    shown = f"add {printable(clip_text(service, 40))} network of {printable(clip_text(user, 120))}"
+    return Action(shown, by, add)
+
+
+def clip_text(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def removed(db: Any, now: datetime, network: str, lease_seconds: float) -> tuple[bool, str]:
+    try:
+        return True, users.remove_network(db, network, now=now, lease_seconds=lease_seconds)
+    except networks.AdminError as exc:
+        return False, printable(str(exc))
 
 
 def scope(body: dict[str, Any]) -> tuple[str | None, str | None]:

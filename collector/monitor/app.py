@@ -28,12 +28,14 @@ from typing import Any
 import orjson
 from pymongo.errors import ConnectionFailure
 
+from ..connect.apps import DEFAULT_TIMEOUT
 from ..lifecycle import health_answer
 from ..ops.ids import NotAnId
 from ..sdk.redaction import clip
 from ..sdk.timeutil import utcnow
+from ..settings import Settings
 from ..textout import printable
-from . import actions, reading, view
+from . import actions, connecting, reading, view
 from .httpd import Answer, Request, Server, event
 from .rates import Rates, slim
 
@@ -127,6 +129,8 @@ class Monitor:
         allowed_hosts: frozenset[str] = frozenset(),
         commands: Callable[[], int] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        settings: Settings | None = None,
+        connect_timeout: float = DEFAULT_TIMEOUT,
     ):
         self.db, self.token, self.heartbeat_seconds, self.version = db, token, heartbeat_seconds, version
         self.lease_seconds = lease_seconds  # LEASE_SECONDS: a lease further ahead is stale
@@ -149,6 +153,12 @@ class Monitor:
         self.history: bytes | None = None
         self.reads = 0  # refreshes that read the database (the cost a test and the docs measure)
         self.refreshed = time.monotonic()  # when the refresh last went round, read or not (liveness)
+        self.settings = settings  # the application credentials of the connect flows, TOKEN_KEY, the HTTP client's
+        self.connections = (
+            connecting.Connections(db, settings, self.on_db_thread, timeout=connect_timeout, now=clock)
+            if settings is not None
+            else None
+        )
 
     # -- the refresh: one set of reads, one serialisation, every page --
 
@@ -247,6 +257,10 @@ class Monitor:
             return Answer(200, self.snapshot)
         if request.path == "/api/networks":
             return await self.search(request.query.get("q", [""])[0])
+        if request.path == connecting.CALLBACK:
+            return connecting.came_back(request, self.connections)
+        if request.path == "/api/services":
+            return Answer(200, dumps({"services": connecting.services()}))
         health = health_answer(self, request.path)
         if health is not None:
             return Answer(health[0], health[1], "text/plain; charset=utf-8")
@@ -260,6 +274,10 @@ class Monitor:
             return await asyncio.get_running_loop().run_in_executor(self.requests, work)
         finally:
             self.queued -= 1
+
+    def on_db_thread(self, work: Callable[[], Any]) -> Any:
+        """`work` on the database thread, from another thread (a connect flow's), waited for."""
+        return self.requests.submit(work).result()
 
     async def search(self, query: str) -> Answer:
         def find() -> dict[str, Any]:
@@ -280,9 +298,11 @@ class Monitor:
 
     async def act(self, request: Request) -> Answer:
         refused = actions.refusal(request, self.token)
+        if refused is None and request.path in actions.CONNECT:
+            return await self.connect(request)
         if refused is None:
             try:
-                action = actions.parse(request)
+                action = actions.parse(request, self.settings, self.lease_seconds)
             except actions.Invalid as bad:
                 refused = Answer.json(400, {"ok": False, "message": str(bad)})
         if refused is not None:
@@ -296,6 +316,15 @@ class Monitor:
             ok, message = False, f"not done: {type(exc).__name__}"
         log.warning("monitor: %s by %s: %s", action.name, action.by, message)
         return Answer.json(200 if ok else 409, {"ok": ok, "message": message})
+
+    async def connect(self, request: Request) -> Answer:
+        if self.connections is None:
+            return Answer.json(
+                409, {"ok": False, "message": "this monitor runs no connect flow (started without settings)"}
+            )
+        if request.path == "/api/connect":
+            return await connecting.started(request, self.connections, self.on_db)
+        return connecting.state_of(request, self.connections)
 
     # -- health (lifecycle.HealthStatus): /healthz and /readyz --
 
@@ -325,5 +354,7 @@ class Monitor:
         finally:
             await refreshing
             await self.server.close()
+            if self.connections is not None:
+                self.connections.close()
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.requests.shutdown(wait=False, cancel_futures=True)

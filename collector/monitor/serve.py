@@ -65,6 +65,7 @@ def monitor_for(db: Any, settings: Settings, counted: Counted | None = None) -> 
         lease_seconds=settings.lease_seconds,
         version=__version__,
         describe=lambda exc: short_error(exc, settings),
+        settings=settings,
     )
 
 

@@ -232,6 +232,7 @@ def network(doc: dict[str, Any], now: datetime, items: int | None) -> dict[str, 
         "lastError": last_error(doc),
         "errors": status.count(doc.get("errors")),
         "disabled": doc.get("disabled") is True,
+        "unauthorized": doc.get("unauthorized") is True,  # waits for re-authorisation: the page offers "renew"
         "items": items,
         "document": {text(k, 80): field(masked(v, k), own_secrets(doc)) for k, v in list(doc.items())[:200]},
     }

@@ -35,6 +35,9 @@
     results: [],
     selected: null,
     renderPending: false,
+    services: [], // {name, connect: "device" | "loopback" | "", fields: [{name, secret, required}]}
+    flow: null, // the connect flow this page started, as the monitor last said
+    confirming: null, // the network whose "remove" waits for a second click
   };
 
   const $ = (sel, root) => (root || document).querySelector(sel);
@@ -715,11 +718,8 @@
     $("#token").disabled = !state.actions;
   }
 
-  async function post(path, body) {
-    if (!state.actions) {
-      showResult("read-only: no MONITOR_TOKEN configured", false);
-      return false;
-    }
+  // A POST with the token: {ok, message, data}, said nowhere (post() shows it).
+  async function call(path, body) {
     let resp;
     try {
       resp = await fetch(path, {
@@ -730,8 +730,7 @@
         cache: "no-store",
       });
     } catch (e) {
-      showResult("request failed: " + str(e && e.message), false);
-      return false;
+      return { ok: false, message: "request failed: " + str(e && e.message), data: null };
     }
     let data = null;
     try {
@@ -741,8 +740,17 @@
     }
     const ok = resp.ok && !!(data && data.ok);
     const msg = data && typeof data.message === "string" ? data.message : "HTTP " + resp.status;
-    showResult(msg, ok);
-    return ok;
+    return { ok: ok, message: msg, data: data };
+  }
+
+  async function post(path, body) {
+    if (!state.actions) {
+      showResult("read-only: no MONITOR_TOKEN configured", false);
+      return { ok: false, data: null };
+    }
+    const got = await call(path, body);
+    showResult(got.message, got.ok);
+    return got;
   }
 
   function scope() {
@@ -762,8 +770,148 @@
   }
 
   async function onNetworkAction(action, id) {
-    const ok = await post("/api/networks/" + action, { id: id });
-    if (ok && state.lastQuery !== null) search(state.lastQuery, id);
+    const got = await post("/api/networks/" + action, { id: id });
+    if (got.ok && state.lastQuery !== null) search(state.lastQuery, id);
+  }
+
+  // "remove" asks for a second click within CONFIRM_MS (the button says so), then removes.
+  const CONFIRM_MS = 8000;
+
+  function onRemove(id) {
+    if (state.confirming !== id) {
+      state.confirming = id;
+      renderNetworks();
+      setTimeout(() => {
+        if (state.confirming !== id) return;
+        state.confirming = null;
+        renderNetworks();
+      }, CONFIRM_MS);
+      return;
+    }
+    state.confirming = null;
+    renderNetworks();
+    onNetworkAction("remove", id);
+  }
+
+  // ---------- accounts: connect flows, add with a token ----------
+
+  const FLOW_POLL_MS = 1000;
+
+  function webLink(a, url, text) {
+    const ok = typeof url === "string" && /^https?:\/\//i.test(url);
+    if (ok) a.setAttribute("href", url);
+    else a.removeAttribute("href");
+    setText(a, ok ? text || url : "");
+  }
+
+  function showFlow(f) {
+    state.flow = f;
+    const pane = $("#connect-flow");
+    pane.hidden = false;
+    const pending = f.status === "pending";
+    setText($("#connect-what"), str(f.service) + " for " + str(f.user));
+    let step = "";
+    if (pending && f.way === "device") {
+      step = f.userCode ? "Enter this code at the address below, signed in as the person:" : "asking the service for a code…";
+    } else if (pending) {
+      step = f.openUrl ? "Open the service’s page, allow access; it sends the browser back to this monitor." : "preparing…";
+    }
+    setText($("#connect-step"), step);
+    setText($("#connect-code"), pending && f.way === "device" ? f.userCode : "");
+    const link = $("#connect-link");
+    if (!pending) webLink(link, "", "");
+    else if (f.way === "device") webLink(link, f.verificationUri);
+    else webLink(link, f.openUrl, "open the service’s page");
+    const out = $("#connect-outcome");
+    setText(out, pending ? "waiting for the person…" : (f.status === "done" ? "done: " : "failed: ") + str(f.message));
+    out.className = "result " + (pending ? "" : f.status === "done" ? "good" : "bad");
+  }
+
+  async function watchFlow(id) {
+    if (!state.flow || state.flow.id !== id || state.flow.status !== "pending") return;
+    const got = await call("/api/connect/state", { id: id });
+    if (!state.flow || state.flow.id !== id) return; // another flow was started meanwhile
+    if (got.data && got.data.flow && typeof got.data.flow === "object") showFlow(got.data.flow);
+    else if (!got.ok) showFlow(Object.assign({}, state.flow, { status: "failed", message: got.message }));
+    if (state.flow.status === "pending") setTimeout(() => watchFlow(id), FLOW_POLL_MS);
+    else if (state.lastQuery !== null) search(state.lastQuery, state.selected);
+  }
+
+  async function startFlow(service, user) {
+    const got = await post("/api/connect", { service: service, user: user, origin: location.origin });
+    if (!got.ok || !got.data || !got.data.flow || typeof got.data.flow !== "object") return;
+    showFlow(got.data.flow);
+    setTimeout(() => watchFlow(got.data.flow.id), FLOW_POLL_MS);
+  }
+
+  function onConnect() {
+    return startFlow($("#connect-service").value, $("#connect-user").value.trim());
+  }
+
+  function serviceNamed(name) {
+    return state.services.find((s) => s.name === name) || null;
+  }
+
+  function renderAddFields() {
+    const box = $("#add-fields");
+    box.replaceChildren();
+    const s = serviceNamed($("#add-service").value);
+    for (const f of (s && Array.isArray(s.fields) ? s.fields : [])) {
+      const label = el("label", "", str(f.name) + " ");
+      const input = el("input");
+      input.type = f.secret ? "password" : "text";
+      input.autocomplete = "off";
+      input.spellcheck = false;
+      input.placeholder = f.required ? "required" : "optional";
+      input.setAttribute("data-field", str(f.name));
+      label.appendChild(input);
+      box.appendChild(label);
+    }
+  }
+
+  function fillSelect(select, names) {
+    select.replaceChildren();
+    for (const n of names) {
+      const o = el("option", "", n);
+      o.value = n;
+      select.appendChild(o);
+    }
+  }
+
+  async function loadServices() {
+    let data = null;
+    try {
+      const resp = await fetch("/api/services", { cache: "no-store" });
+      data = await resp.json();
+    } catch (e) {
+      return;
+    }
+    const list = data && Array.isArray(data.services) ? data.services.filter((s) => s && typeof s.name === "string") : [];
+    state.services = list;
+    fillSelect($("#connect-service"), list.filter((s) => s.connect).map((s) => s.name));
+    fillSelect($("#add-service"), list.map((s) => s.name));
+    for (const select of [$("#connect-service"), $("#add-service")]) {
+      if (serviceNamed("github")) select.value = "github"; // the one most operators connect first
+    }
+    renderAddFields();
+  }
+
+  async function onAdd() {
+    const credentials = {};
+    for (const input of document.querySelectorAll("#add-fields input[data-field]")) {
+      if (input.value.trim()) credentials[input.getAttribute("data-field")] = input.value.trim();
+    }
+    const body = {
+      service: $("#add-service").value,
+      user: $("#add-user").value.trim(),
+      credentials: credentials,
+      replace: $("#add-replace").checked,
+    };
+    const got = await post("/api/networks/add", body);
+    if (got.ok) {
+      for (const input of document.querySelectorAll("#add-fields input")) input.value = ""; // the token is not kept
+      if (state.lastQuery !== null) search(state.lastQuery, state.selected);
+    }
   }
 
   // ---------- drill-down ----------
@@ -791,7 +939,7 @@
       toggle(tr, "clickable", true);
       const td = tr.cells[tr.cells.length - 1];
       if (!td.firstChild) {
-        for (const a of ["enable", "reset"]) {
+        for (const a of ["enable", "reset", "renew", "remove"]) {
           const b = el("button", "small", a);
           b.type = "button";
           b.setAttribute("data-action", a);
@@ -799,6 +947,14 @@
         }
       }
       for (const b of td.querySelectorAll("button")) b.disabled = !state.actions;
+      const renew = td.querySelector('[data-action="renew"]');
+      const remove = td.querySelector('[data-action="remove"]');
+      renew.hidden = n.unauthorized !== true; // waits for re-authorisation: a connect flow renews it
+      renew.title = "start a connect flow that renews this network (the same account)";
+      const asking = state.confirming === n.id;
+      setText(remove, asking ? "confirm remove" : "remove");
+      toggle(remove, "danger", asking);
+      remove.title = asking ? "click again to remove this network (its items are kept)" : "remove this network";
     });
   }
 
@@ -865,7 +1021,12 @@
     const id = tr.getAttribute("data-network");
     const button = ev.target.closest("button[data-action]");
     if (button) {
-      onNetworkAction(button.getAttribute("data-action"), id);
+      const action = button.getAttribute("data-action");
+      const n = state.results.find((r) => r && r.id === id);
+      if (action === "remove") onRemove(id);
+      else if (action === "renew") {
+        if (n) startFlow(str(n.service), str(n.user));
+      } else onNetworkAction(action, id);
       return;
     }
     state.selected = id;
@@ -894,7 +1055,13 @@
       ev.preventDefault();
       search($("#search-q").value.trim());
     });
-    $("#actions").addEventListener("submit", (ev) => ev.preventDefault()); // Enter in a field acts on nothing
+    for (const form of ["#actions", "#connect", "#add"]) {
+      $(form).addEventListener("submit", (ev) => ev.preventDefault()); // Enter in a field acts on nothing
+    }
+    $('#connect [data-action="connect"]').addEventListener("click", onConnect);
+    $('#add [data-action="add"]').addEventListener("click", onAdd);
+    $("#add-service").addEventListener("change", renderAddFields);
+    loadServices();
     $("#networks tbody").addEventListener("click", onNetworksClick);
     $("#behind tbody").addEventListener("click", onBehindClick);
     $('#actions-section [data-action="pause"]').addEventListener("click", onPause);
