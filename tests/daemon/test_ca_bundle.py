@@ -92,6 +92,23 @@ def test_a_path_that_cannot_be_used_is_a_settings_error_naming_the_variable(tmp_
         assert str(caught.value) == f"setting {name}: {path!r} {problem}"
 
 
+def test_a_bundle_replaced_at_the_same_path_is_checked_again(ca_pem, tmp_path):
+    """The verdict on a bundle is kept while the file stays the same (settings are read at every command and
+    reload); a bundle replaced, emptied or removed is checked again."""
+    path = tmp_path / "bundle.pem"
+    good = open(ca_pem, "rb").read()
+    for content, problem in [(good, ""), (b"", "holds no PEM certificate"), (good, ""), (None, "does not exist")]:
+        if content is None:
+            path.unlink()
+        else:
+            path.write_bytes(content)
+        if problem:
+            with pytest.raises(SettingsError, match=problem):
+                load(CA_BUNDLE=str(path))
+        else:
+            assert load(CA_BUNDLE=str(path)).ca_bundle == str(path)
+
+
 def test_a_nul_in_ca_bundle_is_refused_by_its_parser():
     with pytest.raises(SettingsError, match="setting CA_BUNDLE: invalid value"):
         load(CA_BUNDLE="/etc/ssl/a\x00b")
