@@ -1,0 +1,166 @@
+"""The secret values the process hides from its logs, and where they occur in a text, at a cost per text that does
+not grow with how many values are held.
+
+Every value, in each form it may take in a text (itself, percent-encoded both ways), is a word of an Aho–Corasick
+automaton (pyahocorasick): one pass over a text finds every occurrence of every word, overlapping ones included,
+whatever their number. Building an automaton costs a few microseconds a word, so a value is not rebuilt into one
+big automaton whenever the set changes (at ten million networks a process claims ~900 networks a second, each
+bringing tokens not held before): values added since the last look are built into an automaton of their own, and
+the youngest automata are merged two by two as they reach the size of the one before them (the logarithmic
+method), dropping the values no longer held or kept on the way. A text is scanned by each automaton: at most
+log2 of the values held, in practice a handful, each scan a fraction of a microsecond for a log line.
+
+A value let go of stays masked for a while (it is a secret all the same: RELEASED_KEPT values past those held),
+and the set is counted: a value shared by two holders stays until both let go. An automaton whose values are mostly
+let go of is rebuilt from those still held or kept when the released ones are pruned; until then the others in it
+stay masked a little longer, never shorter than the grace period.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+from urllib.parse import quote, quote_plus
+
+import ahocorasick
+
+MIN_LENGTH = 4
+RELEASED_KEPT = 4096  # values let go of, still masked, before the set is pruned
+
+
+class Level(NamedTuple):
+    """One automaton and the words it was built from."""
+
+    automaton: Any
+    words: frozenset[str]
+
+
+def build(words: Iterable[str]) -> Level:
+    """An automaton over `words` (each found with its length: STORE_LENGTH)."""
+    kept = frozenset(words)
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
+    for word in kept:
+        automaton.add_word(word)
+    automaton.make_automaton()
+    return Level(automaton, kept)
+
+
+@functools.lru_cache(maxsize=16384)
+def forms(value: str) -> frozenset[str]:
+    """A secret as it may appear: itself, and URL-encoded both ways (remembered: the same tokens come back with
+    every claim of their networks)."""
+    return frozenset({value, quote(value, safe=""), quote_plus(value)})
+
+
+def variants(values: Iterable[object]) -> set[str]:
+    """Every form of every string of at least MIN_LENGTH characters in `values`."""
+    out: set[str] = set()
+    for value in values:
+        if isinstance(value, str) and len(value) >= MIN_LENGTH:
+            out.update(forms(value))
+    return out
+
+
+def merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans joined (spans that only touch stay apart: two secrets side by side, two masks)."""
+    spans.sort()
+    out = [spans[0]]
+    for start, end in spans[1:]:
+        last_start, last_end = out[-1]
+        if start < last_end:
+            out[-1] = (last_start, max(last_end, end))
+        else:
+            out.append((start, end))
+    return out
+
+
+class SecretSet:
+    """The counted set of secret values (in all their forms) and the automata that find them in a text."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._released: set[str] = set()
+        self._pending: set[str] = set()  # words not in an automaton yet
+        self._pruned = False  # released values were let go of: the automata may be mostly stale
+        self._levels: tuple[Level, ...] = ()  # oldest (largest) first
+
+    def add(self, values: Iterable[object]) -> None:
+        with self._lock:
+            for word in variants(values):
+                if not self._counts[word] and word not in self._released:
+                    self._pending.add(word)  # a value not masked yet
+                self._released.discard(word)
+                self._counts[word] += 1
+
+    def remove(self, values: Iterable[object]) -> None:
+        with self._lock:
+            for word in variants(values):
+                if self._counts[word] <= 1:
+                    del self._counts[word]
+                    self._released.add(word)
+                else:
+                    self._counts[word] -= 1
+            if len(self._released) > RELEASED_KEPT + len(self._counts):
+                self._released.clear()
+                self._pending &= self._counts.keys()
+                self._pruned = True
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the secrets are in `text`: (start, end) of each run of characters that belong to one, in order."""
+        if self._pending or self._pruned:
+            self._settle()
+        found = [
+            (end - length + 1, end + 1) for level in self._levels for end, length in level.automaton.iter(text)
+        ]
+        return merged(found) if found else found
+
+    def _live(self, word: str) -> bool:
+        return word in self._counts or word in self._released
+
+    def _settle(self) -> None:
+        """Build the words added since the last look into an automaton, merge the youngest while one is not
+        smaller than half the one before it, and rebuild those a prune left mostly stale."""
+        with self._lock:
+            levels = list(self._levels)
+            if self._pruned:
+                levels = self._refreshed(levels)
+                self._pruned = False
+            if self._pending:
+                levels.append(build(self._pending))
+                self._pending = set()
+            while len(levels) >= 2 and 2 * len(levels[-1].words) >= len(levels[-2].words):
+                young, old = levels.pop(), levels.pop()
+                levels.append(build(word for word in old.words | young.words if self._live(word)))
+            self._levels = tuple(level for level in levels if level.words)
+
+    def _refreshed(self, levels: list[Level]) -> list[Level]:
+        """Each automaton whose live words are fewer than half of its own rebuilt from those (none: dropped)."""
+        out = []
+        for level in levels:
+            live = [word for word in level.words if self._live(word)]
+            if 2 * len(live) >= len(level.words):
+                out.append(level)
+            elif live:
+                out.append(build(live))
+        return out
+
+    def snapshot(self) -> tuple[Counter[str], set[str]]:
+        """What is held and kept now (for `restore`)."""
+        with self._lock:
+            return self._counts.copy(), set(self._released)
+
+    def restore(self, state: tuple[Counter[str], set[str]]) -> None:
+        """Back to a `snapshot`, exactly: nothing else masked (one automaton rebuilt from it)."""
+        counts, released = state
+        with self._lock:
+            self._counts, self._released = counts.copy(), set(released)
+            self._pending, self._pruned = set(), False
+            words = [*counts, *released]
+            self._levels = (build(words),) if words else ()
