@@ -116,9 +116,7 @@ class SecretSet:
         """Where the secrets are in `text`: (start, end) of each run of characters that belong to one, in order."""
         if self._pending or self._pruned:
             self._settle()
-        found = [
-            (end - length + 1, end + 1) for level in self._levels for end, length in level.automaton.iter(text)
-        ]
+        found = [(end - length + 1, end + 1) for level in self._levels for end, length in level.automaton.iter(text)]
         return merged(found) if found else found
 
     def _live(self, word: str) -> bool:
@@ -150,6 +148,11 @@ class SecretSet:
             elif live:
                 out.append(build(live))
         return out
+
+    def automata(self) -> list[int]:
+        """How many words each automaton a text goes through holds, oldest first (once the set has settled)."""
+        self._settle()
+        return [len(level.words) for level in self._levels]
 
     def snapshot(self) -> tuple[Counter[str], set[str]]:
         """What is held and kept now (for `restore`)."""
