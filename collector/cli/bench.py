@@ -41,6 +41,13 @@ BENCH_FLAGS = (
         "that never answers (stalled); off: not run",
     ),
     ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
+    ("goal-concurrency", int, "polls in flight in the goal's all-in polls (processes_for_10M)"),
+    (
+        "scale-networks",
+        str,
+        "networks of each scaling cycle, comma-separated (100000 too: ~5 more minutes); empty: not run",
+    ),
+    ("scale-latency", float, "latency of the scaling cycles, seconds"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 

@@ -14,6 +14,10 @@ Workloads:
             mongowire stand-in in its own process, or the MongoDB given), three runs each, their medians: `*_apart`.
   floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
             the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
+  goal      the run line at 0, 4,096 and 16,384 secrets held; the 304 polls at --poll-latency with the daemon's
+            observers and 4,096 secrets held (`engine_vs_floor_poll_observed`); the all-in CPU per poll and the
+            share of a core reached (`processes_for_10M`); the engine's CPU per network in a cycle of each of
+            --scale-networks (goal.py).
   sink      the headline walk again, database apart, three runs without a sink and three while a sink service
             delivers the items it stores (`*_sink_off`, `*_sink_on`, their ratios), then that sink's own
             throughput on the items of a walk (`sink_items_per_s`): sinkbench.py (--sink: where it delivers).
@@ -73,6 +77,7 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))
+    result.update(measure_goal(opts, result))
     result.update(measure_sink(opts))
     print(json.dumps(result), file=out)
     return 0
@@ -137,6 +142,13 @@ def measure_apart(opts: Options, main: dict) -> dict:
     after = in_child(floor.measure, opts.floor_pages, opts.floor_polls, opts.concurrency)
     ground = {name: round((before[name] + after[name]) / 2, 3) for name in before}
     return {**apart, **ground, **floor_ratios(apart, ground)}
+
+
+def measure_goal(opts: Options, result: dict) -> dict:
+    """The goal's figures (goal.py): the run line by secrets held, polls with the daemon's observers, scaling."""
+    from . import goal
+
+    return goal.measure(opts, result["floor_ms_per_poll"])
 
 
 def measure_sink(opts: Options) -> dict:

@@ -21,7 +21,7 @@ import threading
 
 from .secretset import MIN_LENGTH as MIN_LENGTH
 from .secretset import RELEASED_KEPT as RELEASED_KEPT
-from .secretset import SecretSet
+from .secretset import SecretSet, finder
 
 MASK = "***"
 # a field name that holds a secret, at any depth and in any writer's spelling: accessToken, oauth.token,
@@ -83,14 +83,21 @@ def secret_name(name: object) -> bool:
     return last_part == 0 and _KEYWORD.match(name) is not None
 
 
+_holds_shape_word = finder(_SHAPE_WORDS)
+# what every credential shape starts with: text with none of these has no credential to mask (the regular
+# expression, tried at every position, cost ~9 µs on a run line)
+_holds_credential_start = finder(
+    (*(f"gh{kind}_" for kind in "pousr"), "github_pat_", "eyJ", "xox", "ya29.", "1//0", "AKIA", "k_live_", "k_test_")
+)
+
+
 def _may_hold_shape(text: str) -> bool:
-    folded = text.casefold().replace("ı", "i")
-    return any(word in folded for word in _SHAPE_WORDS)
+    return _holds_shape_word(text.casefold().replace("ı", "i"))
 
 
 def mask_credentials(text: str) -> str:
     """`text` with every value of a known credential shape masked."""
-    return _CREDENTIALS.sub(MASK, text)
+    return _CREDENTIALS.sub(MASK, text) if _holds_credential_start(text) else text
 
 
 def mask_shapes(text: str) -> str:
