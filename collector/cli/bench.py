@@ -41,6 +41,7 @@ BENCH_FLAGS = (
         "that never answers (stalled); off: not run",
     ),
     ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
+    ("run-lines", int, "run lines timed per round at each count of secrets held (0, 4096, 16384)"),
     ("goal-concurrency", int, "polls in flight in the goal's all-in polls (processes_for_10M)"),
     (
         "scale-networks",

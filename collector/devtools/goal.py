@@ -35,9 +35,9 @@ GOAL_NETWORKS = 10_000_000
 GOAL_PERIOD_S = 15 * 60
 HELD = 4096  # secrets held in the observed polls and the churned run line
 RUN_LINE_HELD = (0, 4096, 16384)
-RUN_LINES = 5000  # per round (three rounds, the median)
+RUN_LINES = 5000  # per round (three rounds, the median): --run-lines
 CLAIM_BATCH = 128  # networks whose tokens a claim takes up at once (the run line's churn)
-SCALE_WINDOW = 1024  # networks the stand-in holds at once in the scaling cycle
+SCALE_WINDOW = 512  # networks the stand-in holds at once in the scaling cycle (at least 4 x --concurrency)
 INTERVAL_S = 86_400.0  # a network polled is not due again within the scaling cycle
 
 
@@ -45,7 +45,7 @@ def measure(opts: Options, floor_ms_per_poll: float) -> dict:
     """Every goal figure, each workload in a fresh interpreter; `floor_ms_per_poll` from the bench's floor."""
     from .bench import in_child
 
-    lines = in_child(run_line_costs, RUN_LINE_HELD)
+    lines = in_child(run_line_costs, RUN_LINE_HELD, opts.run_lines)
     observed = in_child(observed_apart, opts)
     scaling = in_child(scaling_apart, opts) if sizes_of(opts) else {}
     return {**lines, **observed, **scaling, **goal_figures(observed, floor_ms_per_poll)}
@@ -114,7 +114,7 @@ def sample_run(token: str, number: int) -> tuple[Any, Any]:
     return result, Saved(new_items=0, state_saved=True)
 
 
-def run_line_costs(held: tuple[int, ...]) -> dict:
+def run_line_costs(held: tuple[int, ...], lines: int = RUN_LINES) -> dict:
     """µs per run line at each count of secrets held (median of three rounds), and per network at HELD held
     while each network's token is taken up before its line and let go of after, a claim of CLAIM_BATCH at a
     time (the automata built for the new ones included)."""
@@ -132,9 +132,9 @@ def run_line_costs(held: tuple[int, ...]) -> dict:
         rounds = []
         for _ in range(3):
             started = time.process_time()
-            for _ in range(RUN_LINES):
+            for _ in range(lines):
                 log.on_run(result, saved)
-            rounds.append((time.process_time() - started) / RUN_LINES * 1e6)
+            rounds.append((time.process_time() - started) / lines * 1e6)
         out[f"run_line_us_{count}"] = round(statistics.median(rounds), 1)
     out["run_line_churn_us_4096"] = round(churned_run_lines(log), 1)
     out["secret_automata_4096"] = len(SECRETS.automata())
@@ -232,15 +232,15 @@ class Window:
     """The networks of a scaling cycle, fed to the stand-in SCALE_WINDOW at a time: before each claim, those polled
     (due again only in INTERVAL_S) are taken out and new ones put in, until `total` were."""
 
-    def __init__(self, db: Any, total: int, now: Any):
-        self.db, self.total, self.fed, self.now = db, total, 0, now
+    def __init__(self, db: Any, total: int, now: Any, window: int = SCALE_WINDOW):
+        self.db, self.total, self.fed, self.now, self.window = db, total, 0, now, window
         self.polled = {"scheduledTo": {"$gt": now + timedelta(seconds=INTERVAL_S / 2)}}
 
     def top_up(self) -> None:
         from .fakeapi import GENERATED_NEWEST
 
         self.db.networks.delete_many(self.polled)
-        count = min(SCALE_WINDOW - self.db.networks.count_documents({}), self.total - self.fed)
+        count = min(self.window - self.db.networks.count_documents({}), self.total - self.fed)
         if count <= 0:
             return
         numbers = range(self.fed, self.fed + count)
@@ -285,7 +285,7 @@ def scaling_cycle(opts: Options, dbs: Any, networks: int) -> dict:
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=30, seed=i)
     db = dbs.new()
-    window = Window(db, networks, utcnow())
+    window = Window(db, networks, utcnow(), max(SCALE_WINDOW, 4 * opts.concurrency))
     window.top_up()
     with FakeProcess(fake) as url:
         meter = Meter(networks)

@@ -33,6 +33,7 @@ class Options:
     split_processes: int = 2  # the database-apart walk again, shared by this many collector processes (1: not run)
     sink: str = "opensearch"  # the sink workload's destination: opensearch (else a webhook receiver), webhook, off
     sink_networks: int = 32  # networks of `pages` pages whose items a sink delivers for its own throughput
+    run_lines: int = 5000  # run lines timed per round at each count of secrets held (goal.py)
     goal_concurrency: int = 256  # the goal's polls (goal.py): in flight at once, enough to fill a core at 200 ms
     scale_networks: str = "3000,30000"  # the scaling cycles (goal.py), comma-separated; empty: not run
     scale_latency: float = 0.05  # latency of the scaling cycles, seconds
