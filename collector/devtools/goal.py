@@ -43,7 +43,7 @@ INTERVAL_S = 86_400.0  # a network polled is not due again within the scaling cy
 
 def measure(opts: Options, floor_ms_per_poll: float) -> dict:
     """Every goal figure, each workload in a fresh interpreter; `floor_ms_per_poll` from the bench's floor."""
-    from .bench import in_child
+    from .spawned import in_child
 
     lines = in_child(run_line_costs, RUN_LINE_HELD, opts.run_lines)
     observed = in_child(observed_apart, opts)
@@ -100,17 +100,17 @@ def daemon_logging() -> None:
 
 
 def sample_run(token: str, number: int) -> tuple[Any, Any]:
-    """A 304 poll's result and save, as the run line sees them."""
+    """A 304 poll's result and save, as the run line reads them (what it reads of a RunResult; only the engine
+    makes one)."""
+    from types import SimpleNamespace
+
     from bson import ObjectId
 
     from ..engine.events import Saved
-    from ..engine.rules import Update
-    from ..engine.run import RunResult
-    from ..sdk import utcnow
 
     network = {"_id": ObjectId(), "service": "github", "user": f"user{number}@bench.test", "accessToken": token}
-    update = Update({"mode": "normal", "scheduledTo": utcnow()})
-    result = RunResult(network=network, mode="normal", update=update, at=utcnow(), requests=1, duration=0.2)
+    fields = {"mode": "normal", "status": "ok", "error": None, "items": (), "skipped": 0, "skip_reason": None}
+    result = SimpleNamespace(network=network, requests=1, duration=0.2, **fields)
     return result, Saved(new_items=0, state_saved=True)
 
 
@@ -264,13 +264,14 @@ class Window:
 
     def feed(self, collector: Any) -> None:
         """Top the window up before each of the collector's claims (inside the claim's call: database time)."""
-        claim = collector.store.claim
+        store = collector.store  # wrapped as the bench's time_store wraps it
+        claim = store.claim
 
         def fed_claim(*args: Any, **kwargs: Any) -> Any:
             self.top_up()
             return claim(*args, **kwargs)
 
-        collector.store.claim = fed_claim
+        setattr(store, "claim", fed_claim)  # noqa: B010 - an attribute the store's class defines as a method
 
 
 def scaling_cycle(opts: Options, dbs: Any, networks: int) -> dict:
