@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from ..settings import load_settings
 from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
-from .spawned import NoAnswer, answer, spawn
+from .spawned import in_child
 from .workloads import (
     PER_PAGE,
     Databases,
@@ -158,27 +157,6 @@ def measure_sink(opts: Options) -> dict:
     from . import sinkbench
 
     return in_child(sinkbench.measure, opts)
-
-
-def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
-    try:
-        conn.send(("ok", call(*args)))
-    except Exception as exc:  # the parent raises it: a bench that cannot measure says why
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def in_child(call: Callable[..., dict], *args: Any) -> dict:
-    """`call(*args)` in a fresh interpreter (spawned), its result sent back."""
-    process, pipe = spawn(_child, call, args)
-    try:
-        status, value = answer(pipe)
-    except NoAnswer as exc:
-        status, value = "error", f"the measuring process: {exc}"
-    finally:
-        process.join(timeout=60)
-    if status != "ok":
-        raise RuntimeError(f"bench: {value}")
-    return value
 
 
 def standin_apart_here(opts: Options) -> dict:
