@@ -68,7 +68,8 @@ def forms(value: str) -> frozenset[str]:
     every claim of their networks; most tokens have no character to encode, and only one form)."""
     if _UNQUOTED.fullmatch(value):
         return frozenset((value,))
-    return frozenset({value, quote(value, safe=""), quote_plus(value)})
+    # a lone surrogate (text from a server) is encoded as its UTF-8 bytes would be, never an error
+    return frozenset({value, quote(value, safe="", errors="surrogatepass"), quote_plus(value, errors="surrogatepass")})
 
 
 def variants(values: Iterable[object]) -> set[str]:

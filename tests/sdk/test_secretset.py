@@ -78,6 +78,15 @@ def test_a_value_is_matched_exactly_as_before_case_included(value):
     assert secrets.redact(f"{value} {value.swapcase()} {value.lower()}") == f"{MASK} {MASK} {MASK}"
 
 
+@pytest.mark.parametrize("held", [["sec\ud800ret-value"], ["plain-secret-9876"], ["\udfff\udfff\udfff\udfff"]])
+def test_a_text_with_lone_surrogates_is_searched_like_any_other(held):
+    """Text from a server may hold lone surrogates: the search never fails on it, and masks what it holds."""
+    secrets = Secrets()
+    secrets.add(held + tokens(2000, seed=4))
+    text = f"\udfff😀 {held[0]} \ud800 and again {held[0]}"
+    assert secrets.redact(text) == f"\udfff😀 {MASK} \ud800 and again {MASK}"
+
+
 def test_thousands_of_secrets_are_masked_in_their_percent_encoded_forms_too():
     secrets, values = Secrets(), tokens(4000, seed=5, extra="/+= &?%:@")
     secrets.add(values)
