@@ -117,7 +117,7 @@ class SecretSet:
         self._released: set[str] = set()
         self._pending: set[str] = set()  # words not in an automaton yet
         self._pruned = False  # released values were let go of: the automata may be mostly stale
-        self._levels: tuple[Level, ...] = ()  # oldest (largest) first
+        self._levels: tuple[Level, ...] = ()  # the automata a text goes through (in no order that matters)
 
     def add(self, values: Iterable[object]) -> None:
         with self._lock:
@@ -166,7 +166,8 @@ class SecretSet:
                 self._pending = set()
             while (full := crowded(levels)) is not None:
                 merged_words = frozenset().union(*(level.words for level in full))
-                levels = [level for level in levels if level not in full]
+                taken = {id(level) for level in full}
+                levels = [level for level in levels if id(level) not in taken]
                 levels.append(build(word for word in merged_words if self._live(word)))
             self._levels = tuple(level for level in levels if level.words)
 
@@ -182,7 +183,7 @@ class SecretSet:
         return out
 
     def automata(self) -> list[int]:
-        """How many words each automaton a text goes through holds, oldest first (once the set has settled)."""
+        """How many words each automaton a text goes through holds (once the set has settled)."""
         self._settle()
         return [len(level.words) for level in self._levels]
 
