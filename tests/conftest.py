@@ -69,10 +69,9 @@ def secret_values_of_this_test_only():
     word in the logs of whichever test runs next."""
     from collector.sdk.redaction import SECRETS
 
-    counts, released = SECRETS._counts.copy(), set(SECRETS._released)
+    state = SECRETS.snapshot()
     yield
-    with SECRETS._lock:
-        SECRETS._counts, SECRETS._released, SECRETS._ordered = counts, released, None
+    SECRETS.restore(state)
 
 
 @pytest.fixture(autouse=True)

@@ -42,6 +42,14 @@ BENCH_FLAGS = (
     ),
     ("sink-networks", int, "networks (of --pages pages) whose items one sink service delivers, for its throughput"),
     ("claim-networks", str, "the claim's wall time with these many networks, comma-separated (empty: not run)"),
+    ("run-lines", int, "run lines timed per round at each count of secrets held (0, 4096, 16384)"),
+    ("goal-concurrency", int, "polls in flight in the goal's all-in polls (processes_for_10M)"),
+    (
+        "scale-networks",
+        str,
+        "networks of each scaling cycle, comma-separated (100000 too: ~5 more minutes); empty: not run",
+    ),
+    ("scale-latency", float, "latency of the scaling cycles, seconds"),
     ("mongodb-uri", str, "measure against this MongoDB (a scratch database is created and dropped)"),
 )
 

@@ -14,6 +14,10 @@ Workloads:
             mongowire stand-in in its own process, or the MongoDB given), three runs each, their medians: `*_apart`.
   floor     the least CPU the same page and the same 304 cost with urllib3 (floor.py): `floor_*` fields, and
             the engine's distance to it, `engine_vs_floor_page` and `engine_vs_floor_poll` (from `*_apart`).
+  goal      the run line at 0, 4,096 and 16,384 secrets held; the 304 polls at --poll-latency with the daemon's
+            observers and 4,096 secrets held (`engine_vs_floor_poll_observed`); the all-in CPU per poll and the
+            share of a core reached (`processes_for_10M`); the engine's CPU per network in a cycle of each of
+            --scale-networks (goal.py).
   sink      the headline walk again, database apart, three runs without a sink and three while a sink service
             delivers the items it stores (`*_sink_off`, `*_sink_on`, their ratios), then that sink's own
             throughput on the items of a walk (`sink_items_per_s`): sinkbench.py (--sink: where it delivers).
@@ -27,13 +31,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from ..settings import load_settings
 from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
-from .spawned import NoAnswer, answer, spawn
+from .spawned import in_child
 from .workloads import (
     PER_PAGE,
     Databases,
@@ -73,6 +76,7 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))
+    result.update(measure_goal(opts, result))
     result.update(measure_sink(opts))
     result.update(measure_claim(opts))
     print(json.dumps(result), file=out)
@@ -149,6 +153,13 @@ def measure_claim(opts: Options) -> dict:
     return in_child(claimbench.measure, opts)
 
 
+def measure_goal(opts: Options, result: dict) -> dict:
+    """The goal's figures (goal.py): the run line by secrets held, polls with the daemon's observers, scaling."""
+    from . import goal
+
+    return goal.measure(opts, result["floor_ms_per_poll"])
+
+
 def measure_sink(opts: Options) -> dict:
     """The sink workload (sinkbench.py) in a fresh interpreter, unless --sink off."""
     if opts.sink == "off":
@@ -156,27 +167,6 @@ def measure_sink(opts: Options) -> dict:
     from . import sinkbench
 
     return in_child(sinkbench.measure, opts)
-
-
-def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
-    try:
-        conn.send(("ok", call(*args)))
-    except Exception as exc:  # the parent raises it: a bench that cannot measure says why
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def in_child(call: Callable[..., dict], *args: Any) -> dict:
-    """`call(*args)` in a fresh interpreter (spawned), its result sent back."""
-    process, pipe = spawn(_child, call, args)
-    try:
-        status, value = answer(pipe)
-    except NoAnswer as exc:
-        status, value = "error", f"the measuring process: {exc}"
-    finally:
-        process.join(timeout=60)
-    if status != "ok":
-        raise RuntimeError(f"bench: {value}")
-    return value
 
 
 def standin_apart_here(opts: Options) -> dict:

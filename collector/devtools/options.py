@@ -35,4 +35,8 @@ class Options:
     sink_networks: int = 32  # networks of `pages` pages whose items a sink delivers for its own throughput
     claim_networks: str = "3000"  # the claim's wall time at these sizes (claimbench.py; "3000,30000,100000" for the
     # scaling figures); "": not run
+    run_lines: int = 5000  # run lines timed per round at each count of secrets held (goal.py)
+    goal_concurrency: int = 256  # the goal's polls (goal.py): in flight at once, enough to fill a core at 200 ms
+    scale_networks: str = "3000,30000"  # the scaling cycles (goal.py), comma-separated; empty: not run
+    scale_latency: float = 0.05  # latency of the scaling cycles, seconds
     mongodb_uri: str = ""  # a real MongoDB (a scratch database is created and dropped); empty: mongomock

@@ -1,6 +1,7 @@
 """Processes the bench's tools start in fresh interpreters (spawned): each gets one end of a pipe and sends its
 answer on it. The parent closes the child's end at once, so a child that dies before answering ends the wait
-(end of file) instead of leaving the parent waiting for ever (bench.py, fakeapi.py, mongowire.py, scaleout.py)."""
+(end of file) instead of leaving the parent waiting for ever (bench.py, goal.py,
+fakeapi.py, mongowire.py, scaleout.py); `in_child` runs one measure so."""
 
 from __future__ import annotations
 
@@ -31,3 +32,24 @@ def answer(pipe: Any, timeout: float | None = None) -> Any:
         return pipe.recv()
     except EOFError:
         raise NoAnswer("it ended without an answer") from None
+
+
+def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
+    try:
+        conn.send(("ok", call(*args)))
+    except Exception as exc:  # the parent raises it: a bench that cannot measure says why
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def in_child(call: Callable[..., dict], *args: Any) -> dict:
+    """`call(*args)` in a fresh interpreter (spawned), its result sent back."""
+    process, pipe = spawn(_child, call, args)
+    try:
+        status, value = answer(pipe)
+    except NoAnswer as exc:
+        status, value = "error", f"the measuring process: {exc}"
+    finally:
+        process.join(timeout=60)
+    if status != "ok":
+        raise RuntimeError(f"bench: {value}")
+    return value
