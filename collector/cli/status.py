@@ -8,8 +8,10 @@ import argparse
 import contextlib
 import functools
 import io
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..exitcodes import EXIT_OK
@@ -107,13 +109,14 @@ def show_status(
 
 
 def watch_status(settings: Settings, db: Callable[[], Any], interval: float, instances: bool) -> int:
-    """`status --watch`: the report again every `interval` seconds until Ctrl-C; on a terminal it is redrawn in
-    place (cursor home, then the lines, each cleared to its end: no flicker); elsewhere one report follows another."""
-    import time
-
+    """`status --watch`: the report again every `interval` seconds until Ctrl-C (or SIGTERM); on a terminal it is
+    redrawn in place (cursor home, then the lines, each cleared to its end: no flicker); elsewhere one report
+    follows another. The signal only ends the loop: a report being read is finished first (its reads are bounded
+    by the operator's server selection), never cut inside the driver, where an interrupt could leave a lock held
+    that the client's close at exit then waits for."""
     tty = sys.stdout.isatty()
-    try:
-        while True:
+    with stop_on_signals() as stop:
+        while not stop.is_set():
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 show_status(settings, db, False, False, instances=instances)  # a database away: said on stderr
@@ -123,6 +126,23 @@ def watch_status(settings: Settings, db: Callable[[], Any], interval: float, ins
             else:
                 sys.stdout.write(text + "\n\n")
             sys.stdout.flush()
-            time.sleep(interval)
+            stop.wait(interval)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event SIGINT and SIGTERM set while inside, the handlers as they were after; off the main thread (where
+    Python takes no handler), Ctrl-C's KeyboardInterrupt sets it instead."""
+    stop = threading.Event()
+    try:
+        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        previous = {}
+    try:
+        yield stop
     except KeyboardInterrupt:
-        return EXIT_OK
+        stop.set()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

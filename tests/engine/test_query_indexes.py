@@ -100,7 +100,11 @@ def served(query: dict, sort: list[tuple[str, int]], index: list[tuple[str, int]
         same = [d for (_, d), (_, s) in zip(rest, sort, strict=False)]
         if same != [d for _, d in sort] and same != [-d for _, d in sort]:
             return False
-        return True
+        # a walk in the sort's order serves the filter only through the index's own keys: a condition on another
+        # field alone (`unauthorized: true` walked in `_id` order) reads every document to find the few
+        names = [k for k, _ in index]
+        used += bool(rest) and found.get(rest[0][0]) == "range"  # a range on the sort's key bounds the walk
+        return used > 0 or all(f in names or any(n.startswith(f + ".") for n in names) for f in found)
     if rest and found.get(rest[0][0]) == "range":
         used += 1
     return used > 0
@@ -277,6 +281,8 @@ def test_the_check_refuses_an_operator_no_index_serves(query):
         ({"heartbeatAt": {"$lte": T0}}, [("heartbeatAt", -1)], [("heartbeatAt", 1)], 1),  # backwards
         ({"sink": "a", "date": {"$gte": T0}}, [("date", 1)], [("sink", 1), ("date", 1)], 1),
         ({"sink": "a"}, [("date", 1), ("_id", 1)], [("sink", 1), ("date", 1)], 0),
+        ({"unauthorized": True}, [("_id", 1)], [("_id", 1)], 0),  # the sort's walk, filtered on another field
+        ({"unauthorized": True}, [("_id", 1)], [("unauthorized", 1), ("_id", 1)], 1),
     ],
 )
 def test_served_means_an_equality_prefix_one_range_and_the_sort_in_order(query, sort, index, ok):

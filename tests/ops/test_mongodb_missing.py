@@ -176,3 +176,29 @@ def test_the_daemon_that_gives_up_says_what_it_tried_and_what_to_do(tmp_path):
     assert f"waiting for MongoDB at {shown}" in result.stderr
     assert f"cannot reach MongoDB at {shown}: " in result.stderr
     assert "check that MongoDB runs there, or correct MONGODB_URI" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [2, 15])  # SIGINT (Ctrl-C), SIGTERM
+def test_status_watch_stopped_while_it_waits_for_mongodb_finishes_that_report_and_exits_0(tmp_path, signum):
+    """A stop that comes while a report is being read (here: waiting for a MongoDB that does not answer) ends the
+    loop once that report is done, never inside the driver: exit 0, the report's one line said, no traceback."""
+    port = free_port()
+    env_file = write_env(tmp_path / "ops.env", MONGODB_URI=f"mongodb://127.0.0.1:{port}/x")
+    err_path = tmp_path / "watch.err"
+    with open(err_path, "wb") as err:
+        process = subprocess.Popen(
+            collector_cmd("--env-file", str(env_file), "status", "--watch", "--interval", "1"),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=environment(tmp_path),
+            cwd=tmp_path,
+        )
+    try:
+        wait_until(lambda: "waiting for MongoDB at" in err_path.read_text(), timeout=60)  # inside the first read
+        process.send_signal(signum)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    said = err_path.read_text()
+    assert "cannot " in said and "MONGODB_URI" in said and "Traceback" not in said and "KeyboardInterrupt" not in said

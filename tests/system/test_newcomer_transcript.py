@@ -79,3 +79,25 @@ def test_the_readmes_tour_names_each_command_once_and_the_two_commands_first(new
     assert commands[0] == "collector demo"  # the first command's second half
     assert {"collector --check-config", "collector monitor", "collector connectors"} <= set(commands)
     assert set(newcomer.NOT_RUN) <= set(commands)  # nothing is left out that the README does not name
+
+
+def without_second_round(lines: list[str]) -> list[str]:
+    """The transcript of a run whose normal pass did not meet the rate limit: no initial passes after it."""
+    at = next(k for k, line in enumerate(lines) if line.startswith("normal pass:"))
+    after = [line for line in lines[at + 1 :] if not line.startswith(("initial pass", "  waiting"))]
+    normal = lines[at].split(" {")[0] + " {'ok': 6}"
+    return [*lines[:at], normal, *after]
+
+
+def test_whether_the_normal_pass_meets_the_rate_limit_is_the_machines_speed_not_a_drift(newcomer, shown, printed):
+    """The fake API's window is two seconds of real time: a normal pass may or may not meet its limit, and then a
+    second run of initial passes follows, storing nothing. Both shapes match; a second run that stores items or
+    leaves a network behind does not."""
+    assert newcomer.compare(shown, without_second_round(printed)) == []
+    assert newcomer.compare(without_second_round(shown), printed) == []
+    second = [k for k, line in enumerate(shown) if line.startswith("initial pass") and k > 6]
+    assert second, "the README shows the second run (it is the longer transcript)"
+    stored = [line.replace("1 networks run, 0 new items", "1 networks run, 5 new items") for line in shown]
+    assert stored != shown and newcomer.compare(shown, stored) != []
+    behind = [*shown[: second[-1]], shown[second[-1]].replace("6/6 in normal mode", "5/6 in normal mode")]
+    assert newcomer.compare(shown, [*behind, *shown[second[-1] + 1 :]]) != []

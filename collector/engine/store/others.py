@@ -152,6 +152,8 @@ class ItemStore:
         self._index(self.networks, [("user", ASCENDING)], attempts, pause)  # the sweep's skips and revivals
         self._index(self.networks, [("errors", ASCENDING)], attempts, pause)  # `status`: the erroring networks
         self._index(self.networks, [("lastError.at", ASCENDING)], attempts, pause)  # the monitor: latest errors
+        # `status --check` and the monitor: the networks waiting for re-authorisation, first few by id
+        self._index(self.networks, [("unauthorized", ASCENDING), ("_id", ASCENDING)], attempts, pause)
         self._index(self.items, [("date", ASCENDING)], attempts, pause)  # `status`: items of the last hour and day
         self._index(self.quotas, [("expiresAt", ASCENDING)], attempts, pause, expireAfterSeconds=0)
         self._index(self.collectors, [("heartbeatAt", ASCENDING)], attempts, pause, expireAfterSeconds=86400)
