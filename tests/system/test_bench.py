@@ -97,6 +97,7 @@ def test_bench_reports_every_figure_on_a_tiny_workload():
         goal_concurrency=4,
         scale_networks="20",
         scale_latency=0.0,
+        claim_networks="20",
     )
     out = io.StringIO()
     assert bench.run(opts, out=out) == 0

@@ -20,7 +20,8 @@ from helpers.proc import get, wait_until
 BENCH_TINY = "--networks 4 --pages 2 --series-networks 1 --latencies 0 --concurrency 4 --compare-concurrency 2"
 BENCH_TINY += " --poll-networks 8 --polls 40 --poll-latency 0 --cycle-networks 12 --cycle-latency 0 --quota-networks 2"
 BENCH_TINY += " --quota 5 --quota-window 1 --quota-windows 1 --quota-pages 20 --soak-runs 60 --soak-networks 5"
-BENCH_TINY += " --floor-pages 4 --floor-polls 20 --sink-networks 2 --split-processes 2"
+BENCH_TINY += " --floor-pages 4 --floor-polls 20 --sink-networks 2 --split-processes 2 --claim-networks 20"
+BENCH_TINY += " --run-lines 50 --goal-concurrency 4 --scale-networks 20 --scale-latency 0"
 
 
 def folders(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
