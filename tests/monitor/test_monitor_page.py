@@ -253,6 +253,7 @@ def test_actions_are_refused_without_the_token_and_with_it_pause_the_collectors(
 def test_the_page_says_when_the_monitor_loses_the_database_and_recovers(fleet, browser):
     open_page(browser, fleet)
     wait_until(lambda: text(browser, "#db-status") == "database: ok", timeout=60)
+    wait_until(lambda: count(browser, "#fleet tbody tr[data-instance]") >= 2, timeout=60)  # figures shown first
     fleet.wire.stop()
     try:
         wait_until(lambda: "unreachable" in text(browser, "#db-status"), timeout=60)
