@@ -14,10 +14,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from collector.connect.apps import LOOPBACK, OAUTH1, App
 from collector.connect.errors import DENIED, ConnectError
 from collector.connect.flows import Flow, Options, run_flow
-from collector.sdk import Http
-from collector.settings import settings_for_tests
 
-from helpers.authserver import AuthServer, serving
 from helpers.browser import chromium
 
 pytestmark = pytest.mark.system
@@ -58,22 +55,6 @@ class BrowserPerson:
 
     def read_secret(self, label: str, timeout: float) -> str:  # pragma: no cover
         raise AssertionError("no secret asked")
-
-
-@pytest.fixture
-def server():
-    app = AuthServer()
-    app.add_client("public-app")
-    app.store.oauth1_clients["consumer-key"] = "consumer-secret-value"
-    with serving(app) as served:
-        yield served
-
-
-@pytest.fixture
-def http():
-    client = Http(settings_for_tests(allow_private_hosts=True), pool_size=2)
-    yield client
-    client.close()
 
 
 def pkce_app(url: str) -> App:

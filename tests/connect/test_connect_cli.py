@@ -36,7 +36,7 @@ def approving(server, allow: bool = True) -> threading.Thread:
     """The person: enters the code shown as soon as there is one."""
 
     def person() -> None:
-        wait_until(lambda: server.store.devices, timeout=30)
+        wait_until(lambda: server.store.devices, timeout=60)
         (code,) = server.store.devices.values()
         decision = "allow" if allow else "deny"
         requests.post(f"{server.url}/device", data={"user_code": code["user_code"], "decision": decision}, timeout=10)

@@ -15,11 +15,10 @@ from collector.connect import oauth2
 from collector.connect.apps import APPS, DEVICE, LOOPBACK, OAUTH1, App, missing
 from collector.connect.errors import DENIED, EXPIRED, MALFORMED, REFUSED, SETTINGS, STATE, UNREACHABLE, ConnectError
 from collector.connect.flows import Flow, Options, Redirect, client_of, redirect_for, run_flow
-from collector.sdk import Http
 from collector.settings import settings_for_tests
 
 from helpers import free_port
-from helpers.authserver import USER, AuthServer, ExactClient, query_of, serving, with_query
+from helpers.authserver import USER, ExactClient, query_of, with_query
 
 
 class Person:
@@ -67,23 +66,6 @@ class Clock:
         self.store.clock[0] += seconds
         if self.on_sleep:
             self.on_sleep(len(self.waits))
-
-
-@pytest.fixture
-def server():
-    app = AuthServer()
-    app.add_client("public-app")
-    app.add_client("private-app", secret="s3cr3t-client-value")
-    app.store.oauth1_clients["consumer-key"] = "consumer-secret-value"
-    with serving(app) as served:
-        yield served
-
-
-@pytest.fixture
-def http():
-    client = Http(settings_for_tests(allow_private_hosts=True), pool_size=2)
-    yield client
-    client.close()
 
 
 def device_app(url: str) -> App:

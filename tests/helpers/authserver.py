@@ -530,7 +530,7 @@ def serving(app: AuthServer, tls: ssl.SSLContext | None = None) -> Iterator[Auth
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(10)
+        thread.join(60)
 
 
 def query_of(address: str) -> dict[str, str]:

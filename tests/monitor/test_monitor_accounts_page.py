@@ -84,11 +84,11 @@ def enabled(driver, selector: str):
 
 def open_with_token(driver, monitor, user: str) -> None:
     driver.get(monitor.url)
-    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=30)
-    wait_until(lambda: enabled(driver, "#token"), timeout=30).send_keys(TOKEN)
+    wait_until(lambda: text(driver, "#stream-status") == "live", timeout=60)
+    wait_until(lambda: enabled(driver, "#token"), timeout=60).send_keys(TOKEN)
     driver.find_element("css selector", "#search-q").send_keys(user)
     driver.find_element("css selector", "#search button").click()
-    wait_until(lambda: len(driver.find_elements("css selector", "#networks tbody tr[data-network]")) == 1, timeout=30)
+    wait_until(lambda: len(driver.find_elements("css selector", "#networks tbody tr[data-network]")) == 1, timeout=60)
 
 
 def test_a_network_is_removed_from_its_row_after_a_second_click(world, browser):
@@ -96,15 +96,15 @@ def test_a_network_is_removed_from_its_row_after_a_second_click(world, browser):
     network_id = db.networks.insert_one({"user": BO, "service": "gist", "accessToken": "bo-secret-token-1"}).inserted_id
     open_with_token(browser, monitor, BO)
     row = f'#networks tbody tr[data-network="{network_id}"]'
-    wait_until(lambda: enabled(browser, f'{row} [data-action="remove"]'), timeout=30).click()
-    wait_until(lambda: text(browser, f'{row} [data-action="remove"]') == "confirm remove", timeout=10)
+    wait_until(lambda: enabled(browser, f'{row} [data-action="remove"]'), timeout=60).click()
+    wait_until(lambda: text(browser, f'{row} [data-action="remove"]') == "confirm remove", timeout=60)
     assert db.networks.count_documents({"_id": network_id}) == 1  # one click removes nothing
-    wait_until(lambda: enabled(browser, f'{row} [data-action="remove"]'), timeout=10).click()
+    wait_until(lambda: enabled(browser, f'{row} [data-action="remove"]'), timeout=60).click()
     wait_until(
-        lambda: text(browser, "#action-result").startswith(f"removed network {network_id} gist {BO}"), timeout=30
+        lambda: text(browser, "#action-result").startswith(f"removed network {network_id} gist {BO}"), timeout=60
     )
     assert db.networks.count_documents({"_id": network_id}) == 0
-    wait_until(lambda: not browser.find_elements("css selector", row), timeout=30)  # the search shown again
+    wait_until(lambda: not browser.find_elements("css selector", row), timeout=60)  # the search shown again
     assert browser.execute_script("return window.__violations") == [] and severe(browser) == []
 
 
@@ -114,8 +114,8 @@ def test_an_unauthorised_network_is_renewed_through_a_device_code_the_page_shows
     network_id = db.networks.insert_one({**old, "unauthorized": True, "mode": "initial"}).inserted_id
     open_with_token(browser, monitor, ANN)
     row = f'#networks tbody tr[data-network="{network_id}"]'
-    wait_until(lambda: enabled(browser, f'{row} [data-action="renew"]'), timeout=30).click()
-    code = wait_until(lambda: text(browser, "#connect-code"), timeout=30)
+    wait_until(lambda: enabled(browser, f'{row} [data-action="renew"]'), timeout=60).click()
+    code = wait_until(lambda: text(browser, "#connect-code"), timeout=60)
     link = browser.find_element("css selector", "#connect-link")
     assert link.get_attribute("href") == f"{auth.url}/device" and link.text == f"{auth.url}/device"
     assert "waiting" in text(browser, "#connect-outcome")
@@ -170,21 +170,21 @@ def test_the_browser_flow_comes_back_to_the_monitor_and_the_page_says_the_networ
     monitor, db, auth = world
     with Served(monitor.wire, auth) as served:
         browser.get(served.url)
-        wait_until(lambda: text(browser, "#stream-status") == "live", timeout=30)
-        wait_until(lambda: enabled(browser, "#token"), timeout=30).send_keys(TOKEN)
-        wait_until(lambda: browser.execute_script("return document.querySelector('#connect-service').value"), 30)
+        wait_until(lambda: text(browser, "#stream-status") == "live", timeout=60)
+        wait_until(lambda: enabled(browser, "#token"), timeout=60).send_keys(TOKEN)
+        wait_until(lambda: browser.execute_script("return document.querySelector('#connect-service').value"), 60)
         browser.execute_script("document.querySelector('#connect-service').value = 'gist'")
         browser.find_element("css selector", "#connect-user").send_keys("cy@example.com")
         page = browser.current_window_handle
-        wait_until(lambda: enabled(browser, '#connect [data-action="connect"]'), timeout=30).click()
-        wait_until(lambda: text(browser, "#connect-link") == "open the service’s page", timeout=30)
+        wait_until(lambda: enabled(browser, '#connect [data-action="connect"]'), timeout=60).click()
+        wait_until(lambda: text(browser, "#connect-link") == "open the service’s page", timeout=60)
         assert browser.find_element("css selector", "#connect-link").get_attribute("href").startswith(auth.url)
         browser.find_element("css selector", "#connect-link").click()  # a new tab: the service's page
-        wait_until(lambda: len(browser.window_handles) == 2, timeout=30)
+        wait_until(lambda: len(browser.window_handles) == 2, timeout=60)
         browser.switch_to.window(next(h for h in browser.window_handles if h != page))
         try:
-            wait_until(lambda: enabled(browser, "#allow"), timeout=30).click()
-            wait_until(lambda: "the monitor has the answer" in text(browser, "body"), timeout=30)
+            wait_until(lambda: enabled(browser, "#allow"), timeout=60).click()
+            wait_until(lambda: "the monitor has the answer" in text(browser, "body"), timeout=60)
             assert browser.current_url.startswith(served.url + "connect/callback?")
         finally:
             browser.close()

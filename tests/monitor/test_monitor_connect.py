@@ -185,7 +185,7 @@ def test_a_device_flow_shows_its_code_is_pending_then_done_and_lets_its_secrets_
         status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
         assert status == 200 and answer["flow"]["status"] == "pending" and answer["flow"]["way"] == "device"
         flow_id = answer["flow"]["id"]
-        shown = wait_until(lambda: (f := flow(monitor, flow_id))["userCode"] and f, timeout=30)
+        shown = wait_until(lambda: (f := flow(monitor, flow_id))["userCode"] and f, timeout=60)
         (code,) = github.store.devices.values()
         assert shown["userCode"] == code["user_code"] and shown["verificationUri"] == f"{github.url}/device"
         assert shown["status"] == "pending" and flow(monitor, flow_id)["status"] == "pending"  # not yet entered
@@ -196,7 +196,7 @@ def test_a_device_flow_shows_its_code_is_pending_then_done_and_lets_its_secrets_
     (network,) = db.networks.find()
     assert done["status"] == "done" and done["network"] == str(network["_id"]) and "added" in done["message"]
     assert network["user"] == EMAIL and network["accessToken"] in github.store.tokens
-    wait_until(lambda: network["accessToken"] not in SECRETS._counts, timeout=10)  # let go of: no longer held
+    wait_until(lambda: network["accessToken"] not in SECRETS._counts, timeout=60)  # let go of: no longer held
     assert SECRETS.redact(f"x {network['accessToken']} y") == "x *** y"  # and still masked a while
     lines = [r.getMessage() for r in caplog.records if r.name == "collector.monitor"]
     assert any(
@@ -216,7 +216,7 @@ def test_an_unauthorized_network_is_renewed_in_place_and_a_denial_is_one_line(db
     status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
     assert status == 200 and f"renewing network {network_id}" in answer["message"]
     flow_id = answer["flow"]["id"]
-    approve(github, wait_until(lambda: flow(monitor, flow_id)["userCode"], timeout=30))
+    approve(github, wait_until(lambda: flow(monitor, flow_id)["userCode"], timeout=60))
     done = ended(monitor, flow_id)
     assert done["status"] == "done" and f"network {network_id} renewed" in done["message"]
     network = db.networks.find_one({"_id": network_id})
@@ -224,7 +224,7 @@ def test_an_unauthorized_network_is_renewed_in_place_and_a_denial_is_one_line(db
     db.networks.update_one({"_id": network_id}, {"$set": {"unauthorized": True}})
     status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
     flow_id = answer["flow"]["id"]
-    approve(github, wait_until(lambda: flow(monitor, flow_id)["userCode"], timeout=30), allow=False)
+    approve(github, wait_until(lambda: flow(monitor, flow_id)["userCode"], timeout=60), allow=False)
     failed = ended(monitor, flow_id)
     assert failed["status"] == "failed" and "denied" in failed["message"] and "\n" not in failed["message"]
     assert db.networks.find_one({"_id": network_id})["unauthorized"] is True
@@ -256,7 +256,7 @@ def test_the_code_flow_comes_back_to_the_monitor_and_a_state_of_no_waiting_flow_
     status, answer = post(monitor, "/api/connect", body)
     assert status == 200 and answer["flow"]["way"] == "browser"
     flow_id = answer["flow"]["id"]
-    opened = wait_until(lambda: flow(monitor, flow_id)["openUrl"], timeout=30)
+    opened = wait_until(lambda: flow(monitor, flow_id)["openUrl"], timeout=60)
     asked = parse_qs(urlsplit(opened).query)
     assert asked["redirect_uri"] == ["http://127.0.0.1:8089/connect/callback"] and asked["code_challenge_method"]
     for forged in ({"code": ["c-forged-1"], "state": ["not-the-state"]}, {"code": ["c-forged-2"]}, {}):
@@ -317,7 +317,7 @@ def test_a_monitor_that_stops_ends_its_flows_without_writing(db, monitor, github
         pkce(monitor, github)
     status, answer = post(monitor, "/api/connect", {"service": "github", "user": EMAIL})
     flow_id = answer["flow"]["id"]
-    wait_until(lambda: (f := flow(monitor, flow_id))["userCode"] or f["openUrl"], timeout=30)
+    wait_until(lambda: (f := flow(monitor, flow_id))["userCode"] or f["openUrl"], timeout=60)
     monitor.connections.close()
     failed = ended(monitor, flow_id)
     assert failed["status"] == "failed" and "the monitor stopped" in failed["message"]
