@@ -105,6 +105,17 @@ def on_database(work: Callable[[argparse.Namespace, Settings, Any], int]) -> Han
     return handler
 
 
+def wait_arg(text: str) -> float:
+    """Seconds to wait, 0 (not at all) to an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not from 0 to 3600 seconds")
+    return value
+
+
 def seconds_arg(text: str) -> float:
     try:
         value = float(text)

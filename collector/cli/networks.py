@@ -16,7 +16,7 @@ from typing import Any
 from ..exitcodes import EXIT_NO, EXIT_OK, EXIT_USAGE
 from ..ops import STATES
 from ..settings import Settings
-from .common import Commands, Handler, complain, dumps, on_database, printable
+from .common import Commands, Handler, complain, dumps, on_database, printable, wait_arg
 
 
 def limit_arg(text: str) -> int:
@@ -118,9 +118,16 @@ def register_accounts(verbs: Any) -> tuple[argparse.ArgumentParser, argparse.Arg
     removing = verbs.add_parser(
         "remove",
         description="Remove a network (its items are kept).",
-        help="delete a network (items kept; refused while a collector runs it)",
+        help="delete a network (items kept; one a collector runs is waited for, then deleted)",
     )
     removing.add_argument("id", metavar="ID")
+    removing.add_argument(
+        "--wait",
+        type=wait_arg,
+        default=60.0,
+        metavar="SECONDS",
+        help="wait up to this long for a collector running it to finish and let go (0: refuse at once)",
+    )
     return adding, removing
 
 
@@ -320,8 +327,10 @@ def read_credentials(path: str | None, names: list[str]) -> dict[str, str]:
 @on_networks
 def remove_network(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     """`networks remove`: the network deleted (items kept), or why not."""
+    from ..ops.users import Patience
     from ..ops.users import remove_network as remove
     from ..sdk.timeutil import utcnow
 
-    print(printable(remove(db, args.id, now=utcnow(), lease_seconds=settings.lease_seconds)))
+    patience = Patience(args.wait)
+    print(printable(remove(db, args.id, now=utcnow(), lease_seconds=settings.lease_seconds, patience=patience)))
     return EXIT_OK

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..exitcodes import EXIT_NO, EXIT_OK
 from ..settings import Settings
-from .common import Commands, dumps, printable
+from .common import Commands, dumps, printable, wait_arg
 from .networks import on_networks
 
 
@@ -29,6 +29,13 @@ def register(commands: Commands) -> None:
     deleting.add_argument("email", metavar="EMAIL")
     deleting.add_argument("--items", action="store_true", help="delete the items collected for them too")
     deleting.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
+    deleting.add_argument(
+        "--wait",
+        type=wait_arg,
+        default=60.0,
+        metavar="SECONDS",
+        help="wait up to this long for a collector running one of them to finish and let go (0: refuse at once)",
+    )
     exporting = verbs.add_parser(
         "export",
         description="Print a person's networks (secrets masked) and items as JSON Lines.",
@@ -42,12 +49,15 @@ def register(commands: Commands) -> None:
 @on_networks
 def delete_user(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     """`users delete`: a line per network, then the items; exit 1 when a collector took one meanwhile."""
+    from ..ops.users import Patience
     from ..ops.users import delete_user as delete
     from ..sdk.timeutil import utcnow
 
+    patience = Patience(args.wait)
     done = delete(
-        db, args.email, items=args.items, dry_run=args.dry_run, now=utcnow(), lease_seconds=settings.lease_seconds
-    )
+        db, args.email, items=args.items, dry_run=args.dry_run, now=utcnow(), lease_seconds=settings.lease_seconds,
+        patience=patience,
+    )  # fmt: skip
     verb = "would delete" if args.dry_run else "deleted"
     for line in done.networks:
         print(printable(f"{verb} network {line}"))

@@ -71,7 +71,7 @@ def test_remove_of_no_network_or_a_query_deletes_nothing(cli_db, capsys, key, co
 
 def test_remove_refuses_a_network_a_collector_runs_now(cli_db, capsys):
     ids = seed(cli_db, lease=timedelta(minutes=3))
-    assert cli.main(["networks", "remove", ids["yt"]]) == 1
+    assert cli.main(["networks", "remove", ids["yt"], "--wait", "0"]) == 1
     err = capsys.readouterr().err
     assert f"network {ids['yt']} youtube ann@x.test is being run by box-1: nothing deleted" in err
     assert cli_db.networks.count_documents({}) == 5
@@ -144,7 +144,7 @@ def test_users_delete_takes_the_persons_networks_and_with_items_their_items_only
 
 def test_users_delete_refuses_while_a_collector_runs_one_of_the_networks(cli_db, capsys):
     ids = seed(cli_db, lease=timedelta(seconds=30))
-    assert cli.main(["users", "delete", "ann@x.test", "--items"]) == 1
+    assert cli.main(["users", "delete", "ann@x.test", "--items", "--wait", "0"]) == 1
     assert f"network {ids['yt']} youtube ann@x.test is being run by box-1" in capsys.readouterr().err
     assert cli_db.networks.count_documents({}) == 5 and cli_db.items.count_documents({}) == 4
     assert cli.main(["users", "delete", "ann@x.test", "--dry-run"]) == 0
@@ -177,3 +177,57 @@ def test_users_export_is_json_lines_without_a_secret(cli_db, capsys):
     assert {i["user"] for i in items} == {"ann@x.test"}
     assert next(i for i in items if i["itemId"] == "1")["title"] == "Ann's \x1b[31mstar\x1b[0m ✓"  # escaped, whole
     assert next(i for i in items if i["itemId"] == "2")["date"] == "2026-06-01T12:00:00.000Z"
+
+
+class Collector:
+    """A collector holding a network: its run ends (its save lets the lease go) after `runs_for` of the command's
+    pauses, or never (None); the clock moves with each pause."""
+
+    def __init__(self, db, network_id, runs_for):
+        self.db, self.network_id, self.runs_for, self.pauses = db, network_id, runs_for, 0
+        self.now = utcnow()
+
+    def clock(self):
+        return self.now
+
+    def pause(self, seconds):
+        self.pauses += 1
+        self.now += timedelta(seconds=seconds)
+        if self.runs_for is not None and self.pauses >= self.runs_for:
+            fields = {"leaseOwner": "", "leaseUntil": "", "leaseToken": ""}
+            self.db.networks.update_one({"_id": self.network_id}, {"$unset": fields, "$set": {"page": 4}})
+
+
+@pytest.mark.parametrize("runs_for", [1, 3, 20])
+def test_a_network_in_flight_is_removed_once_its_collector_lets_it_go(db, runs_for):
+    ids = seed(db, lease=timedelta(minutes=3))
+    network_id = ObjectId(ids["yt"])
+    collector = Collector(db, network_id, runs_for)
+    patience = users.Patience(30, collector.clock, collector.pause)
+    said = users.remove_network(db, ids["yt"], now=collector.clock(), patience=patience)
+    assert said.startswith(f"removed network {ids['yt']} youtube") and collector.pauses == runs_for
+    assert db.networks.count_documents({"_id": network_id}) == 0 and db.networks.count_documents({}) == 4
+
+
+def test_a_network_its_collector_keeps_past_the_wait_is_left_as_it_was(db):
+    ids = seed(db, lease=timedelta(minutes=3))
+    collector = Collector(db, ObjectId(ids["yt"]), None)
+    patience = users.Patience(10, collector.clock, collector.pause)
+    with pytest.raises(NetworkInFlight, match="is being run by box-1: nothing deleted"):
+        users.remove_network(db, ids["yt"], now=collector.clock(), patience=patience)
+    assert collector.pauses == 10 and db.networks.count_documents({}) == 5
+
+
+@pytest.mark.parametrize(("runs_for", "deleted"), [(2, True), (None, False)])
+def test_users_delete_waits_for_the_networks_in_flight_then_deletes_them_and_the_items(db, runs_for, deleted):
+    ids = seed(db, lease=timedelta(minutes=3))
+    collector = Collector(db, ObjectId(ids["yt"]), runs_for)
+    patience = users.Patience(5, collector.clock, collector.pause)
+    if deleted:
+        done = users.delete_user(db, "ann@x.test", items=True, now=collector.clock(), patience=patience)
+        assert len(done.networks) == 2 and done.items == 2 and not done.refused
+        assert {cli_id(d["_id"]) for d in db.networks.find()} == {ids["bob"], ids["odd"], ids["list"]}
+    else:
+        with pytest.raises(NetworkInFlight):
+            users.delete_user(db, "ann@x.test", items=True, now=collector.clock(), patience=patience)
+        assert db.networks.count_documents({}) == 5 and db.items.count_documents({}) == 4
