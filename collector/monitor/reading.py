@@ -48,6 +48,9 @@ def read_fleet(db: Any, now: datetime) -> list[dict[str, Any]]:
     return list(db.collectors.find(recent, FLEET_FIELDS).sort("heartbeatAt", -1).limit(MAX_COLLECTORS))
 
 
+RENEWALS = 10  # networks waiting for re-authorisation the page names (status --check counts them all)
+
+
 def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> dict[str, Any]:
     """The work, leases judged by LEASE_SECONDS (`lease_seconds`), and the sinks (ops/sinks.py `gather`)."""
     modes: dict[str, dict[str, Any]] = {m: status.empty_mode() for m in ("initial", "normal")}
@@ -63,6 +66,10 @@ def read_work(db: Any, now: datetime, lease_seconds: float = LEASE_DEFAULT) -> d
         "items": status.count_items(db, now),
         "pauses": pauses,
         "behind": [n for mode in modes for n in behind(db, mode, now, lease_seconds)],
+        # the networks waiting for re-authorisation (a token the service refused), first by id: `renew` renews them
+        "renewals": list(
+            db.networks.find({"unauthorized": True}, {"user": 1, "service": 1}).sort("_id", 1).limit(RENEWALS)
+        ),
         "sinks": read_sinks(db),
         # whole documents: a credential anywhere in one is masked where its error message repeats it (view.py)
         "errors": list(

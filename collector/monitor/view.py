@@ -125,6 +125,7 @@ def work(read: dict[str, Any], now: datetime) -> dict[str, Any]:
         "pauses": [pause(p, now) for p in read["pauses"]],
         "behind": sorted((behind(n, at) for n in read["behind"]), key=lambda r: -r["lagS"])[:10],
         "errors": [error_row(n) for n in read["errors"]],
+        "renewals": [renewal(n) for n in read.get("renewals") or []],
         "sinks": sinks(read.get("sinks") or [], at),
     }
 
@@ -207,6 +208,16 @@ def last_error(network: dict[str, Any]) -> dict[str, Any] | None:
         "kind": text(error.get("kind")),
         "message": text(error.get("message"), MESSAGE, hidden),
         "at": when(error.get("at")),
+    }
+
+
+def renewal(network: dict[str, Any]) -> dict[str, Any]:
+    """A network waiting for re-authorisation, as the page names it: its id (as `networks list` prints it), user
+    and service, printable."""
+    return {
+        "id": text(format_id(network.get("_id")), 200),
+        "user": text(network.get("user")),
+        "service": text(network.get("service")),
     }
 
 

@@ -320,3 +320,22 @@ def test_the_address_listened_on_and_the_machine_s_names_are_its_own():
         assert app.local_host(header, names), (host, header)
         assert not app.local_host("other.example.org", names) and not app.local_host(f"x.{header}", names)
     assert not app.local_host("monitor.example.org", app.own_names("127.0.0.1"))
+
+
+def test_the_networks_waiting_for_re_authorisation_are_named_first_by_id_printable(db):
+    from bson import ObjectId
+
+    ids = [ObjectId(f"6b14{k:020x}") for k in range(12)]
+    for k, network_id in enumerate(ids):
+        user = "evil\x1b[31m@x.test" if k == 0 else f"u{k}@x.test"
+        db.networks.insert_one({"_id": network_id, "user": user, "service": "github", "unauthorized": True})
+    db.networks.insert_one({"_id": "@odd", "user": "odd@x.test", "service": "reddit", "unauthorized": True})
+    for flag in ("true", 1, False, None):  # only the flag the collector writes counts
+        db.networks.insert_one({"user": f"flag-{flag}@x.test", "service": "github", "unauthorized": flag})
+    shown = snapshot(make(db))["work"]["renewals"]
+    assert len(shown) == 10  # the first ten by id (BSON's order: a string before an ObjectId); --check counts all
+    assert shown[0] == {"id": '"@odd"', "user": "odd@x.test", "service": "reddit"}  # an id that reads back as one
+    assert [r["id"] for r in shown[1:3]] == [str(ids[0]), str(ids[1])] and "\x1b" not in shown[1]["user"]
+    assert not any(r["user"].startswith("flag-") for r in shown)
+    db.networks.update_many({}, {"$unset": {"unauthorized": ""}})
+    assert snapshot(make(db))["work"]["renewals"] == []

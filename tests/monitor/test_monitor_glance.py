@@ -39,6 +39,7 @@ EMPTY = {
     "pauses": "no pause in force",
     "sinks": "no sink",
     "behind": "no network behind",
+    "renewals": "no network waits for re-authorisation",
     "errors": "no error",
 }
 

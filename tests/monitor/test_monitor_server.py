@@ -22,10 +22,10 @@ from collector.monitor.app import Monitor
 from helpers.proc import wait_until
 
 pytestmark = pytest.mark.system
-# find collectors; on networks 6 aggregates (status's counts, per mode and service, through the index's ranges) and 5
-# finds (the most behind, in and not yet in the due range; the networks waiting for re-authorisation); 2 aggregates
-# and a count on items; find control; find sinks
-PER_REFRESH = 17
+# find collectors; on networks 6 aggregates (status's counts, per mode and service, through the index's ranges) and 6
+# finds (the most behind, in and not yet in the due range, per mode; the latest errors; the networks waiting for
+# re-authorisation); 2 aggregates and a count on items; find control; find sinks
+PER_REFRESH = 18
 
 
 class Commands(monitoring.CommandListener):

@@ -589,6 +589,11 @@
     { cls: "num", get: (b) => fmtDur(b.lagS) },
     { cls: "num", get: (b) => fmtInt(b.errors) },
   ];
+  const RENEWALS = [
+    { cls: "id mono", get: (r) => r.id },
+    { cls: "user", get: (r) => r.user },
+    { cls: "service", get: (r) => r.service },
+  ];
   const ERRORS = [
     { cls: "at", get: (e) => fmtTime(e.at) },
     { cls: "service", get: (e) => e.service },
@@ -618,6 +623,10 @@
     });
     syncRows($("#behind tbody"), work.behind, BEHIND, MAX_ROWS, (tr, b) => {
       setAttr(tr, "data-network", b.id);
+      toggle(tr, "clickable", true);
+    });
+    syncRows($("#renewals tbody"), work.renewals, RENEWALS, MAX_ROWS, (tr, r) => {
+      setAttr(tr, "data-network", r.id); // a click opens it below, where "renew" runs a connect flow
       toggle(tr, "clickable", true);
     });
     syncRows($("#errors tbody"), work.errors, ERRORS, MAX_ROWS);
@@ -1064,6 +1073,7 @@
     loadServices();
     $("#networks tbody").addEventListener("click", onNetworksClick);
     $("#behind tbody").addEventListener("click", onBehindClick);
+    $("#renewals tbody").addEventListener("click", onBehindClick);
     $('#actions-section [data-action="pause"]').addEventListener("click", onPause);
     $('#actions-section [data-action="resume"]').addEventListener("click", onResume);
     setInterval(tickAges, 1000);
