@@ -44,6 +44,7 @@ NORMAL = re.compile(r"^normal pass: (\d+) networks run, (\d+) new items (\{.*\})
 SINK = re.compile(r"^sink: (.*) in \d+(\.\d+)? s$")
 NOT_RUN = {  # commands the README names that this check leaves out, each with why
     "collector bench": "its defaults take about 5 minutes (docs/performance.md); the suite runs it on a tiny workload",
+    "collector connect": "the command's name in the docs table, not a command line: the tour's own line runs it",
 }
 VARYING = {"requests", "rate_limited_runs", "elapsed_s", "sinks"}  # the summary's figures that vary between runs
 
@@ -291,6 +292,7 @@ def see_and_stop(tour: Tour, database: subprocess.Popen, initial: Any, normal: A
     if "MongoDB upgrade" not in tour.once("collector status"):
         raise SystemExit("newcomer: `collector status` does not show the pause and its reason")
     tour.once(resume)
+    connect(tour)
     tour.stop(initial)
     tour.stop(normal, signal.SIGINT)  # Ctrl-C
     for command in ("collector monitor", "collector sink", "collector sinks status", "collector connectors"):
@@ -325,6 +327,17 @@ def sink(tour: Tour, command: str) -> None:
 def sinks_status(tour: Tour, command: str) -> None:
     if "hooks" not in tour.once(command):
         raise SystemExit(f"newcomer: `{command}` does not show the sink hooks")
+
+
+def connect(tour: Tour) -> None:
+    """The tour's `collector connect github --user …` as a newcomer first runs it, with no application registered
+    yet: one line naming the setting to set and where to register the application (exit 2), nothing written. The
+    flow itself is tested against a real authorisation server in the suite (tests/connect/)."""
+    (command,) = (c for c in tour_commands() if c.startswith("collector connect github"))
+    said = tour.once(f"{command} </dev/null", codes=(2,))
+    tour.ran.add(command)
+    if "GITHUB_CLIENT_ID" not in said or "https://github.com/settings/developers" not in said:
+        raise SystemExit(f"newcomer: `{command}` without an application does not say what to set and where")
 
 
 def connectors(tour: Tour, command: str) -> None:
