@@ -47,8 +47,13 @@ def bundle(ours, tmp_path):
     return str(ours.bundle(tmp_path))
 
 
+# A deadline far from any cause these tests name: on a loaded machine the resolver's "no such name" can take
+# seconds, and a deadline that fires first would name itself instead of the cause
+DEADLINE = 60.0
+
+
 def http(ca: str = "") -> Http:
-    return Http(settings_for_tests(allow_private_hosts=True, ca_bundle=ca))
+    return Http(settings_for_tests(allow_private_hosts=True, ca_bundle=ca, http_timeout=DEADLINE))
 
 
 def collector_error(url: str, ca: str = "") -> str:
@@ -63,7 +68,7 @@ def collector_error(url: str, ca: str = "") -> str:
 
 
 def hook(url: str, ca: str = "", private: bool = True) -> WebhookSink:
-    config = replace(sink_config(WebhookSink, url, name="hook", SECRET=WEBHOOK_SECRET), timeout=10.0)
+    config = replace(sink_config(WebhookSink, url, name="hook", SECRET=WEBHOOK_SECRET), timeout=DEADLINE)
     settings = settings_for_tests(allow_private_hosts=private, ca_bundle=ca)
     return WebhookSink(config, make_http(config, settings, WebhookSink.checks_addresses))
 
@@ -286,7 +291,7 @@ def test_the_collectors_last_error_and_run_log_line_name_the_cause(db, ours, tmp
         for base, cause in cases:
             db.networks.delete_many({})
             doc = add_network(db)
-            settings = settings_for_tests(github_api_url=base)
+            settings = settings_for_tests(github_api_url=base, http_timeout=DEADLINE)
             with caplog.at_level(logging.INFO):
                 run_once(db, "initial", settings, now=T0)
             error = db.networks.find_one({"_id": doc["_id"]})["lastError"]
