@@ -162,8 +162,13 @@ class Lifecycle:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
     @contextlib.contextmanager
-    def installed(self, loop: Any = None) -> Iterator[Lifecycle]:
+    def installed(self, loop: Any = None, early: StartupSignals | None = None) -> Iterator[Lifecycle]:
+        """Its handlers for the block. `early`: the start-up's handlers, replaced here; a SIGHUP they caught asks
+        for a reload. Read once this lifecycle's handlers are in place, so that a SIGHUP arriving at any moment
+        lands in one of the two and is never lost."""
         found = self.install(loop)
+        if early is not None and early.hangup:
+            self.reload_wanted = True
         try:
             yield self
         finally:

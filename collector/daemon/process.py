@@ -360,9 +360,8 @@ def _serve(
     daemon = Daemon(collector, mode)
     daemon.configure_logging = setup_logging
     daemon.load_settings = partial(load_checked, env_file=env_file)  # a bad sink setting refuses it too
-    daemon.reload_wanted = early.hangup  # a SIGHUP during start-up is applied at the loop's first round
     try:
-        with daemon.lifecycle.installed():
+        with daemon.lifecycle.installed(early=early):  # a SIGHUP during start-up is applied at the loop's first round
             return daemon.run(once=once)
     finally:
         collector.close()

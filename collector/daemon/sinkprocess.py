@@ -300,10 +300,9 @@ def _serve(settings: Settings, once: bool, env_file: str | None, metrics_port: i
     process = SinkProcess(service, settings, configs, registry)
     process.load_settings = partial(load_settings, env_file=env_file)
     process.configure_logging = setup_logging
-    process.lifecycle.reload_wanted = early.hangup  # a SIGHUP during start-up is applied before the first round
     server = None if once else start_metrics(process, metrics_port, metrics_addr)
     try:
-        with process.lifecycle.installed():
+        with process.lifecycle.installed(early=early):  # a SIGHUP during start-up is applied before the first round
             return process.run(once=once)
     finally:
         if server is not None:

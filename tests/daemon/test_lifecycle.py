@@ -332,3 +332,31 @@ def test_the_sink_service_and_the_monitor_give_back_the_signal_handlers_they_fou
     assert serve.run(monitor, "127.0.0.1", 0, ready=ready) == 0
     assert ports and ports[0] > 0
     assert all(signal.getsignal(s) is mine for s in lifecycle.HANDLED)
+
+
+def test_a_sighup_at_any_moment_of_the_start_up_asks_for_a_reload(handlers):
+    early = lifecycle.StartupSignals().install()
+    process = Lifecycle()
+    with process.installed(early=early):
+        assert not process.reload_wanted  # none came
+    os.kill(os.getpid(), signal.SIGHUP)  # caught by the start-up's handler...
+    assert early.hangup
+    with process.installed(early=early):
+        assert process.reload_wanted  # ...and asked for once the lifecycle's own are in place
+
+
+def test_the_sink_service_loses_no_sighup_sent_once_its_metrics_serve(handlers, monkeypatch):
+    """A SIGHUP sent as soon as /metrics answers (what an operator's `systemctl reload` after a start may do) came
+    while the start-up's handler was still in place, after its flag had been read: the reload was lost."""
+    from collector.daemon import sinkprocess
+    from collector.devtools.mongowire import WireServer
+    from collector.settings import settings_for_tests
+
+    def metrics_then_sighup(process, port, addr):
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.setattr(sinkprocess, "start_metrics", metrics_then_sighup)
+    monkeypatch.setattr(sinkprocess.SinkProcess, "run", lambda self, once=False: int(not self.lifecycle.reload_wanted))
+    with WireServer() as wire:
+        settings = settings_for_tests(mongodb_uri=wire.uri, sinks=())
+        assert sinkprocess.serve(settings, once=False, env_file=None, metrics_port=1, metrics_addr="127.0.0.1") == 0
