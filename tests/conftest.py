@@ -19,7 +19,7 @@ from hypothesis import settings as hypothesis_settings
 
 from collector.settings import settings_for_tests
 
-from helpers import API
+from helpers import API, scheduling
 
 # what the header says the whole run takes (README, CONTRIBUTING): measured with `-n auto` on two cores
 SUITE_SIZE = "about 3,100 tests, about 4½ minutes with -n auto on two cores"
@@ -35,6 +35,18 @@ def pytest_xdist_auto_num_workers(config):
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
         return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
     return 2 * len(os.sched_getaffinity(0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (pyproject's addopts) as tests/helpers/scheduling.py keeps it: a module marked
+    `xdist_group` runs on one worker whatever the pytest version, and the costliest work is sent first."""
+    return scheduling.make_scheduler(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """On xdist's workers, the costliest tests first (helpers.scheduling.rank)."""
+    scheduling.sort_costliest_first(items)
 
 
 def pytest_report_header(config):
