@@ -6,7 +6,8 @@ ETag/If-None-Match (a 304 costs no quota, as on GitHub), 401 for an unknown toke
 an answer leaves `latency` seconds after its request came in, the fake's own work (finding the stars, gzip)
 done within that time, as a real server's work is part of the latency its clients see. Done after the wait,
 the work of 64 answers due together queued in the fake's one interpreter and added its own spread to the
-latency the bench names.
+latency the bench names. Setting `released` lets every answer still waiting leave at once (a test's slow host
+that must not hold up the collector's graceful stop).
 Histories can be explicit lists or generated on the fly (any number of users and stars, no memory per star; the
 stars themselves are stars.py's); `prerender_per_page` has every page of that size rendered and gzipped before
 serving (`collector bench`: the server's CPU is then not spent on the cores the collector is measured on, as a
@@ -99,15 +100,17 @@ class FakeGitHub:
     rendered: dict[tuple, Gzipped] = field(default_factory=dict)  # (token, version, page, per_page): body
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=random.Random)
+    released: threading.Event = field(default_factory=threading.Event)  # set: every answer leaves now, not later
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["lock"] = None  # locks do not pickle; a copy gets its own
+        state["lock"] = state["released"] = None  # locks and events do not pickle; a copy gets its own
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.lock = threading.Lock()
+        self.released = threading.Event()
         self.rng = random.Random(self.seed)
 
     def delay(self) -> float:
@@ -252,8 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         reply = self._reply(status, headers, body, gzip_ok="gzip" in self.headers.get("Accept-Encoding", ""))
         wait = due - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
+        if wait > 0 and not fake.released.is_set():
+            fake.released.wait(wait)
         self.wfile.write(reply)
         with fake.lock:
             fake.busy_s += time.perf_counter() - due  # the answer's writing, and how late past its latency it left

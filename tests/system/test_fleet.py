@@ -128,8 +128,8 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
     from helpers.proc import collector_cmd
 
     # a slow host: the runs stay in flight while we look, long enough for a few `status` processes on a loaded
-    # machine (each one's start alone can take seconds there); a graceful stop waits for them at the end
-    fake = FakeGitHub(latency=25.0)
+    # machine (each one's start alone can take seconds there); released before the graceful stop, which waits for them
+    fake = FakeGitHub(latency=120.0)
     with WireServer() as wire, FakeServer(fake) as api:
         db = MongoClient(wire.uri, tz_aware=True).get_default_database()
         for k in range(3):
@@ -141,7 +141,7 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
             GITHUB_API_URL=api,
             HEARTBEAT_SECONDS=1,
             LOOP_IDLE_PAUSE=1,
-            HTTP_TIMEOUT=30,
+            HTTP_TIMEOUT=180,
             LOG_LEVEL="INFO",
         )
         daemon = start(["--mode", "initial", "--instance-id", "box-slow"], env_file, tmp_path / "c.log")
@@ -171,6 +171,7 @@ def test_status_instances_shows_what_each_collector_runs_now_and_watch_repeats_t
             assert watch.returncode == 0, err
             assert out.count("collector status at") >= 2 and "\x1b[" not in out  # not a terminal: report after report
         finally:
+            fake.released.set()
             stop(daemon)
 
 
