@@ -142,3 +142,18 @@ def stop(process: subprocess.Popen, timeout: float = 60) -> int:
     if process.poll() is None:
         process.terminate()
     return process.wait(timeout)
+
+
+def fresh_tmpdir(base: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A fresh empty TMPDIR under `base`, a working folder apart from it, and the environment naming that TMPDIR
+    (no COLLECTOR_ or MONITOR_ setting of the test run's own): for a command that must leave TMPDIR empty."""
+    temp, work = base / "tmp", base / "work"
+    temp.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLLECTOR_", "MONITOR_"))}
+    return temp, work, {**env, "TMPDIR": str(temp)}
+
+
+def left_in(temp: Path) -> list[str]:
+    """Whatever is in `temp`, each path relative to it."""
+    return sorted(str(path.relative_to(temp)) for path in temp.rglob("*"))

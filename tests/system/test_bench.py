@@ -1,12 +1,26 @@
-"""`collector bench` on a tiny workload: it runs every part and reports every figure, consistently (no timing
-asserts: speed is what the command reports, not what tests check)."""
+"""`collector bench` on a tiny workload, a real process: it runs every part and reports every figure, consistently
+(no timing asserts: speed is what the command reports, not what tests check), and leaves its TMPDIR empty. The one
+run serves both (the module is one xdist group: a tiny bench takes half a minute)."""
 
 from __future__ import annotations
 
-import io
 import json
+import subprocess
+import sys
+
+import pytest
 
 from collector.devtools import bench
+
+from helpers.proc import fresh_tmpdir, left_in
+
+pytestmark = pytest.mark.xdist_group("bench_tiny")
+
+BENCH_TINY = "--networks 4 --pages 2 --series-networks 1 --latencies 0 --concurrency 4 --compare-concurrency 2"
+BENCH_TINY += " --poll-networks 8 --polls 40 --poll-latency 0 --cycle-networks 12 --cycle-latency 0 --quota-networks 2"
+BENCH_TINY += " --quota 5 --quota-window 1 --quota-windows 1 --quota-pages 20 --soak-runs 60 --soak-networks 5"
+BENCH_TINY += " --floor-pages 4 --floor-polls 20 --sink-networks 2 --split-processes 2 --claim-networks 20"
+BENCH_TINY += " --run-lines 50 --goal-concurrency 4 --scale-networks 20 --scale-latency 0"
 
 FIELDS = (
     "networks",
@@ -70,38 +84,29 @@ def assert_sink_figures(result: dict, walk_items: int, items: int) -> None:
     assert rate is None or (rate > 0 and result["sink_cpu_ms_per_item"] > 0)
 
 
-def test_bench_reports_every_figure_on_a_tiny_workload():
-    opts = bench.Options(
-        networks=4,
-        pages=2,
-        series_networks=1,
-        latencies="0",
-        concurrency=4,
-        compare_concurrency=2,
-        poll_networks=8,
-        polls=40,
-        poll_latency=0.0,
-        cycle_networks=12,
-        cycle_latency=0.0,
-        quota_networks=2,
-        quota=5,
-        quota_window=1,
-        quota_windows=1,
-        quota_pages=20,
-        soak_runs=60,
-        soak_networks=5,
-        floor_pages=4,
-        floor_polls=20,
-        sink_networks=2,
-        run_lines=50,
-        goal_concurrency=4,
-        scale_networks="20",
-        scale_latency=0.0,
-        claim_networks="20",
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[dict, list[str]]:
+    """One `collector bench` on the tiny workload, run as a user runs it, with TMPDIR a fresh empty folder: its
+    report, and whatever it left in that folder."""
+    temp, work, env = fresh_tmpdir(tmp_path_factory.mktemp("bench"))
+    done = subprocess.run(
+        [sys.executable, "-m", "collector", "bench", *BENCH_TINY.split()],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    out = io.StringIO()
-    assert bench.run(opts, out=out) == 0
-    result = json.loads(out.getvalue())
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout), left_in(temp)
+
+
+def test_the_bench_leaves_its_temporary_folder_empty(tiny):
+    assert tiny[1] == []
+
+
+def test_bench_reports_every_figure_on_a_tiny_workload(tiny):
+    result = tiny[0]
     assert set(FIELDS) <= set(result)
     assert result["networks"] == 4 and result["database"] == "mongomock"
     assert [(p["concurrency"], p["tasks"]) for p in result["points"]] == [(2, 8), (4, 8)]  # 4 networks x 2 pages

@@ -1,11 +1,11 @@
-"""Nothing is left behind in the temporary folder: `collector demo`, `collector demo --serve` stopped by Ctrl-C or
-SIGTERM once it is up, and a small `collector bench`, each a real process with TMPDIR a fresh empty folder that is
-empty again when it ends. A fleet that failed keeps its logs there, and says where."""
+"""Nothing is left behind in the temporary folder: `collector demo` and `collector demo --serve` stopped by Ctrl-C
+or SIGTERM once it is up, each a real process with TMPDIR a fresh empty folder that is empty again when it ends (a
+small `collector bench` likewise: test_bench.py, whose one run serves its figures too). A fleet that failed keeps
+its logs there, and says where."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -15,40 +15,21 @@ from pathlib import Path
 import pytest
 
 from helpers import free_port
-from helpers.proc import get, wait_until
-
-BENCH_TINY = "--networks 4 --pages 2 --series-networks 1 --latencies 0 --concurrency 4 --compare-concurrency 2"
-BENCH_TINY += " --poll-networks 8 --polls 40 --poll-latency 0 --cycle-networks 12 --cycle-latency 0 --quota-networks 2"
-BENCH_TINY += " --quota 5 --quota-window 1 --quota-windows 1 --quota-pages 20 --soak-runs 60 --soak-networks 5"
-BENCH_TINY += " --floor-pages 4 --floor-polls 20 --sink-networks 2 --split-processes 2 --claim-networks 20"
-BENCH_TINY += " --run-lines 50 --goal-concurrency 4 --scale-networks 20 --scale-latency 0"
-
-
-def folders(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
-    """A fresh empty TMPDIR, a working folder apart from it, and the environment naming that TMPDIR."""
-    temp, work = tmp_path / "tmp", tmp_path / "work"
-    temp.mkdir()
-    work.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COLLECTOR_", "MONITOR_"))}
-    return temp, work, {**env, "TMPDIR": str(temp)}
-
-
-def left(temp: Path) -> list[str]:
-    return sorted(str(path.relative_to(temp)) for path in temp.rglob("*"))
+from helpers.proc import fresh_tmpdir, get, left_in, wait_until
 
 
 @pytest.mark.parametrize(
     "args",
-    [["demo"], ["demo", "--sink", "all"], ["bench", *BENCH_TINY.split()]],
-    ids=["demo", "demo-every-sink", "bench"],
+    [["demo"], ["demo", "--sink", "all"]],
+    ids=["demo", "demo-every-sink"],
 )
 def test_a_command_that_ends_leaves_the_temporary_folder_empty(tmp_path, args):
-    temp, work, env = folders(tmp_path)
+    temp, work, env = fresh_tmpdir(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "collector", *args], cwd=work, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert left(temp) == []
+    assert left_in(temp) == []
 
 
 def serve(port: int, work: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -64,12 +45,12 @@ def fleet_up(port: int) -> bool:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_the_demo_fleet_stopped_once_it_is_up_leaves_the_temporary_folder_empty(tmp_path, signum):
-    temp, work, env = folders(tmp_path)
+    temp, work, env = fresh_tmpdir(tmp_path)
     port = free_port()
     demo = serve(port, work, env)
     try:
         wait_until(lambda: fleet_up(port), timeout=90)
-        during = left(temp)
+        during = left_in(temp)
         assert {name.split("/")[0] for name in during} == {during[0].split("/")[0]}  # one folder of logs, meanwhile
         assert {"initial.log", "normal.log", "monitor.log"} <= {Path(name).name for name in during}
     finally:
@@ -77,13 +58,13 @@ def test_the_demo_fleet_stopped_once_it_is_up_leaves_the_temporary_folder_empty(
         out, _ = demo.communicate(timeout=90)
     assert demo.returncode == 0, out
     assert "stopped (exit codes [0, 0, 0])" in out and "logs kept" not in out
-    assert left(temp) == []
+    assert left_in(temp) == []
 
 
 def test_the_demo_fleet_stopped_while_it_starts_leaves_the_temporary_folder_empty(tmp_path):
     """Ctrl-C as soon as the demo says where things are: its processes may still be starting (a SIGTERM then ends
     one before its handler is in place), and that is a clean stop too."""
-    temp, work, env = folders(tmp_path)
+    temp, work, env = fresh_tmpdir(tmp_path)
     demo = serve(free_port(), work, env)
     try:
         assert demo.stdout is not None
@@ -95,11 +76,11 @@ def test_the_demo_fleet_stopped_while_it_starts_leaves_the_temporary_folder_empt
         out, _ = demo.communicate(timeout=90)
     assert demo.returncode == 0, out
     assert "demo: stopped (exit codes [" in out and "logs kept" not in out
-    assert left(temp) == []
+    assert left_in(temp) == []
 
 
 def test_a_fleet_that_failed_keeps_its_logs_and_says_where(tmp_path):
-    temp, work, env = folders(tmp_path)
+    temp, work, env = fresh_tmpdir(tmp_path)
     with socket.socket() as taken:  # the monitor's port held by someone else: the monitor cannot start
         taken.bind(("127.0.0.1", 0))
         taken.listen()
