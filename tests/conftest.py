@@ -75,6 +75,24 @@ def connectors_discovered_once():
     patch.undo()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def test_servers_write_no_stderr():
+    """An in-process test server (http.server, socketserver) prints a request's failure to sys.stderr, from its
+    own thread: a handler still at work when its test ended (a client gone, a slow answer) wrote its traceback into
+    whichever test this worker ran next, which then found it in its captured standard error. Logged instead."""
+    import socketserver
+
+    def handle_error(self, request, client_address):
+        logging.getLogger("tests.servers").debug(
+            "a test server's request from %s failed", client_address, exc_info=True
+        )
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(socketserver.BaseServer, "handle_error", handle_error)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def secret_values_of_this_test_only():
     """The process-wide set of secret values to mask, put back as it was before each test. A value a network held

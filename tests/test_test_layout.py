@@ -73,3 +73,27 @@ def test_a_property_test_runs_a_tenth_of_its_examples_in_the_fast_profile_and_al
         assert (examples(1500), examples(300), examples(20)) == (1500, 300, 20)
     finally:
         settings.load_profile(current)
+
+
+def test_a_test_servers_failing_request_writes_nothing_into_a_tests_standard_error(capsys):
+    """conftest.py's test_servers_write_no_stderr: a handler's failure, on the server's own thread, is logged, not
+    printed into whichever test runs meanwhile."""
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Failing(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            raise ConnectionResetError("the client went away")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/", timeout=30)
+        except OSError:
+            pass  # the handler answered nothing
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert capsys.readouterr().err == ""
