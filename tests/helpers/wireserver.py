@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 CLOSE = object()
 MAX_SECONDS = 20.0
+SEND_SECONDS = 20.0  # a client slow to read (a loaded machine) is waited for; cut at 0.2 s, it read a short body
 
 
 @dataclass
@@ -104,7 +105,9 @@ class WireServer:
                     elif callable(piece):  # a test's marker: called once the pieces before it were sent
                         piece()
                     else:
+                        conn.settimeout(SEND_SECONDS)
                         conn.sendall(piece)
+                        conn.settimeout(0.2)
         except OSError:
             return
         finally:
