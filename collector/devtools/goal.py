@@ -238,29 +238,13 @@ class Window:
         self.polled = {"scheduledTo": {"$gt": now + timedelta(seconds=INTERVAL_S / 2)}}
 
     def top_up(self) -> None:
-        from .fakeapi import GENERATED_NEWEST
+        from .workloads import insert_due_normal
 
         self.db.networks.delete_many(self.polled)
         count = min(self.window - self.db.networks.count_documents({}), self.total - self.fed)
         if count <= 0:
             return
-        numbers = range(self.fed, self.fed + count)
-        self.db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in numbers])
-        due, newest = self.now - timedelta(seconds=1), GENERATED_NEWEST.replace(microsecond=0)
-        self.db.networks.insert_many(
-            [
-                {
-                    "user": f"user{i}@bench.test",
-                    "service": "github",
-                    "accessToken": f"bench-token-{i}",
-                    "mode": "normal",
-                    "sinceLikedAt": newest,
-                    "etag": 'W/"0-1-10"',
-                    "scheduledTo": due,
-                }
-                for i in numbers
-            ]
-        )
+        insert_due_normal(self.db, range(self.fed, self.fed + count), self.now - timedelta(seconds=1))
         self.fed += count
 
     def feed(self, collector: Any) -> None:

@@ -147,10 +147,11 @@ def seed_history(db: Any, fake: FakeGitHub, networks: int, stars: int, quota: in
         fake.add_user(f"bench-token-{i}", generated=stars, seed=i, quota=quota)
 
 
-def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
-    """Networks already in normal mode, due now, whose stored ETag matches the fake's newest 10 stars."""
-    db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in range(networks)])
+def insert_due_normal(db: Any, numbers: range, due: Any) -> None:
+    """Users and their networks `numbers`, in normal mode, due at `due`, their stored ETag the one the fake gives
+    its generated histories' newest 10 stars (their polls are 304s)."""
     newest = GENERATED_NEWEST.replace(microsecond=0)
+    db.users.insert_many([{"email": f"user{i}@bench.test", "name": f"User {i}"} for i in numbers])
     db.networks.insert_many(
         [
             {
@@ -160,11 +161,17 @@ def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
                 "mode": "normal",
                 "sinceLikedAt": newest,
                 "etag": 'W/"0-1-10"',
-                "scheduledTo": now - timedelta(seconds=1),
+                "scheduledTo": due,
             }
-            for i in range(networks)
+            for i in numbers
         ]
     )
+
+
+def seed_normal(db: Any, fake: FakeGitHub, networks: int, now: Any) -> None:
+    """Networks already in normal mode, due now, whose stored ETag matches the fake's newest 10 stars."""
+    insert_due_normal(db, range(networks), now - timedelta(seconds=1))
+    newest = GENERATED_NEWEST.replace(microsecond=0)
     for i in range(networks):
         fake.add_user(f"bench-token-{i}", generated=30, seed=i)
     assert generated_star(0, 0)["starred_at"].startswith(str(newest.year))
