@@ -14,7 +14,7 @@ from collector.engine.registry import Registry
 from collector.engine.store import Store
 from collector.sdk import Connector, Result
 
-from helpers import T0, add_network, network
+from helpers import T0, BulkCollection, add_network, network
 from helpers.proc import wait_until
 
 
@@ -95,21 +95,6 @@ def test_a_stop_finishes_the_runs_in_flight_and_gives_back_the_rest(db, settings
     assert not thread.is_alive()
     assert Gate.finished == ["slow@x.test"]
     assert db.networks.count_documents({"leaseOwner": {"$exists": True}}) == 0
-
-
-class BulkCollection:
-    """A pymongo-like collection over mongomock's, with bulk_write as pymongo has it (mongomock 4.3's
-    bulk_write of UpdateOne fails under pymongo >= 4.11)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def bulk_write(self, ops, ordered=True):
-        matched = sum(self.inner.update_one(op._filter, op._doc).matched_count for op in ops)
-        return type("Result", (), {"matched_count": matched})()
 
 
 def test_states_are_saved_in_one_batch_and_a_stale_epoch_is_refused_alone(db):

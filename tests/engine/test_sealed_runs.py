@@ -24,7 +24,7 @@ from collector.engine.store.sealing import Keys, key_id, open_value, seal_value
 from collector.sdk.connector import Connector, Result
 from collector.sdk.errors import TokenExpired, Unauthorized
 
-from helpers import T0, FixedRefresh, add_network, network
+from helpers import T0, BulkCollection, FixedRefresh, add_network, network
 
 A, B, C = (base64.b64encode(bytes([seed]) * 32).decode() for seed in (5, 6, 7))
 TOKENS = {
@@ -162,20 +162,6 @@ def test_without_a_key_a_refresh_writes_plain_tokens_as_before(db, settings):
     assert collector(db, settings).run_pass("initial", now=T0).by_status == {"ok": 1}
     state = network(db, doc)
     assert (state["accessToken"], state["refreshToken"]) == ("new-access-token-1", "new-refresh-token-1")
-
-
-class BulkCollection:
-    """mongomock's collection with bulk_write as pymongo has it (mongomock 4.3's fails under pymongo >= 4.11)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def bulk_write(self, ops, ordered=True):
-        matched = sum(self.inner.update_one(op._filter, op._doc).matched_count for op in ops)
-        return type("Result", (), {"matched_count": matched})()
 
 
 @pytest.mark.parametrize("bulk", [False, True])

@@ -121,3 +121,18 @@ def bind_socket(path) -> None:
     """A Unix socket at `path`: a file that is not a regular one."""
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(path))
+
+
+class BulkCollection:
+    """A pymongo-like collection over mongomock's, with bulk_write as pymongo has it (mongomock 4.3's
+    bulk_write of UpdateOne fails under pymongo >= 4.11)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def bulk_write(self, ops, ordered=True):
+        matched = sum(self.inner.update_one(op._filter, op._doc).matched_count for op in ops)
+        return type("Result", (), {"matched_count": matched})()
