@@ -11,10 +11,11 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from collector.connect.apps import LOOPBACK, OAUTH1, App
+from collector.connect.apps import LOOPBACK, App
 from collector.connect.errors import DENIED, ConnectError
 from collector.connect.flows import Flow, Options, run_flow
 
+from helpers.authserver import oauth1_app
 from helpers.browser import chromium
 
 pytestmark = pytest.mark.system
@@ -61,18 +62,6 @@ def pkce_app(url: str) -> App:
     return App("twitter", LOOPBACK, "ID", authorize_url=f"{url}/authorize", token_url=f"{url}/token")
 
 
-def oauth1_app(url: str) -> App:
-    return App(
-        "tumblr",
-        OAUTH1,
-        "KEY",
-        "SECRET",
-        request_token_url=f"{url}/oauth1/request_token",
-        authorize_url=f"{url}/oauth1/authorize",
-        access_token_url=f"{url}/oauth1/access_token",
-    )
-
-
 def test_the_pkce_loopback_flow_in_chromium(server, http):
     with chromium() as driver:
         person = BrowserPerson(driver)
@@ -97,7 +86,7 @@ def test_the_oauth1_flow_in_chromium(server, http):
     values = {"KEY": "consumer-key", "SECRET": "consumer-secret-value"}
     with chromium() as driver:
         person = BrowserPerson(driver)
-        credentials = run_flow(oauth1_app(server.url), values, Flow(http, person, Options(timeout=60)))
+        credentials = run_flow(oauth1_app(server.url, "tumblr"), values, Flow(http, person, Options(timeout=60)))
         person.done()
     assert not person.errors, person.errors
     assert server.store.oauth1_tokens[credentials["accessToken"]] == credentials["accessTokenSecret"]

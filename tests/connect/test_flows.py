@@ -18,7 +18,7 @@ from collector.connect.flows import Flow, Options, Redirect, client_of, redirect
 from collector.settings import settings_for_tests
 
 from helpers import free_port
-from helpers.authserver import USER, ExactClient, query_of, with_query
+from helpers.authserver import USER, ExactClient, oauth1_app, query_of, with_query
 
 
 class Person:
@@ -257,23 +257,13 @@ def test_a_refresh_rotates_the_refresh_token(server, http):
 
 
 # --- OAuth 1.0a ------------------------------------------------------------------------------------------------------
-def oauth1_app(url: str) -> App:
-    return App(
-        "flickr",
-        OAUTH1,
-        "KEY",
-        "SECRET",
-        request_token_url=f"{url}/oauth1/request_token",
-        authorize_url=f"{url}/oauth1/authorize",
-        access_token_url=f"{url}/oauth1/access_token",
-    )
 
 
 def oauth1_flow(server, http, answer, secret="consumer-secret-value"):
     person = Person(answer=answer)
     person.address = lambda: next(w for line in person.lines for w in line.split() if "/oauth1/authorize?" in w)
     flow = Flow(http, person, Options(timeout=30, browser=False))
-    return run_flow(oauth1_app(server.url), {"KEY": "consumer-key", "SECRET": secret}, flow)
+    return run_flow(oauth1_app(server.url, "flickr"), {"KEY": "consumer-key", "SECRET": secret}, flow)
 
 
 def test_oauth1_request_token_verifier_and_access_token(server, http):

@@ -540,3 +540,18 @@ def query_of(address: str) -> dict[str, str]:
 def with_query(address: str, **changes: str) -> str:
     parts = urlsplit(address)
     return parts._replace(query=urlencode(query_of(address) | changes)).geturl()
+
+
+def oauth1_app(url: str, service: str) -> Any:
+    """An OAuth 1.0a application of `service` whose three endpoints are this server's at `url`."""
+    from collector.connect.apps import OAUTH1, App
+
+    return App(
+        service,
+        OAUTH1,
+        "KEY",
+        "SECRET",
+        request_token_url=f"{url}/oauth1/request_token",
+        authorize_url=f"{url}/oauth1/authorize",
+        access_token_url=f"{url}/oauth1/access_token",
+    )
