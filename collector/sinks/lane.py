@@ -164,8 +164,11 @@ class Lane:
 
     def finished(self) -> list[tuple[list[dict], Delivered]]:
         """The batches that finished since the last call, with what became of them."""
-        done = [f for f in self.flights if f.future.done()]
-        self.flights = [f for f in self.flights if not f.future.done()]
+        done: list[Flight] = []
+        running: list[Flight] = []
+        for flight in self.flights:  # one look at each: a batch finishing meanwhile is in exactly one of the two
+            (done if flight.future.done() else running).append(flight)
+        self.flights = running
         return [pair for f in done if (pair := _sent(f.entries, _delivered(f)))[0]]
 
     def cut(self, seconds: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future
 from datetime import timedelta
 
 from collector.devtools.fakeapi import make_stars
@@ -337,3 +338,32 @@ def test_the_lease_is_renewed_every_sixth_of_it_not_every_round(db):
     svc.step()
     assert sinks_store.lease_doc(db)["beatAt"] == clock() and svc.holds_lease
     svc.stop(5)
+
+
+class FinishingAsLooked(Future):
+    """A delivery that finishes between one look at it and the next (its worker thread ends meanwhile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+
+    def done(self) -> bool:
+        self.looks += 1
+        return self.looks > 1
+
+
+def test_a_batch_finishing_while_the_lane_looks_is_kept_for_the_next_look_never_lost():
+    from collector.sinks.builtin.webhook import WebhookSink
+    from collector.sinks.lane import Flight, Lane
+    from collector.testing.sinkkit import sink_config
+
+    from helpers.sinkservers import WEBHOOK_SECRET
+
+    lane = Lane(sink_config(WebhookSink, "https://hooks.example/in", SECRET=WEBHOOK_SECRET), None, threading.Event())
+    try:
+        flight = Flight([{"_id": "e1"}], "b1", FinishingAsLooked())
+        lane.flights.append(flight)
+        taken = lane.finished()
+        assert taken or lane.flights == [flight]  # its outcome taken now, or still waiting to be: never dropped
+    finally:
+        lane.close()
