@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import requests
 from typing_extensions import override
 
-from collector.sdk import Connector, Item, Job, Result, WhoAmI, entry_id, keepable_header, optional_date
+from collector.sdk import Connector, Item, Job, Poll, Result, WhoAmI, entry_id, keepable_header, optional_date
 
 PER_PAGE = 100
 POLL_PAGE = 10  # a user stars a few repositories between polls, not a hundred
@@ -78,12 +78,8 @@ class GitHubConnector(GitHubAPI):
         self, job: Job, page: int, etag: str | None = None, per_page: int = PER_PAGE
     ) -> tuple[list[Item] | None, requests.Response, int]:
         """As `fetch`, and how many entries the page held as sent (those that could not be mapped too)."""
-        response = self.get(
-            job,
-            f"{self.settings.github_api_url}/user/starred",
-            params={"per_page": per_page, "page": page},
-            headers={"If-None-Match": etag} if etag else None,
-        )
+        url, params = self.page_request(page, per_page)
+        response = self.get(job, url, params=params, headers={"If-None-Match": etag} if etag else None)
         if etag and response.status_code == 304:
             return None, response, 0
         data, response = self.parse_entries(job, response)
@@ -101,11 +97,27 @@ class GitHubConnector(GitHubAPI):
         return Result(items or [], state, done=done, quota=self.quota(response))
 
     @override
+    def poll(self, job: Job) -> Poll | None:
+        """The poll `normal` sends first, when it has an ETag to send (without one, no answer can be a 304)."""
+        etag = self.poll_etag(job)
+        if not etag:
+            return None
+        url, params = self.page_request(1, POLL_PAGE)
+        return Poll(url, params, {"If-None-Match": etag})
+
+    @staticmethod
+    def poll_etag(job: Job) -> str | None:
+        return job.network.get("etag") if job.state_datetime("sinceLikedAt") is not None else None
+
+    def page_request(self, page: int, per_page: int) -> tuple[str, dict[str, int]]:
+        return f"{self.settings.github_api_url}/user/starred", {"per_page": per_page, "page": page}
+
+    @override
     def normal(self, job: Job) -> Result:
         """A poll: the newest POLL_PAGE stars, with the stored ETag (a 304 costs no quota). Only when all of
         them are new does it walk full pages from the newest until a star older than the marker."""
         marker = job.state_datetime("sinceLikedAt")
-        etag = job.network.get("etag") if marker is not None else None
+        etag = self.poll_etag(job)
         items, response = self.fetch(job, 1, etag=etag, per_page=POLL_PAGE)
         quota = self.quota(response)
         if items is None:  # 304: nothing new since the stored ETag

@@ -33,9 +33,10 @@ from .decide import decide, failure
 from .events import Observers, Report
 from .loglimit import Throttle
 from .outbox import Outbox
+from .polls import returned_by, sent
 from .quota import QuotaMemory
 from .rules import latest_wait
-from .run import Attempt, Claimed, Returned, Run, RunResult, execute, forget, prepare
+from .run import Attempt, Claimed, Run, RunResult, execute, forget, prepare
 from .saving import Saver
 from .sizing import claim_size, saturated_services, service_key
 from .workers import Finished, drain
@@ -45,6 +46,7 @@ STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the d
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
 Stop = Callable[[], bool]  # whether a stop was requested
+CLAIM_FAILED = "claiming %s networks failed (%s); next try in %.0fs"
 
 
 class Dispatcher:
@@ -122,7 +124,8 @@ class Dispatcher:
         self.claim()
         self.save(self.dispatch())
         if self.inflight:
-            results = [self.finish(finished) for finished in drain(self.completions, self.wait_time())]
+            finished = [self.finish(one) for one in drain(self.completions, self.wait_time())]
+            results = [result for result in finished if result is not None]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
             self.claim()
             results += self.dispatch()
@@ -182,14 +185,8 @@ class Dispatcher:
     def claim_failed(self, exc: Exception) -> None:
         self.claim_failures += 1
         self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.settings.loop_idle_pause)
-        self.throttle.trouble(
-            "claim",
-            "claiming %s networks failed (%s); next try in %.0fs",
-            self.mode,
-            exc,
-            max(self.next_claim - time.monotonic(), 0.0),
-            level=logging.ERROR,
-        )
+        wait = max(self.next_claim - time.monotonic(), 0.0)
+        self.throttle.trouble("claim", CLAIM_FAILED, self.mode, exc, wait, level=logging.ERROR)
 
     def give_back(self, whole: bool, services: Collection[str] = ()) -> int:
         """Claimed networks of a paused scope (all of them: a stop) that have not started are given back, not
@@ -246,7 +243,9 @@ class Dispatcher:
             except Exception as exc:  # bad input, a spent token, or our bug: shown on that network only
                 settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
                 continue
-            ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
+            ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
+            if ticket is None:
+                ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
             self.inflight[ticket] = run
             network = claimed.network
             self.running[id(network)] = (network.get("_id"), network.get("service"), network.get("user"), now)
@@ -254,14 +253,15 @@ class Dispatcher:
         self.pending.extendleft(reversed(waiting))
         return settled
 
-    def finish(self, finished: Finished) -> RunResult:
+    def finish(self, finished: Finished) -> RunResult | None:
+        """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py)."""
         run = self.inflight.pop(finished.ticket)
+        returned = returned_by(run, finished, self.http, self.capacity.pool, self.completions.put)
+        if isinstance(returned, int):  # a poll that landed goes on on a worker, with its answer or without
+            self.inflight[returned] = run
+            return None
         self.running.pop(id(run.network), None)
         self.per_service[service_key(run.network)] -= 1
-        try:
-            returned = finished.value()  # execute() never raises, but a bug must not take the pass with it
-        except Exception as exc:
-            returned = Returned(error=exc)
         result = decide(run.attempt, returned, self.settings)
         learn(self.quotas, result, self.settings)
         if isinstance(result.error, OutOfDescriptors):

@@ -10,7 +10,8 @@ engine saves it on its own thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -19,7 +20,7 @@ from typing import Any, cast
 from ..sdk.connector import Connector, Job, Result
 from ..sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, Sealed
 from ..sdk.htmltext import decode_item_text
-from ..sdk.http import Http
+from ..sdk.http import Answer, Http
 from ..sdk.items import Item
 from ..sdk.redaction import SECRETS, secret_values
 from ..sdk.slots import serving
@@ -191,9 +192,10 @@ def prepare(
     return Run(attempt, Job(network=network, mode=claimed.mode, now=now), connector)
 
 
-def execute(run: Run) -> Returned:
+def execute(run: Run, primed: tuple[str, Answer] | None = None) -> Returned:
     """Run the connector (validated by `prepare`) and keep its storable items. Never raises: an exception is
-    returned for decide.py to judge."""
+    returned for decide.py to judge. `primed`: the URL and answer of its poll, read on the lane (engine/polls.py),
+    which its first GET of that URL gets instead of sending it."""
     network, job, connector = run.network, run.job, run.connector
     started = time.perf_counter()
     requests_before, codes_before = connector.http.requests_made(), connector.http.codes_seen()
@@ -202,7 +204,7 @@ def execute(run: Run) -> Returned:
     items: list[Item] = []
     refused: list[tuple[str, str]] = []
     try:
-        with serving(service_key(network)):  # its requests take its service's request slots (sdk/slots.py)
+        with serving(service_key(network)), priming(connector.http, primed):  # slots: sdk/slots.py
             result = connector.run_validated(job)
             items, refused = keep_storable(result.items, connector)
             as_documents(items, network.get("user"), job.now)
@@ -224,6 +226,15 @@ def execute(run: Run) -> Returned:
         ),
         duration=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def priming(http: Http, primed: tuple[str, Answer] | None) -> Iterator[None]:
+    if primed is None:
+        yield
+        return
+    with http.priming(*primed):
+        yield
 
 
 def keep_storable(items: list, connector: Connector) -> tuple[list[Item], list[tuple[str, str]]]:

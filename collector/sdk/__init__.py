@@ -42,6 +42,7 @@ from .paging import (
     next_token,
     whole_number,
 )
+from .poll import Poll
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import clip
 from .refresh import IdentityLookup, OAuth2Refresh, TokenRefresh
@@ -51,6 +52,7 @@ from .validate import keepable_header
 from .whoami import Credential, Identity, WhoAmI
 
 __all__ = [
+    "Poll",
     "keepable_header",
     "error_json",
     "optional_epoch",

@@ -38,6 +38,7 @@ from .errors import (
 from .http import Http, where
 from .items import Item
 from .job import Job
+from .poll import Poll
 from .ratelimit import RateLimitHeaders, retry_after
 from .redaction import SECRETS, clip
 from .refresh import IdentityLookup, TokenRefresh
@@ -155,6 +156,16 @@ class Connector(ABC):
         if self.identity is not None:
             result.state.setdefault(self.identity.field, identity)
         return result
+
+    # --- the poll (sdk/poll.py) --------------------------------------------------------------------------
+    def poll(self, job: Job) -> Poll | None:
+        """The request `normal` sends first, when the engine may send it on its event loop; None (the default):
+        the run sends its requests itself."""
+        return None
+
+    def unchanged(self, job: Job, response: requests.Response) -> Result:
+        """The run of a poll answered with one of its `unchanged` statuses: nothing new, the quota it told."""
+        return Result([], quota=self.quota(response))
 
     # --- who a token belongs to ----------------------------------------------------------------------
     @classmethod

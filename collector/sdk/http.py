@@ -29,28 +29,38 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import requests
 import urllib3
+from requests.structures import CaseInsensitiveDict
+from requests.utils import get_encoding_from_headers
 
 from ..net.addresses import Policy
 from ..net.answers import read_capped
 from ..net.causes import cause
 from ..net.deadline import WATCH, Entry, begin
 from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
-from ..net.urls import where
+from ..net.pollloop import Answer, Expired, Lane, Outgoing, TooLarge, Unsent, tls_context
+from ..net.urls import prepared_url, where
 from ..settings import Settings
-from ._session import Adapter, RedirectRefused, make_session, send
+from ._session import Adapter, NoCookies, RedirectRefused, make_session, merged_headers, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
 from .decoding import bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
 from .headers import install as install_header_parser
+from .poll import Poll
 from .slots import Slots, give_turn, take_turn
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "Answer",
+    "Expired",
+    "TooLarge",
+    "Unsent",
     "TURN_BYTES",
     "TURN_RAW_BYTES",
     "AddressRefused",
@@ -80,6 +90,7 @@ class Http:
         self.cutoff: float | None = None
         self.counts = threading.local()
         self.slots: Slots | None = None  # request slots (slots.py), given by the engine: None, no limit here
+        self.lane: Lane | None = None  # the polls' event loop (net/pollloop.py), started by the first poll sent
         install_header_parser()  # http.client's header parsing without the email parser for plain lines
 
     def configure(self, settings: Settings) -> None:
@@ -88,6 +99,7 @@ class Http:
         reload keeps CA_BUNDLE) and which hosts may be on private addresses."""
         self.timeout = settings.http_timeout
         self.max_bytes = getattr(settings, "http_max_bytes", DEFAULT_MAX_BYTES)
+        self.ca_bundle = getattr(self, "ca_bundle", settings.ca_bundle)  # kept from the start, as `verify`
         self.session.headers["User-Agent"] = settings.user_agent
         self.session.verify = settings.ca_bundle or True  # CA_BUNDLE, resolved (settings/trust.py), or certifi's
         policy = Policy(settings.allow_private_hosts, trusted_hosts(settings))
@@ -96,6 +108,8 @@ class Http:
                 if isinstance(adapter, Adapter):
                     adapter.forget_connections()
         self.policy = policy
+        if getattr(self, "lane", None) is not None:
+            self.lane.configure(self.timeout, self.max_bytes, policy)  # type: ignore[union-attr]
 
     def get(self, url: str, *, params=None, headers=None, auth=None) -> requests.Response:
         return self.request("GET", url, params=params, headers=headers, auth=auth)
@@ -108,6 +122,72 @@ class Http:
         cutoff = time.monotonic() + max(seconds, 0.0)
         self.cutoff = cutoff if self.cutoff is None else min(self.cutoff, cutoff)
         WATCH.clamp(self, self.cutoff)
+        if self.lane is not None:
+            self.lane.clamp(self.cutoff)
+
+    # --- polls on the event loop (net/pollloop.py, engine/dispatch.py) -------------------------------------
+    def outgoing(self, poll: Poll, headers: Any, auth: Any) -> tuple[Outgoing, str] | None:
+        """A declared poll as the lane sends it, with the connector's `headers` and `auth` (the request the
+        session would send), and its URL; None when it must take the session's path: a stand-in for requests'
+        transport (a test double), a proxy, a stop under way, or a request the lane does not speak (not http(s), a
+        header not Latin-1)."""
+        if not self.lane_speaks() or self.cutoff is not None:
+            return None
+        url = prepared_url(poll.url, poll.params)
+        prepared = requests.PreparedRequest()
+        prepared.url = url
+        prepared.headers = merged_headers(self.session, {**headers, **(poll.headers or {})})
+        prepared.prepare_auth(auth, url)
+        parts = urlsplit(prepared.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        lines = [f"GET {prepared.path_url} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
+        lines += [f"{name}: {value}" for name, value in prepared.headers.items() if name.lower() != "host"]
+        try:
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        except UnicodeEncodeError:
+            return None
+        return Outgoing(parts.scheme, host, port, head, self.policy.must_check(host)), prepared.url
+
+    def lane_speaks(self) -> bool:
+        """Whether requests this session sends may go on the lane: requests' own transport (not a stand-in that
+        replaced it, such as `responses`), our adapters, no proxy, no client certificate."""
+        session = self.session
+        return (
+            getattr(requests.adapters.HTTPAdapter.send, "__module__", "") == "requests.adapters"
+            and not session.trust_env
+            and not session.proxies
+            and session.cert is None
+            and all(isinstance(session.adapters.get(p), Adapter) for p in ("http://", "https://"))
+        )
+
+    def lane_started(self) -> Lane:
+        if self.lane is None:
+            tls = tls_context(self.ca_bundle, requests.utils.DEFAULT_CA_BUNDLE_PATH)  # certifi's, as `verify=True`
+            self.lane = Lane(self.timeout, self.max_bytes, self.policy, tls)
+        return self.lane
+
+    @contextmanager
+    def priming(self, url: str, answer: Answer) -> Iterator[None]:
+        """This thread's first GET of `url` gets `answer` (read on the lane) instead of being sent."""
+        self.counts.primed = (url, answer)
+        try:
+            yield
+        finally:
+            self.counts.primed = None
+
+    def _primed(self, method: str, url: str, params: Any) -> requests.Response | None:
+        primed = getattr(self.counts, "primed", None)
+        if primed is None or method != "GET":
+            return None
+        try:
+            if primed[0] != prepared_url(url, params):
+                return None
+        except Exception:  # a URL requests refuses: sent (and refused) as always
+            return None
+        self.counts.primed = None
+        return as_response(primed[1], primed[0])
 
     def requests_made(self) -> int:
         """Requests this thread has made through this Http (a run's count is the difference)."""
@@ -121,6 +201,12 @@ class Http:
         self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
         give_turn()  # a run asking again lets the next run with an answer turn it into items meanwhile
+        primed = self._primed(method, url, kwargs.get("params"))
+        if primed is not None:  # read on the lane already: counted, decoded, as if sent here
+            codes = self.counts.__dict__.setdefault("codes", {})
+            codes[str(primed.status_code)] = codes.get(str(primed.status_code), 0) + 1
+            self._decode(primed, what)
+            return primed
         held = None
         if self.slots is not None:  # wait for a slot: the deadline starts once the request may go
             held = self.slots.take(lambda: self.cutoff)
@@ -205,7 +291,29 @@ class Http:
             take_turn()
 
     def close(self) -> None:
+        if self.lane is not None:
+            self.lane.close()
         self.session.close()
+
+
+def as_response(answer: Answer, url: str) -> requests.Response:
+    """An answer read on the lane as requests' Response, its body still encoded (`Http._decode` decodes it);
+    headers sent more than once joined by ", " (as urllib3 joins them)."""
+    headers: dict[str, str] = {}
+    lower: dict[str, str] = {}
+    for name, value in answer.headers:
+        key = lower.setdefault(name.lower(), name)
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    response = requests.Response()
+    response.status_code = answer.status
+    response.headers = CaseInsensitiveDict(headers)
+    response.encoding = get_encoding_from_headers(response.headers)
+    response.reason = answer.reason
+    response.url = url
+    response.cookies = NoCookies()
+    response._content = answer.chunks  # type: ignore[assignment]  # raw until _decode
+    response._content_consumed = True  # type: ignore[attr-defined]
+    return response
 
 
 def trusted_hosts(settings: Settings) -> frozenset[str]:

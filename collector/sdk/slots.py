@@ -124,10 +124,25 @@ class Slots:
         service.release()
         return None
 
+    def try_take(self, service: object) -> Held | None:
+        """A slot of `service` and one of the whole if both are free now (a poll the engine sends on its event
+        loop, engine/dispatch.py: it does not wait for one; without, the run takes a worker and waits there)."""
+        slots = self._of(service) if isinstance(service, str) else None
+        if slots is not None and not slots.acquire():
+            return None
+        if self.total.acquire():
+            return Held((slots, self.total) if slots is not None else (self.total,))
+        if slots is not None:
+            slots.release()
+        return None
+
     def service_slots(self) -> Tokens | None:
         service = getattr(_SERVING, "service", None)
         if service is None:
             return None
+        return self._of(service)
+
+    def _of(self, service: str) -> Tokens:
         slots = self.per_service.get(service)
         if slots is None:
             with self.lock:

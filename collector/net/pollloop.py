@@ -1,0 +1,233 @@
+"""Polls on an event loop: one thread, one asyncio loop, HTTP/1.1 parsed by llhttp (httptools), for the requests a
+connector declares as its poll (sdk/poll.py). The engine sends a normal-mode network's poll here instead of waking a
+worker thread for it; an answer the connector must read (anything but the poll's "nothing changed") is handed to a
+worker with the answer already read (`Answer`), so the request is not sent twice.
+
+Why httptools: per 304 answer of GitHub's size, llhttp parses it in ~3 µs and h11 in ~46 µs (measured on the
+2-core development machine); aiohttp's client builds a request and response object tree of its own per exchange,
+more than the whole budget of a poll. The lane does only what a poll needs, and leaves every other case to the
+session's path (sdk/http.py), which behaves as it always did:
+
+- **Addresses.** A host the collector does not trust is resolved once, every address checked (addresses.py's
+  `Policy`, as connections.py does it), and a connection opened only to one that passed; none passed: `Unsent`.
+- **TLS.** The authorities CA_BUNDLE names, or certifi's (as requests), the host's name checked.
+- **The deadline.** HTTP_TIMEOUT bounds connecting, sending and the whole answer; the stop's cutoff brings it
+  forward (`clamp`): `Expired` (the SDK's `Transient`, or `Interrupted` at the cutoff).
+- **Caps.** At most MAX_HEADERS headers and MAX_HEAD_BYTES of head; the body as received at most `max_bytes` (an
+  error answer past it keeps its status and headers and an empty body, as the session's path does; a 2xx past it is
+  `TooLarge`).
+- **Anything unusual** — no address passed, a connection that failed before an answer, an interim or unparseable
+  answer, bytes after the answer, a redirect (the session follows it, checking each hop) — is `Unsent`: the run takes
+  the session's path, which sends the request as before and says what went wrong in its own words.
+
+A connection is kept for the next poll of its origin only after a clean exchange (the answer's framing ended where it
+said, nothing after it, keep-alive). Proxies are not spoken here: with any proxy configured, every request takes the
+session's path (sdk/http.py decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .addresses import Policy, is_public
+from .pollwire import Answer, Exchange, Expired, TooLarge, Unsent
+
+__all__ = ["Answer", "Expired", "Lane", "Outgoing", "TooLarge", "Unsent", "tls_context"]
+
+IDLE_PER_ORIGIN = 64  # connections kept open per origin between polls
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One request as bytes, and where it goes. `check`: connect only to public addresses (Policy.must_check)."""
+
+    scheme: str
+    host: str
+    port: int
+    head: bytes
+    check: bool
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+
+Done = Callable[[Answer | None, BaseException | None], object]
+
+
+class Lane:
+    """The event loop's thread and its connections. `send` may be called from any thread; `done(answer, error)` is
+    called on the lane's thread (error: `Unsent`, `Expired`, `TooLarge`)."""
+
+    def __init__(self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext):
+        self.timeout, self.max_bytes, self.policy = timeout, max_bytes, policy
+        self.tls = tls
+        self.cutoff: float | None = None  # monotonic: the stop's
+        self.idle: dict[tuple[str, str, int], list[Exchange]] = {}
+        self.inbox: collections.deque[tuple[Outgoing, Done, Callable[[], None]]] = collections.deque()
+        self.woken = False
+        self.running: dict[asyncio.Task, asyncio.Timeout] = {}
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="poll-lane", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    # --- from other threads -------------------------------------------------------------------------------
+    def send(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
+        """Send `outgoing` on the lane; `release()` once its answer is read (its request slot), then `done`."""
+        self.inbox.append((outgoing, done, release))
+        if not self.woken:  # one wake-up (a byte on the loop's pipe) for every request queued meanwhile
+            self.woken = True
+            self.loop.call_soon_threadsafe(self._take)
+
+    def configure(self, timeout: float, max_bytes: int, policy: Policy) -> None:
+        """New settings (a reload), for the exchanges that begin after it; connections opened under another address
+        policy are closed rather than reused."""
+        self.timeout, self.max_bytes = timeout, max_bytes
+        if policy != self.policy:
+            self.policy = policy
+            self.loop.call_soon_threadsafe(self._forget)
+
+    def clamp(self, cutoff: float) -> None:
+        """The collector is stopping: exchanges still running at `cutoff` (monotonic) are cut."""
+        self.cutoff = cutoff if self.cutoff is None else min(self.cutoff, cutoff)
+        self.loop.call_soon_threadsafe(self._clamp)
+
+    def close(self) -> None:
+        """Cut what runs, close the connections, end the thread."""
+        if not self.loop.is_closed() and self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self._close)
+            self.thread.join(timeout=5)
+
+    # --- on the lane's thread -------------------------------------------------------------------------------
+    def _take(self) -> None:
+        self.woken = False
+        while self.inbox:
+            outgoing, done, release = self.inbox.popleft()
+            task = self.loop.create_task(self._exchange(outgoing, done, release))
+            del task  # kept in `running` while it runs
+
+    def _clamp(self) -> None:
+        if self.cutoff is None:
+            return
+        at = self.loop.time() + (self.cutoff - time.monotonic())
+        for deadline in self.running.values():
+            when = deadline.when()
+            if when is None or when > at:
+                deadline.reschedule(at)
+
+    def _forget(self) -> None:
+        for exchanges in self.idle.values():
+            for exchange in exchanges:
+                exchange.close()
+        self.idle.clear()
+
+    def _close(self) -> None:
+        for task in list(self.running):
+            task.cancel()
+        self._forget()
+        self.loop.call_soon(self.loop.stop)
+
+    async def _exchange(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
+        answer: Answer | None = None
+        error: BaseException | None = None
+        now = time.monotonic()
+        deadline, cutoff = now + self.timeout, False
+        if self.cutoff is not None and self.cutoff < deadline:
+            deadline, cutoff = self.cutoff, True
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            async with asyncio.timeout_at(self.loop.time() + (deadline - now)) as watch:
+                self.running[task] = watch
+                answer = await self._ask(outgoing)
+        except TimeoutError:
+            error = Expired(cutoff or (self.cutoff is not None and self.cutoff <= time.monotonic() + 0.001))
+        except asyncio.CancelledError:
+            error = Expired(True)
+        except (Unsent, TooLarge) as exc:
+            error = exc
+        except (OSError, ssl.SSLError, UnicodeError, ValueError) as exc:
+            error = Unsent(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.running.pop(task, None)
+            release()
+        done(answer, error)
+
+    async def _ask(self, outgoing: Outgoing) -> Answer:
+        exchange = self._idle(outgoing.origin) or await self._connect(outgoing)
+        waiter = self.loop.create_future()
+        exchange.begin(waiter, self.max_bytes)
+        assert exchange.transport is not None
+        try:
+            exchange.transport.write(outgoing.head)
+            answer = await waiter
+        except BaseException:
+            exchange.close()
+            raise
+        if exchange.unclear:
+            exchange.close()
+            raise Unsent("bytes after the answer")  # the session's path asks again, and judges
+        if exchange.reusable and not exchange.broken:
+            kept = self.idle.setdefault(outgoing.origin, [])
+            if len(kept) < IDLE_PER_ORIGIN:
+                exchange.waiter = None
+                kept.append(exchange)
+            else:
+                exchange.close()
+        else:
+            exchange.close()
+        if 300 <= answer.status < 400 and answer.status != 304:
+            raise Unsent(f"redirect {answer.status}")  # followed on the session's path, each hop checked
+        return answer
+
+    def _idle(self, origin: tuple[str, str, int]) -> Exchange | None:
+        kept = self.idle.get(origin)
+        while kept:
+            exchange = kept.pop()
+            transport = exchange.transport
+            if not exchange.broken and transport is not None and not transport.is_closing():
+                return exchange
+        return None
+
+    async def _connect(self, outgoing: Outgoing) -> Exchange:
+        tls = self.tls if outgoing.scheme == "https" else None
+        name = outgoing.host if tls is not None else None
+        targets = [outgoing.host]
+        if outgoing.check:  # resolved once, each address checked, only one that passed connected to
+            infos = await self.loop.getaddrinfo(outgoing.host, outgoing.port, type=socket.SOCK_STREAM)
+            targets = [str(info[4][0]) for info in infos if is_public(str(info[4][0]))]
+            if not targets:
+                raise Unsent("no public address")
+        error: Exception = Unsent("no address")
+        for target in targets:
+            try:
+                _, exchange = await self.loop.create_connection(
+                    lambda: Exchange(self.max_bytes), target, outgoing.port, ssl=tls, server_hostname=name
+                )
+                return exchange
+            except (OSError, ssl.SSLError) as exc:
+                error = exc
+        raise error
+
+
+def tls_context(ca_bundle: str, default: str) -> ssl.SSLContext:
+    """The authorities CA_BUNDLE names (a file, or a directory of hashed certificates), or `default`'s (the
+    session's: certifi's), as the session trusts them."""
+    if ca_bundle and os.path.isdir(ca_bundle):
+        context = ssl.create_default_context(capath=ca_bundle)
+    else:
+        context = ssl.create_default_context(cafile=ca_bundle or default)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
