@@ -33,7 +33,7 @@ from .decide import decide, failure
 from .events import Observers, Report
 from .loglimit import Throttle
 from .outbox import Outbox
-from .polls import returned_by, sent
+from .polls import WAIT, returned_by, sent
 from .quota import QuotaMemory
 from .rules import latest_wait
 from .run import Attempt, Claimed, Run, RunResult, execute, forget, prepare
@@ -233,6 +233,8 @@ class Dispatcher:
         settled: list[RunResult] = []
         waiting: deque[Claimed] = deque()
         while self.pending and len(self.inflight) < self.capacity.seats:
+            if self.http.lane is not None and not self.capacity.slots_free():  # polls wait for a slot here
+                break
             claimed = self.pending.popleft()
             if self.per_service[claimed.service] >= self.capacity.service_seats(claimed.service):
                 waiting.append(claimed)
@@ -244,6 +246,9 @@ class Dispatcher:
                 settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
                 continue
             ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
+            if ticket == WAIT:  # every request slot taken: it waits, with the rest, for the next step
+                waiting.append(claimed)
+                break
             if ticket is None:
                 ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
             self.inflight[ticket] = run

@@ -30,6 +30,7 @@ from .sizing import service_key
 from .workers import Finished, Workers
 
 TICKETS = itertools.count(-1, -1)  # the lane's tickets: negative, never one of the worker pool's
+WAIT = 0  # `sent`: no request slot free now (no ticket is 0)
 
 
 @dataclass(frozen=True)
@@ -45,21 +46,28 @@ class Landed:
 
 def sent(run: Run, http: Http, done: Callable[[Finished], object]) -> int | None:
     """Send the run's declared poll on the lane; its ticket (its landing comes to `done` as a `Finished` holding a
-    `Landed`), or None when the run takes a worker: not normal mode, no poll declared, a request the lane does not
-    speak, or no request slot free now."""
+    `Landed`); WAIT when every request slot it needs is taken (the run waits for one among the claimed, as a
+    worker would wait in `Slots.take`); None when the run takes a worker: not normal mode, no poll declared, or a
+    request the lane does not speak."""
     if run.job.mode != Mode.NORMAL or http.slots is None:
         return None
+    connector = run.connector
     try:
-        connector = run.connector
         poll = connector.poll(run.job)
-        auth = connector.authentication(connector, run.job) if poll is not None else None
-        request = http.outgoing(poll, connector.headers, auth) if poll is not None else None
-    except Exception:  # the connector's poll or its authentication failed: the run, on a worker, says why
+    except Exception:  # the connector's poll failed: the run, on a worker, says why
         return None
-    if poll is None or request is None:
+    if poll is None:
         return None
     held = http.slots.try_take(service_key(run.network))
     if held is None:
+        return WAIT
+    try:
+        request = http.outgoing(poll, connector.headers, connector.authentication(connector, run.job))
+        lane = http.lane_started() if request is not None else None
+    except Exception:  # its authentication failed, or the lane cannot start (its TLS authorities unreadable)
+        request = lane = None
+    if request is None or lane is None:
+        held.release()
         return None
     outgoing, url = request
     ticket = next(TICKETS)
@@ -68,11 +76,7 @@ def sent(run: Run, http: Http, done: Callable[[Finished], object]) -> int | None
     def landed(answer: Answer | None, error: BaseException | None) -> None:
         done(Finished(ticket, Landed(poll, answer, error, url, time.perf_counter() - started), None))
 
-    try:
-        http.lane_started().send(outgoing, landed, held.release)
-    except Exception:  # the lane cannot start (its TLS authorities unreadable): the session's path
-        held.release()
-        return None
+    lane.send(outgoing, landed, held.release)
     return ticket
 
 

@@ -63,9 +63,24 @@ class Outgoing:
 Done = Callable[[Answer | None, BaseException | None], object]
 
 
+class Call:
+    """One request on the lane, from `send` to `done`: its deadline (the loop's clock) and timer, its connection."""
+
+    __slots__ = ("cutoff", "deadline", "done", "exchange", "outgoing", "over", "release", "task", "timer")
+
+    def __init__(self, outgoing: Outgoing, done: Done, release: Callable[[], None], deadline: float, cutoff: bool):
+        self.outgoing, self.done, self.release = outgoing, done, release
+        self.deadline, self.cutoff = deadline, cutoff
+        self.exchange: Exchange | None = None
+        self.task: asyncio.Task | None = None  # connecting
+        self.timer: asyncio.TimerHandle | None = None
+        self.over = False
+
+
 class Lane:
     """The event loop's thread and its connections. `send` may be called from any thread; `done(answer, error)` is
-    called on the lane's thread (error: `Unsent`, `Expired`, `TooLarge`)."""
+    called on the lane's thread (error: `Unsent`, `Expired`, `TooLarge`). A request on a kept-alive connection is
+    callbacks only (no task): written, its answer parsed as it comes, ended by its answer or its timer."""
 
     def __init__(self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext):
         self.timeout, self.max_bytes, self.policy = timeout, max_bytes, policy
@@ -74,7 +89,8 @@ class Lane:
         self.idle: dict[tuple[str, str, int], list[Exchange]] = {}
         self.inbox: collections.deque[tuple[Outgoing, Done, Callable[[], None]]] = collections.deque()
         self.woken = False
-        self.running: dict[asyncio.Task, asyncio.Timeout] = {}
+        self.cpu_seconds = 0.0
+        self.calls: set[Call] = set()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="poll-lane", daemon=True)
         self.thread.start()
@@ -114,18 +130,96 @@ class Lane:
     def _take(self) -> None:
         self.woken = False
         while self.inbox:
-            outgoing, done, release = self.inbox.popleft()
-            task = self.loop.create_task(self._exchange(outgoing, done, release))
-            del task  # kept in `running` while it runs
+            self._start(*self.inbox.popleft())
+
+    def _start(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
+        now = time.monotonic()
+        deadline, cutoff = now + self.timeout, False
+        if self.cutoff is not None and self.cutoff < deadline:
+            deadline, cutoff = self.cutoff, True
+        call = Call(outgoing, done, release, self.loop.time() + (deadline - now), cutoff)
+        self.calls.add(call)
+        call.timer = self.loop.call_at(call.deadline, self._expire, call)
+        exchange = self._idle(outgoing.origin)
+        if exchange is None:
+            call.task = self.loop.create_task(self._connect_then_ask(call))
+        else:
+            self._ask(call, exchange)
+
+    def _ask(self, call: Call, exchange: Exchange) -> None:
+        call.exchange = exchange
+        exchange.begin(lambda answer, error: self._end(call, answer, error), self.max_bytes)
+        assert exchange.transport is not None
+        exchange.transport.write(call.outgoing.head)
+
+    async def _connect_then_ask(self, call: Call) -> None:
+        try:
+            exchange = await self._connect(call.outgoing)
+        except asyncio.CancelledError:  # its deadline passed (`_expire` ended it)
+            return
+        except Unsent as exc:
+            self._end(call, None, exc)
+            return
+        except (OSError, ssl.SSLError, UnicodeError, ValueError) as exc:
+            self._end(call, None, Unsent(f"{type(exc).__name__}: {exc}"))
+            return
+        call.task = None
+        if call.over:
+            exchange.close()
+        else:
+            self._ask(call, exchange)
+
+    def _end(self, call: Call, answer: Answer | None, error: BaseException | None) -> None:
+        """The call is over (once): its connection kept or closed, its slot given back, `done` told."""
+        if call.over:
+            return
+        call.over = True
+        self.calls.discard(call)
+        if call.timer is not None:
+            call.timer.cancel()
+        exchange = call.exchange
+        if exchange is not None:
+            if error is None and exchange.reusable and not exchange.broken:
+                self._keep(call.outgoing.origin, exchange)
+            else:
+                exchange.close()
+        status = answer.status if answer is not None else 0
+        if 300 <= status < 400 and status != 304:  # followed on the session's path, each hop checked
+            answer, error = None, Unsent(f"redirect {status}")
+        try:
+            call.release()
+        finally:
+            call.done(answer, error)
+
+    def _expire(self, call: Call) -> None:
+        if call.over:
+            return
+        if call.task is not None:
+            call.task.cancel()
+        cutoff = call.cutoff or (self.cutoff is not None and self.cutoff <= time.monotonic() + 0.001)
+        exchange, call.exchange = call.exchange, None
+        self._end(call, None, Expired(cutoff))
+        if exchange is not None:
+            exchange.ended = None
+            exchange.close()
+
+    def _keep(self, origin: tuple[str, str, int], exchange: Exchange) -> None:
+        kept = self.idle.setdefault(origin, [])
+        if len(kept) < IDLE_PER_ORIGIN:
+            kept.append(exchange)
+        else:
+            exchange.close()
 
     def _clamp(self) -> None:
         if self.cutoff is None:
             return
         at = self.loop.time() + (self.cutoff - time.monotonic())
-        for deadline in self.running.values():
-            when = deadline.when()
-            if when is None or when > at:
-                deadline.reschedule(at)
+        for call in list(self.calls):
+            if call.deadline > at:
+                call.deadline, call.cutoff = at, True
+                if call.timer is not None:
+                    call.timer.cancel()
+                call.timer = self.loop.call_at(at, self._expire, call)
 
     def _forget(self) -> None:
         for exchanges in self.idle.values():
@@ -134,63 +228,11 @@ class Lane:
         self.idle.clear()
 
     def _close(self) -> None:
-        for task in list(self.running):
-            task.cancel()
+        self.cpu_seconds = time.thread_time()  # the lane thread's CPU over its life (the bench reads it)
+        for call in list(self.calls):
+            self._expire(call)
         self._forget()
         self.loop.call_soon(self.loop.stop)
-
-    async def _exchange(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
-        answer: Answer | None = None
-        error: BaseException | None = None
-        now = time.monotonic()
-        deadline, cutoff = now + self.timeout, False
-        if self.cutoff is not None and self.cutoff < deadline:
-            deadline, cutoff = self.cutoff, True
-        task = asyncio.current_task()
-        assert task is not None
-        try:
-            async with asyncio.timeout_at(self.loop.time() + (deadline - now)) as watch:
-                self.running[task] = watch
-                answer = await self._ask(outgoing)
-        except TimeoutError:
-            error = Expired(cutoff or (self.cutoff is not None and self.cutoff <= time.monotonic() + 0.001))
-        except asyncio.CancelledError:
-            error = Expired(True)
-        except (Unsent, TooLarge) as exc:
-            error = exc
-        except (OSError, ssl.SSLError, UnicodeError, ValueError) as exc:
-            error = Unsent(f"{type(exc).__name__}: {exc}")
-        finally:
-            self.running.pop(task, None)
-            release()
-        done(answer, error)
-
-    async def _ask(self, outgoing: Outgoing) -> Answer:
-        exchange = self._idle(outgoing.origin) or await self._connect(outgoing)
-        waiter = self.loop.create_future()
-        exchange.begin(waiter, self.max_bytes)
-        assert exchange.transport is not None
-        try:
-            exchange.transport.write(outgoing.head)
-            answer = await waiter
-        except BaseException:
-            exchange.close()
-            raise
-        if exchange.unclear:
-            exchange.close()
-            raise Unsent("bytes after the answer")  # the session's path asks again, and judges
-        if exchange.reusable and not exchange.broken:
-            kept = self.idle.setdefault(outgoing.origin, [])
-            if len(kept) < IDLE_PER_ORIGIN:
-                exchange.waiter = None
-                kept.append(exchange)
-            else:
-                exchange.close()
-        else:
-            exchange.close()
-        if 300 <= answer.status < 400 and answer.status != 304:
-            raise Unsent(f"redirect {answer.status}")  # followed on the session's path, each hop checked
-        return answer
 
     def _idle(self, origin: tuple[str, str, int]) -> Exchange | None:
         kept = self.idle.get(origin)
@@ -214,7 +256,7 @@ class Lane:
         for target in targets:
             try:
                 _, exchange = await self.loop.create_connection(
-                    lambda: Exchange(self.max_bytes), target, outgoing.port, ssl=tls, server_hostname=name
+                    Exchange, target, outgoing.port, ssl=tls, server_hostname=name
                 )
                 return exchange
             except (OSError, ssl.SSLError) as exc:

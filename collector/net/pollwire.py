@@ -4,6 +4,7 @@ fill the `Answer`, within the head's and the body's caps; what it refuses stops 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,36 +45,43 @@ class Answer:
     chunks: list[bytes] = field(default_factory=list)
 
 
-class Exchange(asyncio.Protocol):
-    """One connection, one exchange at a time: llhttp's callbacks fill the answer."""
+Ended = Callable[["Answer | None", "BaseException | None"], None]
 
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
+
+class Exchange(asyncio.Protocol):
+    """One connection, one exchange at a time: llhttp's callbacks fill the answer, and `ended(answer, error)` (given
+    to `begin`) hears how it ended, once, after the read that ended it was parsed whole."""
+
+    def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.waiter: asyncio.Future | None = None
-        self.answer: Answer | None = None
-        self.head_bytes = 0
-        self.body_bytes = 0
-        self.reusable = False
-        self.broken = False  # closed, or bytes came when no exchange was under way
-        self.unclear = False  # bytes came after the answer's end: which answer is whose is no longer known
-        self.problem: Exception | None = None  # what a callback refused (llhttp wraps what they raise)
-        self.messages = 0
-        self.capped = False  # the answer was settled at the cap: the rest of its body is not read
+        self.ended: Ended | None = None  # None: idle, or the exchange has ended
+        self.max_bytes = 0
+        self.answer = Answer(0, "", [])
+        self.head_bytes = self.body_bytes = self.messages = 0
+        self.complete = False  # llhttp saw the answer's end
+        self.reusable = False  # and it may be kept alive
+        self.broken = False  # closed, or bytes came that nobody asked for: never reused
+        self.problem: BaseException | None = None  # what a callback refused (llhttp wraps what they raise)
+        self.outcome: tuple[Answer | None, BaseException | None] | None = None  # settled at the cap
 
-    def begin(self, waiter: asyncio.Future, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.waiter, self.answer, self.head_bytes, self.body_bytes = waiter, Answer(0, "", []), 0, 0
-        self.reusable, self.problem, self.messages, self.capped = False, None, 0, False
+    def begin(self, ended: Ended, max_bytes: int) -> None:
+        self.ended, self.max_bytes = ended, max_bytes
+        self.answer, self.head_bytes, self.body_bytes, self.messages = Answer(0, "", []), 0, 0, 0
+        self.complete = self.reusable = False
+        self.problem = self.outcome = None
+
+    def end(self, answer: Answer | None, error: BaseException | None) -> None:
+        ended, self.ended = self.ended, None
+        if ended is not None:
+            ended(answer, error)
 
     # --- the transport's callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self.waiter is None:  # bytes nobody asked for, the connection idle: it is not reused
-            self.broken = True
+        if self.ended is None:  # bytes nobody asked for, the connection idle: it is not reused
             self.close()
             return
         try:
@@ -81,23 +89,24 @@ class Exchange(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self.fail(Unsent("an upgrade nobody asked for"))
         except httptools.HttpParserError as exc:
-            if self.waiter.done():  # the answer was whole (or settled at the cap), and bytes followed it
-                self.unclear = self.unclear or not self.capped
-                self.broken = True
+            if self.outcome is not None:  # settled at the cap: the rest is not read
                 self.close()
+                self.end(*self.outcome)
+            elif self.complete:  # the answer was whole, and bytes followed it in the same read
+                self.fail(Unsent("bytes after the answer"))
             else:
                 self.fail(self.problem or Unsent(f"unreadable answer ({type(exc).__name__})"))
+            return
+        if self.complete:
+            self.end(self.answer, None)
 
     def eof_received(self) -> bool:
-        self.broken = True
-        if self.waiter is not None and not self.waiter.done():
-            self.fail(Unsent("connection closed before the answer was whole"))
+        self.fail(Unsent("connection closed before the answer was whole"))
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.broken = True
-        if self.waiter is not None and not self.waiter.done():
-            self.fail(Unsent("connection lost before the answer was whole"))
+        self.end(None, Unsent("connection lost before the answer was whole"))
 
     # --- llhttp's callbacks (what they raise stops the parser: `problem` says why) ----------------------------
     def on_message_begin(self) -> None:
@@ -107,19 +116,16 @@ class Exchange(asyncio.Protocol):
 
     def on_status(self, status: bytes) -> None:
         self._head(len(status))
-        assert self.answer is not None
         self.answer.reason += status.decode("latin-1")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head(len(name) + len(value) + 4)
-        assert self.answer is not None
         headers = self.answer.headers
         if len(headers) >= MAX_HEADERS:
             self.refuse(Unsent(f"more than {MAX_HEADERS} headers"))
         headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
-        assert self.answer is not None
         status = self.parser.get_status_code()
         if status < 200:  # interim answers, 101 too, are the session's path's to judge (net/answers.py)
             self.refuse(Unsent(f"interim answer {status}"))
@@ -129,17 +135,14 @@ class Exchange(asyncio.Protocol):
             self.over_cap(declared)
 
     def on_body(self, body: bytes) -> None:
-        assert self.answer is not None
         self.body_bytes += len(body)
         if self.body_bytes > self.max_bytes:
             self.over_cap(None)
-            return
         self.answer.chunks.append(body)
 
     def on_message_complete(self) -> None:
+        self.complete = True
         self.reusable = self.parser.should_keep_alive()
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(self.answer)
 
     # --- the exchange's ends ---------------------------------------------------------------------------------
     def _head(self, size: int) -> None:
@@ -147,31 +150,26 @@ class Exchange(asyncio.Protocol):
         if self.head_bytes > MAX_HEAD_BYTES:
             self.refuse(Unsent(f"a head of more than {MAX_HEAD_BYTES} bytes"))
 
-    def refuse(self, problem: Exception) -> None:
+    def refuse(self, problem: BaseException) -> None:
         self.problem = problem
         raise problem
 
     def over_cap(self, declared: int | None) -> None:
         """Past the cap: an error answer keeps its head with an empty body; a 2xx is refused. The connection is
         dropped either way (the rest of the body is not read)."""
-        assert self.answer is not None and self.waiter is not None
-        self.capped = True
         if self.answer.status >= 400:
             self.answer.chunks = []
-            self.waiter.set_result(self.answer)
+            self.outcome = (self.answer, None)
         else:
-            self.waiter.set_exception(TooLarge(self.max_bytes, declared))
-        self.broken = True
-        self.close()
-        self.refuse(Unsent("over the cap"))  # stops the parser; the waiter is settled already
+            self.outcome = (None, TooLarge(self.max_bytes, declared))
+        self.refuse(Unsent("over the cap"))  # stops the parser
 
-    def fail(self, error: Exception) -> None:
-        self.broken = True
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(error)
+    def fail(self, error: BaseException) -> None:
         self.close()
+        self.end(None, error)
 
     def close(self) -> None:
+        self.broken = True
         if self.transport is not None:
             self.transport.abort()
 

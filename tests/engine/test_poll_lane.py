@@ -4,6 +4,7 @@ the lane does not judge itself takes the session's path, which behaves as it alw
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -189,3 +190,32 @@ def test_with_a_stand_in_for_requests_transport_every_request_takes_the_sessions
     doc = add_network(db, **MARKED)
     report = run_once(db, "normal", settings, now=T0)
     assert report.by_status == {"ok": 1} and len(http_mock.calls) == 1 and not network(db, doc).get("lastError")
+
+
+def test_requests_out_at_once_on_the_lane_stay_within_the_concurrency(db, on_workers):
+    lock, inside, most = threading.Lock(), [0], [0]
+
+    def enter():
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+
+    def leave():
+        with lock:
+            inside[0] -= 1
+
+    with WireServer(lambda request: [enter, 0.2, leave, answer(304, headers={"ETag": ETAG})]) as server:
+        docs = [add_network(db, **MARKED, user=f"u{k}@x", accessToken=f"token-{k}") for k in range(12)]
+        report = run_once(db, "normal", poll_settings(server.url), now=T0, concurrency=3)
+        sent = len(server.requests)
+    assert report.by_status == {"ok": 12} and sent == 12 and on_workers == []
+    assert 1 <= most[0] <= 3  # the lane's polls take the request slots the workers' requests take
+    assert all(not network(db, doc).get("lastError") for doc in docs)
+
+
+def test_with_a_proxy_configured_no_request_goes_on_the_lane(monkeypatch):
+    from collector.sdk import Http
+
+    assert Http(settings_for_tests()).lane_speaks()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert not Http(settings_for_tests()).lane_speaks()
