@@ -1,7 +1,7 @@
-"""Dispatch with one owner, kept by tests: the dispatcher alone holds the loop's state and never sees the
-Collector; nothing reaches through the Collector into its parts' attributes; a run's final state is made in one
-place (engine/decide.py); each network is read and looked up in the registry once (engine/run.py `admit`); and
-the daemon gives back the signal handlers it found."""
+"""Dispatch with one owner, kept by tests: the dispatcher alone (dispatch.py, and intake.py its claiming half) holds
+the loop's state and never sees the Collector; nothing reaches through the Collector into its parts' attributes; a
+run's final state is made in one place (engine/decide.py); each network is read and looked up in the registry once
+(engine/run.py `admit`); and the daemon gives back the signal handlers it found."""
 
 from __future__ import annotations
 
@@ -51,7 +51,19 @@ def test_only_the_dispatcher_assigns_the_loops_state_in_the_engine():
                 ):
                     found.append((rel(path), target.attr))
     owners = {path for path, _ in found}
-    assert owners == {"engine/dispatch.py"}, sorted(set(found))
+    assert owners == {"engine/dispatch.py", "engine/intake.py"}, sorted(set(found))  # the dispatcher's two halves
+
+
+def test_the_dispatchers_claiming_half_is_the_dispatchers_alone():
+    """intake.py is a mix-in of `Dispatcher` only: no other class takes it, so the state it moves stays the
+    dispatcher's."""
+    users = [
+        (rel(path), node.name)
+        for path, tree in trees()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and any(getattr(base, "id", "") == "Intake" for base in node.bases)
+    ]
+    assert users == [("engine/dispatch.py", "Dispatcher")]
 
 
 def test_the_dispatcher_knows_its_parts_not_the_collector():

@@ -52,12 +52,12 @@ class Claims:
         self.repair_at = 0.0  # monotonic time of the next repair of what other programs wrote (`repair`)
 
     @property
-    def lease(self) -> timedelta:
+    def lease_length(self) -> timedelta:
         return timedelta(seconds=self.settings.lease_seconds)
 
     def leases(self, clock: Callable[[], datetime], held: Callable[[], list]) -> Leases:
         """The leases of what a loop holds: renewed while held, given back when not run."""
-        return Leases(self.store, self.instance_id, lambda: self.lease, clock, held, self.throttle)
+        return Leases(self.store, self.instance_id, lambda: self.lease_length, clock, held, self.throttle)
 
     def served(self) -> tuple[frozenset[str] | None, frozenset[str]]:
         """The services this collector claims (None: every one) and those it leaves to others: SERVICES (or
@@ -68,10 +68,24 @@ class Claims:
     def claim(
         self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = (), repair: bool = False
     ) -> list[Claimed]:
-        """Lease up to `limit` due networks of `mode`, none of `skip_services`, each read once. While services are
-        left out, the claim names the ones it takes (points of the (mode, service, scheduledTo) index): a
-        network of a service no connector is registered for waits for a claim that leaves none out. What other
-        programs wrote is repaired first (`repair`): with `repair` (a pass), else every REPAIR_EVERY seconds."""
+        """Lease up to `limit` due networks of `mode`, none of `skip_services`, each read once (`lease`, then
+        `admitted`)."""
+        return self.admitted(mode, self.lease(mode, limit, now, skip_services, repair), now)
+
+    @property
+    def ahead_ok(self) -> bool:
+        """Whether a claim's database work may run on a thread of its own (claimahead.py): a database client that
+        is thread-safe (pymongo's), not mongomock in this process."""
+        return not self.store.mongomock
+
+    def lease(
+        self, mode: str, limit: int, now: datetime, skip_services: Iterable[str] = (), repair: bool = False
+    ) -> list[dict]:
+        """The claim's database work: lease up to `limit` due networks of `mode`, none of `skip_services`, as
+        documents. While services are left out, the claim names the ones it takes (points of the (mode, service,
+        scheduledTo) index): a network of a service no connector is registered for waits for a claim that leaves
+        none out. What other programs wrote is repaired first (`repair`): with `repair` (a pass), else every
+        REPAIR_EVERY seconds. Database calls and pure reads only: it may run on the claim-ahead thread."""
         only, excluded = self.served()
         skip = {*skip_services, *excluded}
         if skip and only is None:
@@ -79,7 +93,11 @@ class Claims:
         if repair or time.monotonic() >= self.repair_at:
             self.repair_at = time.monotonic() + REPAIR_EVERY
             self.repair(mode, now)
-        networks = self.store.claim(mode, now, limit, self.instance_id, now + self.lease, skip, only)
+        return self.store.claim(mode, now, limit, self.instance_id, now + self.lease_length, skip, only)
+
+    def admitted(self, mode: str, networks: list[dict], now: datetime) -> list[Claimed]:
+        """Leased networks taken in, on the loop's thread: the observers told, each read once (`admit`), the quota
+        facts other collectors shared for their tokens taken in."""
         self.observers.notify("on_claim", str(mode), len(networks))
         self.observers.notify("on_lag", str(mode), schedule_lag(networks, now))
         claimed = self.admit(networks)
@@ -121,7 +139,7 @@ class Claims:
 
     def claim_one(self, network_id: object, now: datetime) -> Claimed | None:
         """Lease one network now, due or not (`collector networks run`); None when absent or leased by another."""
-        network = self.store.claim_one(network_id, now, self.instance_id, now + self.lease)
+        network = self.store.claim_one(network_id, now, self.instance_id, now + self.lease_length)
         return None if network is None else self.admit([network])[0]
 
     def admit(self, networks: list[dict]) -> list[Claimed]:

@@ -19,7 +19,7 @@ import random
 import resource
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,16 +27,18 @@ from ..sdk.errors import OutOfDescriptors
 from ..sdk.http import Http
 from ..settings import Settings
 from .capacity import Capacity
+from .claimahead import ClaimAhead, Leased
 from .claims import Claims
 from .dbhealth import DatabaseHealth
 from .decide import decide, failure
 from .events import Observers, Report
+from .intake import Intake
 from .loglimit import Throttle
 from .outbox import Outbox
 from .polls import WAIT, returned_by, sent
 from .quota import QuotaMemory
 from .rules import latest_wait
-from .run import Attempt, Claimed, Run, RunResult, execute, forget, prepare
+from .run import Attempt, Claimed, Run, RunResult, execute, prepare
 from .saving import Saver
 from .sizing import claim_size, saturated_services, service_key
 from .workers import Finished, drain
@@ -46,10 +48,9 @@ STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the d
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
 Stop = Callable[[], bool]  # whether a stop was requested
-CLAIM_FAILED = "claiming %s networks failed (%s); next try in %.0fs"
 
 
-class Dispatcher:
+class Dispatcher(Intake):
     def __init__(
         self,
         claims: Claims,
@@ -70,6 +71,7 @@ class Dispatcher:
         # the networks running now (id, service, user, since), for the heartbeat: what this collector is doing
         self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
+        self.ahead = ClaimAhead(claims, lambda finished: None)  # claims while runs run; answers: `begin`
         self.begin("normal", Report("normal"), lambda: datetime.min, lambda: False)
 
     def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
@@ -77,7 +79,8 @@ class Dispatcher:
         self.mode, self.report, self.clock, self.should_stop = mode, report, clock, should_stop
         self.pending: deque[Claimed] = deque()  # claimed, waiting to start
         self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
-        self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they finish, in order
+        self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they end; claims ahead
+        self.ahead.done = self.completions.put
         self.outbox = Outbox(self.saver, self.throttle, self.observers)
         self.per_service: Counter = Counter()
         self.leases = self.claims.leases(clock, lambda: [n["_id"] for n in self.held_networks()])
@@ -123,7 +126,7 @@ class Dispatcher:
             self.stopping()
         self.claim()
         self.save(self.dispatch())
-        if self.inflight:
+        if self.inflight or self.ahead.busy:
             finished = [self.finish(one) for one in drain(self.completions, self.wait_time())]
             results = [result for result in finished if result is not None]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
@@ -148,56 +151,7 @@ class Dispatcher:
 
     def holding(self) -> bool:
         """Whether anything claimed is not saved yet: waiting to start, running, finished or kept for a retry."""
-        return bool(self.pending or self.inflight or self.outbox)
-
-    def claim(self) -> None:
-        """Continuous mode: claim the next batch when few claimed networks still wait (`wanted`; and not before
-        the next look after an empty claim or a failed one)."""
-        if not self.claims_open or self.stop_seen is not None or time.monotonic() < self.next_claim:
-            return
-        whole, services = self.claims.paused(self.mode, self.clock())
-        if whole or services:
-            self.give_back(whole, services)
-        if whole:  # the operator paused this mode: no claim; runs in flight finish and are saved (a drain)
-            look_again = min(self.settings.heartbeat_seconds, self.settings.loop_idle_pause or 1)
-            self.next_claim = time.monotonic() + look_again
-            return
-        saturated = self.saturated() | services
-        wanted = self.wanted(saturated)
-        if not wanted:
-            return
-        try:
-            claimed = self.claims.claim(self.mode, wanted, self.clock(), saturated)
-        except Exception as exc:  # the database is away: try again soon, the held runs go on
-            self.claim_failed(exc)
-            return
-        self.claim_failures = 0
-        self.throttle.forget("claim")
-        if not claimed:
-            self.next_claim = time.monotonic() + self.settings.loop_idle_pause
-            return
-        if len(self.outbox.users) > 8 * self.capacity.concurrency:  # keep the user look-ups of held networks only
-            self.outbox.keep_users({n.get("user") for n in self.held_networks()})
-        if not (self.pending or self.inflight):
-            self.leases.restart()
-        self.pending.extend(claimed)
-
-    def claim_failed(self, exc: Exception) -> None:
-        self.claim_failures += 1
-        self.next_claim = time.monotonic() + min(2.0**self.claim_failures, self.settings.loop_idle_pause)
-        wait = max(self.next_claim - time.monotonic(), 0.0)
-        self.throttle.trouble("claim", CLAIM_FAILED, self.mode, exc, wait, level=logging.ERROR)
-
-    def give_back(self, whole: bool, services: Collection[str] = ()) -> int:
-        """Claimed networks of a paused scope (all of them: a stop) that have not started are given back, not
-        run; returns how many."""
-        held = [c for c in self.pending if whole or c.service in services]
-        if held:
-            self.leases.give_back(c.network for c in held)
-            self.pending = deque(c for c in self.pending if not (whole or c.service in services))
-            for one in held:
-                forget(one.network, {})
-        return len(held)
+        return bool(self.pending or self.inflight or self.outbox or self.ahead.busy)
 
     def wait_time(self) -> float:
         """How long to wait for a run to finish: until the next renewal, save, claim or tick is due."""
@@ -206,7 +160,7 @@ class Dispatcher:
         save_in = self.outbox.wait_in(now)
         if save_in is not None:
             until = min(until, save_in)
-        if self.claims_open and self.stop_seen is None and self.wanted(self.saturated()):
+        if self.claims_open and self.stop_seen is None and not self.ahead.busy and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 
@@ -259,7 +213,11 @@ class Dispatcher:
         return settled
 
     def finish(self, finished: Finished) -> RunResult | None:
-        """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py)."""
+        """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py), or for
+        a claim made ahead (taken in: `leased`)."""
+        if isinstance(finished.result, Leased):
+            self.leased(finished)
+            return None
         run = self.inflight.pop(finished.ticket)
         returned = returned_by(run, finished, self.http, self.capacity.pool, self.completions.put)
         if isinstance(returned, int):  # a poll that landed goes on on a worker, with its answer or without
@@ -299,6 +257,7 @@ class Dispatcher:
     def close(self) -> None:
         """Wait for the runs in flight to end and let the worker threads go."""
         self.capacity.pool.shutdown(wait=True)
+        self.ahead.close()
 
 
 def out_of_descriptors(throttle: Throttle) -> float:

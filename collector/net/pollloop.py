@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import os
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .addresses import Policy, is_public
 from .pollwire import Answer, Exchange, Expired, TooLarge, Unsent
@@ -43,6 +44,8 @@ from .pollwire import Answer, Exchange, Expired, TooLarge, Unsent
 __all__ = ["Answer", "Expired", "Lane", "Outgoing", "TooLarge", "Unsent", "tls_context"]
 
 IDLE_PER_ORIGIN = 64  # connections kept open per origin between polls
+IDLE_TOTAL = 256  # and in all: a fleet of many origins (instances) keeps no more descriptors than this idle
+log = logging.getLogger("collector.http")
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,8 @@ class Outgoing:
     scheme: str
     host: str
     port: int
-    head: bytes
-    check: bool
+    head: bytes = field(repr=False)  # carries the credentials: never in a repr
+    check: bool = False
 
     @property
     def origin(self) -> tuple[str, str, int]:
@@ -97,6 +100,7 @@ class Lane:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
+        self.loop.set_exception_handler(quiet_handler)
         self.loop.run_forever()
 
     # --- from other threads -------------------------------------------------------------------------------
@@ -177,19 +181,21 @@ class Lane:
         self.calls.discard(call)
         if call.timer is not None:
             call.timer.cancel()
-        exchange = call.exchange
-        if exchange is not None:
-            if error is None and exchange.reusable and not exchange.broken:
-                self._keep(call.outgoing.origin, exchange)
-            else:
-                exchange.close()
-        status = answer.status if answer is not None else 0
-        if 300 <= status < 400 and status != 304:  # followed on the session's path, each hop checked
-            answer, error = None, Unsent(f"redirect {status}")
         try:
-            call.release()
-        finally:
-            call.done(answer, error)
+            exchange = call.exchange
+            if exchange is not None:
+                if error is None and exchange.reusable and not exchange.broken:
+                    self._keep(call.outgoing.origin, exchange)
+                else:
+                    exchange.close()
+            status = answer.status if answer is not None else 0
+            if 300 <= status < 400 and status != 304:  # followed on the session's path, each hop checked
+                answer, error = None, Unsent(f"redirect {status}")
+        finally:  # whatever happened above, the slot comes back and the run hears, once
+            try:
+                call.release()
+            finally:
+                call.done(answer, error)
 
     def _expire(self, call: Call) -> None:
         if call.over:
@@ -204,11 +210,18 @@ class Lane:
             exchange.close()
 
     def _keep(self, origin: tuple[str, str, int], exchange: Exchange) -> None:
-        kept = self.idle.setdefault(origin, [])
-        if len(kept) < IDLE_PER_ORIGIN:
-            kept.append(exchange)
-        else:
+        if self._idle_count() >= IDLE_TOTAL or len(self.idle.get(origin, ())) >= IDLE_PER_ORIGIN:
             exchange.close()
+        else:
+            self.idle.setdefault(origin, []).append(exchange)
+
+    def _idle_count(self) -> int:
+        """Connections kept idle, those the servers closed meanwhile let go of first."""
+        for origin, kept in list(self.idle.items()):
+            kept[:] = [one for one in kept if not one.broken]
+            if not kept:
+                del self.idle[origin]
+        return sum(map(len, self.idle.values()))
 
     def _clamp(self) -> None:
         if self.cutoff is None:
@@ -262,6 +275,14 @@ class Lane:
             except (OSError, ssl.SSLError) as exc:
                 error = exc
         raise error
+
+
+def quiet_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """What the lane's loop could not handle (a bug of ours), logged in fixed words: the exception's type only,
+    never its text or the objects around it (a request's head carries credentials, an answer a server's text)."""
+    error = context.get("exception")
+    kind = type(error).__name__ if error is not None else "an error"
+    log.error("poll lane: %s in a callback; its exchange is closed and its run takes the session's path", kind)
 
 
 def tls_context(ca_bundle: str, default: str) -> ssl.SSLContext:

@@ -184,3 +184,39 @@ def test_closing_the_lane_ends_what_runs_and_its_thread(lane):
         polls.close()
         ((got, error),) = calls.wait(1)
     assert got is None and isinstance(error, Expired) and calls.released == 1 and not polls.thread.is_alive()
+
+
+def test_connections_kept_idle_are_bounded_in_all_whatever_the_number_of_origins(lane, monkeypatch):
+    monkeypatch.setattr("collector.net.pollloop.IDLE_TOTAL", 2)
+    calls, polls = Calls(), lane()
+    servers = [WireServer(lambda request: [answer(304)]) for _ in range(3)]
+    for server in servers:
+        server.__enter__()
+    try:
+        for n, server in enumerate(servers, 1):
+            calls.send(polls, plain(server.port))
+            calls.wait(n)
+        kept = sum(len(exchanges) for exchanges in polls.idle.values())
+        for server in servers:  # each origin again: the first two reuse their connection, the third connects anew
+            calls.send(polls, plain(server.port))
+            calls.wait(len(calls.ended) + 1)
+        connections = [server.connections for server in servers]
+    finally:
+        for server in servers:
+            server.__exit__(None, None, None)
+    assert kept == 2 and connections == [1, 1, 2]
+
+
+def test_a_requests_head_never_shows_in_a_repr_nor_a_bug_in_the_lanes_log(lane, caplog):
+    outgoing = Outgoing("https", "api.github.test", 443, b"GET / HTTP/1.1\r\nAuthorization: Bearer ghp_SECRET\r\n\r\n")
+    assert "ghp_SECRET" not in repr(outgoing)
+    polls = lane()
+
+    def bug() -> None:
+        raise RuntimeError("a server said ghp_SECRET")
+
+    polls.loop.call_soon_threadsafe(bug)
+    deadline = time.monotonic() + 30
+    while "poll lane" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "poll lane: RuntimeError in a callback" in caplog.text and "ghp_SECRET" not in caplog.text

@@ -11,8 +11,10 @@ the unique index on (user, type, itemId) is created as well, so that items writt
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from typing import Any
 
@@ -116,13 +118,15 @@ class Store(NetworkStore, ItemStore, AccountStore):
     def observe(self, sink: Sink) -> None:
         """Tell `sink` how each database operation went: its name, how long it took, the error it raised. An
         operation made inside another (mongomock's `save_states` through `save_state`) is told once, as the outer
-        one."""
-        depth = [0]
+        one. On a thread inside `deferred()` (the claim-ahead thread) the reports are kept for the loop's thread to
+        tell (`replay`): the sink and its observers hear from one thread only."""
+        local = threading.local()
+        self.sink, self.local = sink, local
         for name in OPERATIONS:
             original = getattr(self, name)
 
             def watched(*args: Any, _original: Callable = original, _name: str = name, **kwargs: Any) -> Any:
-                depth[0] += 1
+                local.depth = getattr(local, "depth", 0) + 1
                 started = time.perf_counter()
                 error: BaseException | None = None
                 try:
@@ -131,11 +135,35 @@ class Store(NetworkStore, ItemStore, AccountStore):
                     error = exc
                     raise
                 finally:
-                    depth[0] -= 1
-                    if not depth[0]:
-                        sink(_name, time.perf_counter() - started, error)
+                    local.depth -= 1
+                    if not local.depth:
+                        kept = getattr(local, "kept", None)
+                        if kept is not None:
+                            kept.append((_name, time.perf_counter() - started, error))
+                        else:
+                            sink(_name, time.perf_counter() - started, error)
 
             setattr(self, name, watched)
+
+    @contextmanager
+    def deferred(self) -> Iterator[list[tuple[str, float, BaseException | None]]]:
+        """The reports of this thread's operations in the block, kept in the list yielded instead of told."""
+        kept: list[tuple[str, float, BaseException | None]] = []
+        local = getattr(self, "local", None)
+        if local is not None:
+            local.kept = kept
+        try:
+            yield kept
+        finally:
+            if local is not None:
+                local.kept = None
+
+    def replay(self, reports: list[tuple[str, float, BaseException | None]]) -> None:
+        """Tell the sink the reports `deferred` kept (on the loop's thread)."""
+        sink = getattr(self, "sink", None)
+        if sink is not None:
+            for report in reports:
+                sink(*report)
 
 
 SELECTION_MS = 10_000  # the daemon's and the sink service's wait for a server, each attempt (systemd restarts them)
