@@ -186,11 +186,14 @@ class Dispatcher(Intake):
             return []
         settled: list[RunResult] = []
         waiting: deque[Claimed] = deque()
+        full: set[str | None] = set()  # services whose polls found no request slot free
         while self.pending and len(self.inflight) < self.capacity.seats:
             if self.http.lane is not None and not self.capacity.slots_free():  # polls wait for a slot here
                 break
             claimed = self.pending.popleft()
-            if self.per_service[claimed.service] >= self.capacity.service_seats(claimed.service):
+            if claimed.service in full or self.per_service[claimed.service] >= self.capacity.service_seats(
+                claimed.service
+            ):
                 waiting.append(claimed)
                 continue
             now, jitter = self.clock(), self.rng.random()
@@ -200,9 +203,10 @@ class Dispatcher(Intake):
                 settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
                 continue
             ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
-            if ticket == WAIT:  # every request slot taken: it waits, with the rest, for the next step
+            if ticket == WAIT:  # its service's request slots taken: it waits for the next step, the others go on
                 waiting.append(claimed)
-                break
+                full.add(claimed.service)
+                continue
             if ticket is None:
                 ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
             self.inflight[ticket] = run

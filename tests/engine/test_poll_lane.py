@@ -219,3 +219,25 @@ def test_with_a_proxy_configured_no_request_goes_on_the_lane(monkeypatch):
     assert Http(settings_for_tests()).lane_speaks()
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert not Http(settings_for_tests()).lane_speaks()
+
+
+def test_a_service_whose_polls_wait_for_its_cap_holds_back_no_other_service(db):
+    """GitHub at a cap of two requests at a time (four seats), its polls answered slowly: the gist networks claimed
+    behind its third and fourth go out at once on workers, not after GitHub's answers."""
+
+    def script(request):
+        if request.path.startswith("/gists/"):
+            return [answer(200, b"[]", {"Content-Type": "application/json"})]
+        return [2.0, answer(304, headers={"ETag": ETAG})]
+
+    with WireServer(script) as server:
+        for k in range(4):
+            add_network(db, **MARKED, user=f"g{k}@x", accessToken=f"gh-{k}", scheduledTo=T0 - timedelta(hours=2))
+        for k in range(3):
+            add_network(db, mode="normal", service="gist", user=f"s{k}@x", accessToken=f"gist-{k}", scheduledTo=T0)
+        settings = poll_settings(server.url, service_concurrencies={"github": 2})
+        report = run_once(db, "normal", settings, now=T0, concurrency=8)
+        order = [request.path.split("?")[0] for request in server.requests]
+    assert report.by_status == {"ok": 7}
+    assert order[:2] == ["/user/starred"] * 2  # the most overdue first, as many as GitHub's cap
+    assert order[2:5] == ["/gists/starred"] * 3  # not held behind GitHub's third and fourth polls
