@@ -1,5 +1,7 @@
-"""Quota memory: per access token, the last rate-limit facts a service gave, so that a network whose token is
-known to be out of quota is moved to the reset time without spending an API call.
+"""Quota memory: per access token blocked now, the last rate-limit facts a service gave, so that a network whose
+token is known to be out of quota is moved to the reset time without spending an API call. A token with quota left
+is not kept: the memory holds as many facts as tokens are blocked (a fact per token polled grew with the fleet, and
+every full garbage collection walked them all).
 
 Keys are hashes of (quota scope, token): the tokens themselves are never kept here. Facts that block a token
 are shared through MongoDB's `quotas` collection (written after each save, read once per claim batch), so every
@@ -61,9 +63,11 @@ class QuotaMemory:
             wait_until = quota.reset
         wait_until = bounded(wait_until, latest)
         key = self.key(scope, token)
+        if wait_until is None:  # not blocked: an older block of it is over; nothing else is kept (`prune`'s rule)
+            self._facts.pop(key, None)
+            return
         self._facts[key] = Facts(quota.remaining if quota else None, quota.limit if quota else None, wait_until)
-        if wait_until is not None:
-            self._unshared[key] = self._facts[key]
+        self._unshared[key] = self._facts[key]
 
     def unshared(self) -> dict[str, Facts]:
         """Blocking facts to write to the database (and forget as unshared)."""

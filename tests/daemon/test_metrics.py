@@ -186,7 +186,7 @@ def test_the_quota_gauge_counts_tokens_blocked_now_only():
     memory.remember("github", "t1", Quota(remaining=0, limit=10, reset=T0 + timedelta(minutes=5)), None)
     memory.remember("github", "t2", Quota(remaining=9, limit=10, reset=T0 + timedelta(minutes=5)), None)
     memory.remember("github", "t3", None, T0 + timedelta(seconds=30))
-    assert len(memory) == 3 and memory.blocked(T0) == 2  # t2 has quota left: known, not blocked
+    assert len(memory) == 2 and memory.blocked(T0) == 2  # t2 has quota left: not kept
     assert memory.blocked(T0 + timedelta(minutes=1)) == 1 and memory.blocked(T0 + timedelta(hours=1)) == 0
 
 

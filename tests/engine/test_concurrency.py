@@ -413,3 +413,17 @@ def test_runs_waiting_for_a_slot_when_the_collector_stops_send_nothing_and_leave
     assert len(untouched) == 2
     for state in untouched:
         assert state.get("errors", 0) == 0 and "lastError" not in state
+
+
+def test_the_quota_memory_keeps_blocked_tokens_only_and_forgets_a_block_a_later_answer_lifts():
+    from collector.engine.quota import QuotaMemory
+    from collector.sdk.errors import Quota
+
+    memory = QuotaMemory()
+    for k in range(1000):  # a fleet polled: every answer tells the quota left
+        memory.remember("github", f"token-{k}", Quota(remaining=4000, limit=5000, reset=T0 + timedelta(hours=1)), None)
+    assert len(memory) == 0
+    memory.remember("github", "spent", Quota(remaining=0, limit=5000, reset=T0 + timedelta(minutes=5)), None)
+    assert len(memory) == 1 and memory.blocked_until("github", "spent", T0) == T0 + timedelta(minutes=5)
+    memory.remember("github", "spent", Quota(remaining=4999, limit=5000, reset=T0 + timedelta(hours=1)), None)
+    assert len(memory) == 0 and memory.blocked_until("github", "spent", T0) is None
