@@ -197,9 +197,9 @@ def test_connections_kept_idle_are_bounded_in_all_whatever_the_number_of_origins
             calls.send(polls, plain(server.port))
             calls.wait(n)
         kept = sum(len(exchanges) for exchanges in polls.idle.values())
-        for server in servers:  # each origin again: the first two reuse their connection, the third connects anew
-            calls.send(polls, plain(server.port))
-            calls.wait(len(calls.ended) + 1)
+        for n, server in enumerate(servers, 4):  # each origin again: the first two reuse their connection, the third
+            calls.send(polls, plain(server.port))  # connects anew
+            calls.wait(n)
         connections = [server.connections for server in servers]
     finally:
         for server in servers:
