@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -86,22 +87,25 @@ class Databases:
 
 
 def time_store(collector: Collector) -> dict[str, float]:
-    """Wrap the store's calls to add up the scheduler thread's CPU spent in them. A store call made inside another
-    (mongomock's `save_states` goes through `save_state`) is counted once, in the outer one."""
+    """Wrap the store's calls to add up the CPU spent in them by the thread that made them (the scheduler's, and
+    the claim-ahead thread's: each its own depth). A store call made inside another (mongomock's `save_states` goes
+    through `save_state`) is counted once, in the outer one."""
     spent = {"db": 0.0}
-    depth = [0]
+    local = threading.local()
+    lock = threading.Lock()
     for name in STORE_CALLS:
         original = getattr(collector.store, name)
 
         def timed(*args: Any, _original: Callable = original, **kwargs: Any) -> Any:
-            depth[0] += 1
+            local.depth = getattr(local, "depth", 0) + 1
             started = time.thread_time()
             try:
                 return _original(*args, **kwargs)
             finally:
-                depth[0] -= 1
-                if not depth[0]:
-                    spent["db"] += time.thread_time() - started
+                local.depth -= 1
+                if not local.depth:
+                    with lock:
+                        spent["db"] += time.thread_time() - started
 
         setattr(collector.store, name, timed)
     return spent

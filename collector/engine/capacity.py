@@ -26,10 +26,6 @@ class Capacity:
         """Runs held at once (two per request slot)."""
         return seats(self.concurrency)
 
-    def slots_free(self) -> bool:
-        slots = self.http.slots
-        return slots is None or slots.free()
-
     def service_cap(self, service: object) -> int:
         return self.settings.service_concurrency_for(str(service))
 

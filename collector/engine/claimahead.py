@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from .claims import Claims
 from .workers import Finished
 
 TICKET = 0  # a claim's Finished: no run has this ticket
+OVERDUE = 60.0  # seconds a claim's database work may take before the dispatcher says it hangs
 
 
 @dataclass(frozen=True)
@@ -42,22 +44,30 @@ class ClaimAhead:
         self.tasks: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.busy = False  # a claim is out: its answer is still to come (one at a time)
+        self.since = 0.0  # monotonic time the claim out was started
 
     def start(self, mode: str, limit: int, now: datetime, skip_services: Iterable[str]) -> None:
         """Claim up to `limit` networks of `mode` on the thread; the answer comes to `done`."""
-        self.busy = True
+        self.busy, self.since = True, time.monotonic()
         if self.thread is None or not self.thread.is_alive():
-            self.thread = threading.Thread(target=self._work, name="claim-ahead", daemon=True)
+            self.tasks = queue.SimpleQueue()  # a thread's own: a closed one's end-mark is never another's
+            self.thread = threading.Thread(target=self._work, args=(self.tasks,), name="claim-ahead", daemon=True)
             self.thread.start()
         self.tasks.put((mode, limit, now, frozenset(skip_services)))
+
+    def overdue(self) -> float:
+        """Seconds the claim out has been out past OVERDUE (0: none out, or not overdue). The dispatcher stops
+        telling the watchdog it goes round meanwhile: a database that hangs a claim gets the daemon restarted, as
+        it did when the dispatcher itself waited for the claim."""
+        return max(time.monotonic() - self.since - OVERDUE, 0.0) if self.busy else 0.0
 
     def taken(self) -> None:
         """The dispatcher took the answer in."""
         self.busy = False
 
-    def _work(self) -> None:
+    def _work(self, tasks: queue.SimpleQueue[tuple | None]) -> None:
         while True:
-            task = self.tasks.get()
+            task = tasks.get()
             if task is None:
                 return
             mode, limit, now, skip = task
@@ -73,3 +83,5 @@ class ClaimAhead:
     def close(self) -> None:
         if self.thread is not None:
             self.tasks.put(None)
+            self.thread.join(timeout=1)  # (one blocked in the database is left to end with the process)
+            self.thread = None

@@ -27,7 +27,7 @@ from ..sdk.errors import OutOfDescriptors
 from ..sdk.http import Http
 from ..settings import Settings
 from .capacity import Capacity
-from .claimahead import ClaimAhead, Leased
+from .claimahead import OVERDUE, ClaimAhead, Leased
 from .claims import Claims
 from .dbhealth import DatabaseHealth
 from .decide import decide, failure
@@ -48,6 +48,7 @@ STOP_SAVE_GRACE = 5.0  # seconds a stopping collector keeps retrying saves the d
 REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the observers
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
 Stop = Callable[[], bool]  # whether a stop was requested
+CLAIM_HANGS = "claiming %s networks has not come back from the database for %.0fs; the watchdog is not told we go on"
 
 
 class Dispatcher(Intake):
@@ -143,7 +144,10 @@ class Dispatcher(Intake):
             grace_over = self.stop_seen is not None and time.monotonic() - self.stop_seen > STOP_SAVE_GRACE
             self.outbox.expire(self.leases.lapsed(), grace_over, bool(self.inflight), self.report)
         self.leases.release()
-        self.observers.notify("on_tick", len(self.inflight))
+        if self.ahead.overdue():  # a claim hangs in the database: no "it goes round" for the watchdog meanwhile
+            self.throttle.trouble("claim", CLAIM_HANGS, self.mode, OVERDUE + self.ahead.overdue(), level=logging.ERROR)
+        else:
+            self.observers.notify("on_tick", len(self.inflight))
         self.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.outbox))
         if self.holding():
             return 0.0
@@ -188,8 +192,6 @@ class Dispatcher(Intake):
         waiting: deque[Claimed] = deque()
         full: set[str | None] = set()  # services whose polls found no request slot free
         while self.pending and len(self.inflight) < self.capacity.seats:
-            if self.http.lane is not None and not self.capacity.slots_free():  # polls wait for a slot here
-                break
             claimed = self.pending.popleft()
             if claimed.service in full or self.per_service[claimed.service] >= self.capacity.service_seats(
                 claimed.service
@@ -203,11 +205,11 @@ class Dispatcher(Intake):
                 settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
                 continue
             ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
-            if ticket == WAIT:  # its service's request slots taken: it waits for the next step, the others go on
+            if ticket == WAIT and self.inflight:  # its service's slots taken: it waits for a run to end, others go on
                 waiting.append(claimed)
                 full.add(claimed.service)
                 continue
-            if ticket is None:
+            if ticket is None or ticket == WAIT:  # (nothing in flight to end: it waits for a slot on a worker)
                 ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)
             self.inflight[ticket] = run
             network = claimed.network

@@ -96,6 +96,9 @@ class Intake:
             self.report.released += self.give_back(True)
             return
         self.took(claimed)
+        whole, services = self.claims.paused(self.mode, self.clock())  # a pause read while it was out holds it too
+        if whole or services:
+            self.give_back(whole, services)
 
     def took(self, claimed: list[Claimed]) -> None:
         """Networks just claimed join those waiting to start."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..modes import Mode
 from ..sdk.connector import Result
 from ..sdk.errors import BadResponse, Interrupted, Transient
-from ..sdk.http import Answer, Expired, Http, TooLarge, Unsent, as_response, where
+from ..sdk.http import Answer, Asked, Expired, Http, TooLarge, Unsent, as_response, where
 from ..sdk.poll import Poll
 from .run import Returned, Run, execute
 from .sizing import service_key
@@ -40,8 +40,12 @@ class Landed:
     poll: Poll
     answer: Answer | None
     error: BaseException | None
-    url: str
+    asked: Asked
     duration: float
+
+    @property
+    def url(self) -> str:
+        return self.asked.url
 
 
 def sent(run: Run, http: Http, done: Callable[[Finished], object]) -> int | None:
@@ -69,12 +73,12 @@ def sent(run: Run, http: Http, done: Callable[[Finished], object]) -> int | None
     if request is None or lane is None:
         held.release()
         return None
-    outgoing, url = request
+    outgoing, asked = request
     ticket = next(TICKETS)
     started = time.perf_counter()
 
     def landed(answer: Answer | None, error: BaseException | None) -> None:
-        done(Finished(ticket, Landed(poll, answer, error, url, time.perf_counter() - started), None))
+        done(Finished(ticket, Landed(poll, answer, error, asked, time.perf_counter() - started), None))
 
     lane.send(outgoing, landed, held.release)
     return ticket
@@ -84,11 +88,11 @@ def returned_by(
     run: Run, finished: Finished, http: Http, pool: Workers, done: Callable[[Finished], object]
 ) -> Returned | int:
     """What a run that came back `Returned`; for a poll that landed and goes on on a worker, the worker's ticket."""
-    if isinstance(finished.result, Landed):
-        return after_landing(run, finished.result, http, pool, done)
     try:
+        if isinstance(finished.result, Landed):
+            return after_landing(run, finished.result, http, pool, done)
         return finished.value()  # execute() never raises, but a bug must not take the pass with it
-    except Exception as exc:
+    except Exception as exc:  # ends the run (`internal`), whatever raised: it never stays in flight
         return Returned(error=exc)
 
 
@@ -96,14 +100,14 @@ def after_landing(
     run: Run, landed: Landed, http: Http, pool: Workers, done: Callable[[Finished], object]
 ) -> Returned | int:
     """The run's `Returned` when it ended on the lane; else the ticket of the worker it goes on on (`settle`)."""
-    settled = settle(run, landed, http.timeout)
+    settled = settle(run, landed, http)
     if isinstance(settled, Returned):
         return settled
-    primed = (landed.url, settled) if settled is not None else None
+    primed = (landed.asked, settled) if settled is not None else None
     return pool.submit(execute, (run, primed), done)
 
 
-def settle(run: Run, landed: Landed, timeout: float) -> Returned | Answer | None:
+def settle(run: Run, landed: Landed, http: Http) -> Returned | Answer | None:
     """What a landing means for its run: its `Returned` when the run ends here; the `Answer` to hand a worker with;
     None when the run takes a worker as if the lane had not been tried."""
     error, what = landed.error, f"GET {where(landed.url)}"
@@ -111,7 +115,7 @@ def settle(run: Run, landed: Landed, timeout: float) -> Returned | Answer | None
         return None
     if isinstance(error, Expired):
         failed = Interrupted(f"collector stopping: {what} cut short") if error.cutoff else None
-        return ended(run, landed, failed or Transient(f"deadline of {timeout:g}s exceeded: {what}"))
+        return ended(run, landed, failed or Transient(f"deadline of {http.timeout:g}s exceeded: {what}"))
     if isinstance(error, TooLarge):
         told = f" of {error.length} bytes" if error.length is not None else ""
         return ended(run, landed, BadResponse(f"body{told} exceeds the {error.cap}-byte cap: {what}"))
@@ -121,7 +125,7 @@ def settle(run: Run, landed: Landed, timeout: float) -> Returned | Answer | None
     if answer.status not in landed.poll.unchanged:
         return answer
     try:
-        result = run.connector.unchanged(run.job, as_response(answer, landed.url))
+        result = run.connector.unchanged(run.job, http.decoded(as_response(answer, landed.url)))
     except Exception as exc:  # the connector's own code: judged as if `normal` had raised it
         return ended(run, landed, exc, str(answer.status))
     return ended(run, landed, None, str(answer.status), result)

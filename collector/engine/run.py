@@ -20,7 +20,7 @@ from typing import Any, cast
 from ..sdk.connector import Connector, Job, Result
 from ..sdk.errors import BadResponse, Malformed, NetworkError, Quota, RateLimited, Sealed
 from ..sdk.htmltext import decode_item_text
-from ..sdk.http import Answer, Http
+from ..sdk.http import Answer, Asked, Http
 from ..sdk.items import Item
 from ..sdk.redaction import SECRETS, secret_values
 from ..sdk.slots import serving
@@ -192,9 +192,9 @@ def prepare(
     return Run(attempt, Job(network=network, mode=claimed.mode, now=now), connector)
 
 
-def execute(run: Run, primed: tuple[str, Answer] | None = None) -> Returned:
+def execute(run: Run, primed: tuple[Asked, Answer] | None = None) -> Returned:
     """Run the connector (validated by `prepare`) and keep its storable items. Never raises: an exception is
-    returned for decide.py to judge. `primed`: the URL and answer of its poll, read on the lane (engine/polls.py),
+    returned for decide.py to judge. `primed`: what its poll asked and the answer, read on the lane (engine/polls.py),
     which its first GET of that URL gets instead of sending it."""
     network, job, connector = run.network, run.job, run.connector
     started = time.perf_counter()
@@ -229,7 +229,7 @@ def execute(run: Run, primed: tuple[str, Answer] | None = None) -> Returned:
 
 
 @contextmanager
-def priming(http: Http, primed: tuple[str, Answer] | None) -> Iterator[None]:
+def priming(http: Http, primed: tuple[Asked, Answer] | None) -> Iterator[None]:
     if primed is None:
         yield
         return

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+TICKETS = itertools.count(1)  # the runs' tickets, every pool's (the lane's are negative: engine/polls.py)
+
 
 class Finished(NamedTuple):
     """One task's end: its ticket (from `submit`), and what it returned, or what it raised."""
@@ -39,7 +41,7 @@ class Workers:
         self.threads: list[threading.Thread] = []
         self.idle = 0  # threads waiting for a task (or about to): a new task goes to one of them
         self.lock = threading.Lock()
-        self.tickets = itertools.count(1)
+        self.tickets = TICKETS  # shared by every pool: a reload's new pool never reuses a ticket held in flight
         self.closed = False
 
     def submit(self, call: Callable[..., Any], args: tuple, done: Callable[[Finished], object]) -> int:

@@ -31,6 +31,7 @@ import asyncio
 import collections
 import logging
 import os
+import select
 import socket
 import ssl
 import threading
@@ -50,13 +51,12 @@ log = logging.getLogger("collector.http")
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One request as bytes, and where it goes. `check`: connect only to public addresses (Policy.must_check)."""
+    """One request as bytes, and where it goes."""
 
     scheme: str
     host: str
     port: int
     head: bytes = field(repr=False)  # carries the credentials: never in a repr
-    check: bool = False
 
     @property
     def origin(self) -> tuple[str, str, int]:
@@ -85,10 +85,14 @@ class Lane:
     called on the lane's thread (error: `Unsent`, `Expired`, `TooLarge`). A request on a kept-alive connection is
     callbacks only (no task): written, its answer parsed as it comes, ended by its answer or its timer."""
 
-    def __init__(self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext):
+    def __init__(
+        self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext, cutoff: float | None = None
+    ):
         self.timeout, self.max_bytes, self.policy = timeout, max_bytes, policy
         self.tls = tls
-        self.cutoff: float | None = None  # monotonic: the stop's
+        self.cutoff = cutoff  # monotonic: the stop's
+        self.generation = 0  # of the address policy: a connection opened under another is never reused
+        self.closed = False
         self.idle: dict[tuple[str, str, int], list[Exchange]] = {}
         self.inbox: collections.deque[tuple[Outgoing, Done, Callable[[], None]]] = collections.deque()
         self.woken = False
@@ -105,7 +109,11 @@ class Lane:
 
     # --- from other threads -------------------------------------------------------------------------------
     def send(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
-        """Send `outgoing` on the lane; `release()` once its answer is read (its request slot), then `done`."""
+        """Send `outgoing` on the lane; `release()` once its answer is read (its request slot), then `done`. On a
+        lane closed already, at once: `Unsent` (the session's path)."""
+        if self.closed:
+            settle(release, done, None, Unsent("the lane is closed"))
+            return
         self.inbox.append((outgoing, done, release))
         if not self.woken:  # one wake-up (a byte on the loop's pipe) for every request queued meanwhile
             self.woken = True
@@ -117,7 +125,7 @@ class Lane:
         self.timeout, self.max_bytes = timeout, max_bytes
         if policy != self.policy:
             self.policy = policy
-            self.loop.call_soon_threadsafe(self._forget)
+            self.loop.call_soon_threadsafe(self._new_policy)
 
     def clamp(self, cutoff: float) -> None:
         """The collector is stopping: exchanges still running at `cutoff` (monotonic) are cut."""
@@ -125,16 +133,26 @@ class Lane:
         self.loop.call_soon_threadsafe(self._clamp)
 
     def close(self) -> None:
-        """Cut what runs, close the connections, end the thread."""
+        """Cut what runs and what waits to be sent, close the connections, end the thread; what is sent after it
+        ends at once (`send`)."""
+        self.closed = True
         if not self.loop.is_closed() and self.thread.is_alive():
             self.loop.call_soon_threadsafe(self._close)
             self.thread.join(timeout=5)
+        while self.inbox:  # sent as it closed, never taken: ended here
+            _, done, release = self.inbox.popleft()
+            settle(release, done, None, Expired(True))
 
     # --- on the lane's thread -------------------------------------------------------------------------------
     def _take(self) -> None:
         self.woken = False
         while self.inbox:
-            self._start(*self.inbox.popleft())
+            outgoing, done, release = self.inbox.popleft()
+            try:
+                self._start(outgoing, done, release)
+            except Exception as exc:  # a bug of ours: that request alone takes the session's path
+                log.error("poll lane: %s starting a request; it takes the session's path", type(exc).__name__)
+                settle(release, done, None, Unsent("not started"))
 
     def _start(self, outgoing: Outgoing, done: Done, release: Callable[[], None]) -> None:
         now = time.monotonic()
@@ -152,9 +170,12 @@ class Lane:
 
     def _ask(self, call: Call, exchange: Exchange) -> None:
         call.exchange = exchange
+        transport = exchange.transport
+        if exchange.broken or transport is None or transport.is_closing():  # lost before it was written
+            self._end(call, None, Unsent("connection lost before the request was sent"))
+            return
         exchange.begin(lambda answer, error: self._end(call, answer, error), self.max_bytes)
-        assert exchange.transport is not None
-        exchange.transport.write(call.outgoing.head)
+        transport.write(call.outgoing.head)
 
     async def _connect_then_ask(self, call: Call) -> None:
         try:
@@ -192,10 +213,7 @@ class Lane:
             if 300 <= status < 400 and status != 304:  # followed on the session's path, each hop checked
                 answer, error = None, Unsent(f"redirect {status}")
         finally:  # whatever happened above, the slot comes back and the run hears, once
-            try:
-                call.release()
-            finally:
-                call.done(answer, error)
+            settle(call.release, call.done, answer, error)
 
     def _expire(self, call: Call) -> None:
         if call.over:
@@ -210,7 +228,11 @@ class Lane:
             exchange.close()
 
     def _keep(self, origin: tuple[str, str, int], exchange: Exchange) -> None:
-        if self._idle_count() >= IDLE_TOTAL or len(self.idle.get(origin, ())) >= IDLE_PER_ORIGIN:
+        if (
+            exchange.generation != self.generation  # opened under an address policy a reload replaced
+            or self._idle_count() >= IDLE_TOTAL
+            or len(self.idle.get(origin, ())) >= IDLE_PER_ORIGIN
+        ):
             exchange.close()
         else:
             self.idle.setdefault(origin, []).append(exchange)
@@ -234,6 +256,10 @@ class Lane:
                     call.timer.cancel()
                 call.timer = self.loop.call_at(at, self._expire, call)
 
+    def _new_policy(self) -> None:
+        self.generation += 1
+        self._forget()
+
     def _forget(self) -> None:
         for exchanges in self.idle.values():
             for exchange in exchanges:
@@ -248,19 +274,25 @@ class Lane:
         self.loop.call_soon(self.loop.stop)
 
     def _idle(self, origin: tuple[str, str, int]) -> Exchange | None:
+        """A connection kept for `origin`, clean: not closed, of this address policy, nothing waiting to be read
+        on it (bytes a server sent while it was idle — a 408, the rest of an answer — are nobody's answer)."""
         kept = self.idle.get(origin)
         while kept:
             exchange = kept.pop()
             transport = exchange.transport
-            if not exchange.broken and transport is not None and not transport.is_closing():
+            if exchange.broken or transport is None or transport.is_closing():
+                continue
+            if exchange.generation == self.generation and not readable(transport):
                 return exchange
+            exchange.close()
         return None
 
     async def _connect(self, outgoing: Outgoing) -> Exchange:
         tls = self.tls if outgoing.scheme == "https" else None
         name = outgoing.host if tls is not None else None
         targets = [outgoing.host]
-        if outgoing.check:  # resolved once, each address checked, only one that passed connected to
+        generation = self.generation
+        if self.policy.must_check(outgoing.host):  # resolved once, each address checked, only one passed connected to
             infos = await self.loop.getaddrinfo(outgoing.host, outgoing.port, type=socket.SOCK_STREAM)
             targets = [str(info[4][0]) for info in infos if is_public(str(info[4][0]))]
             if not targets:
@@ -271,10 +303,31 @@ class Lane:
                 _, exchange = await self.loop.create_connection(
                     Exchange, target, outgoing.port, ssl=tls, server_hostname=name
                 )
+                exchange.generation = generation
                 return exchange
             except (OSError, ssl.SSLError) as exc:
                 error = exc
         raise error
+
+
+def settle(release: Callable[[], None], done: Done, answer: Answer | None, error: BaseException | None) -> None:
+    """A request's end: its slot given back, then its caller told (whatever the first does)."""
+    try:
+        release()
+    finally:
+        done(answer, error)
+
+
+def readable(transport: asyncio.BaseTransport) -> bool:
+    """Whether bytes (or the peer's close) wait on a transport's socket, unread."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
 
 
 def quiet_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:

@@ -54,12 +54,15 @@ class Exchange(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self.generation = 0  # the lane's address policy it was opened under
         self.parser = httptools.HttpResponseParser(self)
         self.ended: Ended | None = None  # None: idle, or the exchange has ended
         self.max_bytes = 0
         self.answer = Answer(0, "", [])
         self.head_bytes = self.body_bytes = self.messages = 0
         self.complete = False  # llhttp saw the answer's end
+        self.headed = False  # llhttp saw the head's end (what comes after is body, or trailers)
+        self.fed = 0  # bytes fed to the parser for this exchange
         self.reusable = False  # and it may be kept alive
         self.broken = False  # closed, or bytes came that nobody asked for: never reused
         self.problem: BaseException | None = None  # what a callback refused (llhttp wraps what they raise)
@@ -68,8 +71,9 @@ class Exchange(asyncio.Protocol):
     def begin(self, ended: Ended, max_bytes: int) -> None:
         self.ended, self.max_bytes = ended, max_bytes
         self.answer, self.head_bytes, self.body_bytes, self.messages = Answer(0, "", []), 0, 0, 0
-        self.complete = self.reusable = False
+        self.complete = self.reusable = self.headed = False
         self.problem = self.outcome = None
+        self.fed = 0
 
     def end(self, answer: Answer | None, error: BaseException | None) -> None:
         ended, self.ended = self.ended, None
@@ -84,6 +88,8 @@ class Exchange(asyncio.Protocol):
         if self.ended is None:  # bytes nobody asked for, the connection idle: it is not reused
             self.close()
             return
+        if not self.headed:
+            self.fed += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -99,6 +105,8 @@ class Exchange(asyncio.Protocol):
             return
         if self.complete:
             self.end(self.answer, None)
+        elif not self.headed and self.fed > MAX_HEAD_BYTES:  # bounded as it comes, whatever the parser keeps of a
+            self.fail(Unsent(f"a head of more than {MAX_HEAD_BYTES} bytes"))  # line not ended yet
 
     def eof_received(self) -> bool:
         self.fail(Unsent("connection closed before the answer was whole"))
@@ -119,6 +127,8 @@ class Exchange(asyncio.Protocol):
         self.answer.reason += status.decode("latin-1")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.headed:  # a chunked body's trailers: dropped, as http.client drops them
+            return
         self._head(len(name) + len(value) + 4)
         headers = self.answer.headers
         if len(headers) >= MAX_HEADERS:
@@ -126,6 +136,7 @@ class Exchange(asyncio.Protocol):
         headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        self.headed = True
         status = self.parser.get_status_code()
         if status < 200:  # interim answers, 101 too, are the session's path's to judge (net/answers.py)
             self.refuse(Unsent(f"interim answer {status}"))
@@ -157,9 +168,12 @@ class Exchange(asyncio.Protocol):
     def over_cap(self, declared: int | None) -> None:
         """Past the cap: an error answer keeps its head with an empty body; a 2xx is refused. The connection is
         dropped either way (the rest of the body is not read)."""
-        if self.answer.status >= 400:
+        status = self.answer.status
+        if status >= 400:
             self.answer.chunks = []
             self.outcome = (self.answer, None)
+        elif 300 <= status < 400 and status != 304:  # a redirect: followed on the session's path, as any other
+            self.outcome = (None, Unsent(f"redirect {status}"))
         else:
             self.outcome = (None, TooLarge(self.max_bytes, declared))
         self.refuse(Unsent("over the cap"))  # stops the parser

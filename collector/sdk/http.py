@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import requests
 import urllib3
-from requests.structures import CaseInsensitiveDict
-from requests.utils import get_encoding_from_headers
 
 from ..net.addresses import Policy
 from ..net.answers import read_capped
@@ -47,7 +45,8 @@ from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
 from ..net.pollloop import Answer, Expired, Lane, Outgoing, TooLarge, Unsent, tls_context
 from ..net.urls import prepared_url, where
 from ..settings import Settings
-from ._session import Adapter, NoCookies, RedirectRefused, make_session, merged_headers, send
+from ._polls import Asked, as_response, unsendable
+from ._session import Adapter, RedirectRefused, make_session, merged_headers, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
 from .decoding import bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
@@ -58,6 +57,7 @@ from .slots import Slots, give_turn, take_turn
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "Answer",
+    "Asked",
     "Expired",
     "TooLarge",
     "Unsent",
@@ -126,29 +126,33 @@ class Http:
             self.lane.clamp(self.cutoff)
 
     # --- polls on the event loop (net/pollloop.py, engine/dispatch.py) -------------------------------------
-    def outgoing(self, poll: Poll, headers: Any, auth: Any) -> tuple[Outgoing, str] | None:
+    def outgoing(self, poll: Poll, headers: Mapping[str, str], auth: Any) -> tuple[Outgoing, Asked] | None:
         """A declared poll as the lane sends it, with the connector's `headers` and `auth` (the request the
-        session would send), and its URL; None when it must take the session's path: a stand-in for requests'
-        transport (a test double), a proxy, a stop under way, or a request the lane does not speak (not http(s), a
-        header not Latin-1)."""
+        session would send), and what it asks (`Asked`: the run's GET that its answer is for); None when it must
+        take the session's path: a stand-in for requests' transport (a test double), a proxy, a stop under way, or
+        a request the lane does not speak (not http(s), a header not Latin-1, a value with a line break)."""
         if not self.lane_speaks() or self.cutoff is not None:
             return None
-        url = prepared_url(poll.url, poll.params)
+        asked = Asked(prepared_url(poll.url, poll.params), {**headers, **(poll.headers or {})})
         prepared = requests.PreparedRequest()
-        prepared.url = url
-        prepared.headers = merged_headers(self.session, {**headers, **(poll.headers or {})})
-        prepared.prepare_auth(auth, url)
+        prepared.method, prepared.url = "GET", asked.url
+        prepared.headers = merged_headers(self.session, asked.headers)
+        prepared.prepare_auth(auth, asked.url)
         parts = urlsplit(prepared.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None
-        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
         lines = [f"GET {prepared.path_url} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
-        lines += [f"{name}: {value}" for name, value in prepared.headers.items() if name.lower() != "host"]
+        for name, value in prepared.headers.items():
+            if not isinstance(value, str) or not isinstance(name, str) or unsendable(name) or unsendable(value):
+                return None  # (a token with a line break: the session's path refuses it, in its words)
+            if name.lower() != "host":
+                lines.append(f"{name}: {value}")
         try:
             head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         except UnicodeEncodeError:
             return None
-        return Outgoing(parts.scheme, host, port, head, self.policy.must_check(host)), prepared.url
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return Outgoing(parts.scheme, parts.hostname, port, head), asked
 
     def lane_speaks(self) -> bool:
         """Whether requests this session sends may go on the lane: requests' own transport (not a stand-in that
@@ -165,29 +169,31 @@ class Http:
     def lane_started(self) -> Lane:
         if self.lane is None:
             tls = tls_context(self.ca_bundle, requests.utils.DEFAULT_CA_BUNDLE_PATH)  # certifi's, as `verify=True`
-            self.lane = Lane(self.timeout, self.max_bytes, self.policy, tls)
+            self.lane = Lane(self.timeout, self.max_bytes, self.policy, tls, self.cutoff)
         return self.lane
 
     @contextmanager
-    def priming(self, url: str, answer: Answer) -> Iterator[None]:
-        """This thread's first GET of `url` gets `answer` (read on the lane) instead of being sent."""
-        self.counts.primed = (url, answer)
+    def priming(self, asked: Asked, answer: Answer) -> Iterator[None]:
+        """This thread's first GET as `asked` (its URL and headers) gets `answer` (read on the lane) instead of
+        being sent; any other request is sent as always."""
+        self.counts.primed = (asked, answer)
         try:
             yield
         finally:
             self.counts.primed = None
 
-    def _primed(self, method: str, url: str, params: Any) -> requests.Response | None:
+    def _primed(self, method: str, url: str, params: Any, headers: Any) -> requests.Response | None:
         primed = getattr(self.counts, "primed", None)
         if primed is None or method != "GET":
             return None
+        asked, answer = primed
         try:
-            if primed[0] != prepared_url(url, params):
+            if asked.url != prepared_url(url, params) or asked.headers != dict(headers or {}):
                 return None
         except Exception:  # a URL requests refuses: sent (and refused) as always
             return None
         self.counts.primed = None
-        return as_response(primed[1], primed[0])
+        return as_response(answer, asked.url)
 
     def requests_made(self) -> int:
         """Requests this thread has made through this Http (a run's count is the difference)."""
@@ -201,7 +207,7 @@ class Http:
         self.counts.n = getattr(self.counts, "n", 0) + 1
         what = f"{method} {where(url)}"
         give_turn()  # a run asking again lets the next run with an answer turn it into items meanwhile
-        primed = self._primed(method, url, kwargs.get("params"))
+        primed = self._primed(method, url, kwargs.get("params"), kwargs.get("headers"))
         if primed is not None:  # read on the lane already: counted, decoded, as if sent here
             codes = self.counts.__dict__.setdefault("codes", {})
             codes[str(primed.status_code)] = codes.get(str(primed.status_code), 0) + 1
@@ -271,6 +277,11 @@ class Http:
             told = f" of {exc.length} bytes" if exc.length is not None else ""
             raise BadResponse(f"body{told} exceeds the {exc.cap}-byte cap: {what}", response.status_code) from None
 
+    def decoded(self, response: requests.Response) -> requests.Response:
+        """An answer read on the lane (`as_response`) with its body decoded, as a request here decodes it."""
+        self._decode(response, f"GET {where(response.url)}")
+        return response
+
     def _decode(self, response: requests.Response, what: str) -> None:
         """The body read by `_read_body`, decoded (gzip/deflate, bounded steps, decoding.py). A large answer takes
         the turn first (slots.py: one run at a time turns answers into items, decoding included). An error answer
@@ -294,26 +305,6 @@ class Http:
         if self.lane is not None:
             self.lane.close()
         self.session.close()
-
-
-def as_response(answer: Answer, url: str) -> requests.Response:
-    """An answer read on the lane as requests' Response, its body still encoded (`Http._decode` decodes it);
-    headers sent more than once joined by ", " (as urllib3 joins them)."""
-    headers: dict[str, str] = {}
-    lower: dict[str, str] = {}
-    for name, value in answer.headers:
-        key = lower.setdefault(name.lower(), name)
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    response = requests.Response()
-    response.status_code = answer.status
-    response.headers = CaseInsensitiveDict(headers)
-    response.encoding = get_encoding_from_headers(response.headers)
-    response.reason = answer.reason
-    response.url = url
-    response.cookies = NoCookies()
-    response._content = answer.chunks  # type: ignore[assignment]  # raw until _decode
-    response._content_consumed = True  # type: ignore[attr-defined]
-    return response
 
 
 def trusted_hosts(settings: Settings) -> frozenset[str]:

@@ -124,10 +124,6 @@ class Slots:
         service.release()
         return None
 
-    def free(self) -> bool:
-        """Whether a slot of the whole is free now (a look, not a take)."""
-        return not self.total.queue.empty()
-
     def try_take(self, service: object) -> Held | None:
         """A slot of `service` and one of the whole if both are free now (a poll the engine sends on its event
         loop, engine/dispatch.py: it does not wait for one; without, the run takes a worker and waits there)."""

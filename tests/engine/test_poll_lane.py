@@ -5,6 +5,7 @@ the lane does not judge itself takes the session's path, which behaves as it alw
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -180,7 +181,7 @@ def test_the_poll_sends_what_the_session_would_send_and_no_secret_leaves_in_the_
     assert f"authorization: bearer {TOKEN}".lower() in head and f"if-none-match: {ETAG}".lower() in head
     assert "accept: application/vnd.github.star+json" in head and "x-github-api-version: 2022-11-28" in head
     assert f"host: 127.0.0.1:{server.port}" in head and "user-agent: " in head and "accept-encoding: " in head
-    assert TOKEN.lower() not in request.path.lower()
+    assert TOKEN.lower() not in request.path.lower() and "content-length" not in head  # a GET as the session sends it
 
 
 def test_with_a_stand_in_for_requests_transport_every_request_takes_the_sessions_path(db, settings, http_mock):
@@ -243,3 +244,67 @@ def test_a_service_whose_polls_wait_for_its_cap_holds_back_no_other_service(db):
     gists = [n for n, path in enumerate(order) if path == "/gists/starred"]
     assert len(github) == 4 and len(gists) == 3
     assert max(gists) < github[2]  # not held behind GitHub's third and fourth polls, which wait for its answers
+
+
+def test_a_primed_answer_is_for_the_get_it_was_asked_for_only(settings, http_mock):
+    """Priming matches the URL before authentication and the headers the GET passes: another GET is sent."""
+    from collector.net.pollloop import Answer
+    from collector.sdk import Http
+    from collector.sdk.http import Asked
+
+    from helpers import STARRED
+
+    http_mock.get(STARRED, status=200, json=[])
+    http = Http(settings)
+    asked = Asked(f"{STARRED}?per_page=10&page=1", {"If-None-Match": ETAG})
+    with http.priming(asked, Answer(304, "Not Modified", [("ETag", ETAG)])):
+        other = http.get(STARRED, params={"per_page": 10, "page": 1}, headers={"If-None-Match": '"another"'})
+        same = http.get(STARRED, params={"per_page": 10, "page": 1}, headers={"If-None-Match": ETAG})
+        again = http.get(STARRED, params={"per_page": 10, "page": 1}, headers={"If-None-Match": ETAG})
+    assert other.status_code == 200 and same.status_code == 304 and again.status_code == 200
+    assert len(http_mock.calls) == 2  # the primed answer served one GET, once
+
+
+def test_a_header_the_lane_would_write_with_a_line_break_sends_the_poll_the_sessions_way(settings):
+    from collector.sdk import Http, Poll
+    from collector.sdk.auth import BearerAuth
+
+    http = Http(settings)
+    poll = Poll("http://127.0.0.1:9/user/starred", {"page": 1}, {"If-None-Match": ETAG})
+    assert http.outgoing(poll, {}, BearerAuth("fine-token")) is not None
+    assert http.outgoing(poll, {}, BearerAuth("bad\r\nX-Injected: 1")) is None
+
+
+def test_every_worker_pool_gives_tickets_no_other_pool_gave():
+    from collector.engine.workers import Workers
+
+    first, second = Workers(2), Workers(2)
+    tickets = [pool.submit(lambda: None, (), lambda finished: None) for pool in (first, second, first, second)]
+    first.shutdown(), second.shutdown()
+    assert len(set(tickets)) == 4 and min(tickets) > 0
+
+
+def test_a_claim_ahead_that_hangs_stops_the_loop_telling_the_watchdog_it_goes_round(db, settings, monkeypatch, caplog):
+    from collector.engine import Collector
+    from collector.engine import dispatch as dispatching
+
+    ticks: list[int] = []
+
+    class Ticks:
+        def on_tick(self, inflight: int) -> None:
+            ticks.append(inflight)
+
+    collector = Collector(db, settings)
+    collector.observe(Ticks())
+    dispatcher = collector.dispatcher
+    monkeypatch.setattr(dispatching, "drain", lambda completions, timeout: [])
+    dispatcher.ahead.busy, dispatcher.ahead.since = True, time.monotonic()
+    dispatcher.step()
+    assert ticks == [0]  # out, not overdue: the loop goes round
+    dispatcher.ahead.since = time.monotonic() - 3600
+    dispatcher.step()
+    assert ticks == [0] and "has not come back from the database" in caplog.text
+    dispatcher.ahead.busy = False
+    dispatcher.step()
+    assert ticks == [0, 0]
+    collector.close()

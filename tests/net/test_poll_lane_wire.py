@@ -16,15 +16,16 @@ from collector.net.pollloop import Answer, Expired, Lane, Outgoing, TooLarge, Un
 from helpers.tlsservers import BODY, Authority, TlsServer
 from helpers.wireserver import CLOSE, WireServer, answer
 
-TRUSTED = Policy(False, frozenset())
+PRIVATE_ALLOWED = Policy(True, frozenset())  # these servers are on 127.0.0.1 (ALLOW_PRIVATE_HOSTS)
+CHECKED = Policy(False, frozenset())  # every host checked by address
 
 
 def head(port: int, path: str = "/poll") -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\n\r\n".encode()
 
 
-def plain(port: int, check: bool = False, path: str = "/poll") -> Outgoing:
-    return Outgoing("http", "127.0.0.1", port, head(port, path), check)
+def plain(port: int, path: str = "/poll") -> Outgoing:
+    return Outgoing("http", "127.0.0.1", port, head(port, path))
 
 
 class Calls:
@@ -57,8 +58,10 @@ class Calls:
 def lane():
     made: list[Lane] = []
 
-    def make(timeout: float = 10.0, max_bytes: int = 64 * 1024, bundle: str = "") -> Lane:
-        made.append(Lane(timeout, max_bytes, TRUSTED, tls_context(bundle, DEFAULT_CA_BUNDLE_PATH)))
+    def make(
+        timeout: float = 10.0, max_bytes: int = 64 * 1024, bundle: str = "", policy: Policy = PRIVATE_ALLOWED
+    ) -> Lane:
+        made.append(Lane(timeout, max_bytes, policy, tls_context(bundle, DEFAULT_CA_BUNDLE_PATH)))
         return made[-1]
 
     yield make
@@ -135,9 +138,9 @@ def test_the_stops_cutoff_cuts_an_exchange_under_way_and_one_sent_after_it(lane)
 
 
 def test_a_host_that_must_be_checked_is_never_connected_to_on_a_private_address(lane):
-    calls, polls = Calls(), lane()
+    calls, polls = Calls(), lane(policy=CHECKED)
     with WireServer(lambda request: [answer(304)]) as server:
-        calls.send(polls, plain(server.port, check=True))
+        calls.send(polls, plain(server.port))
         ((got, error),) = calls.wait(1)
         connections = server.connections
     assert got is None and isinstance(error, Unsent) and "no public address" in str(error)
@@ -164,7 +167,7 @@ def test_a_body_over_the_cap_keeps_an_error_answers_head_and_refuses_a_2xx(lane,
 def test_tls_is_verified_against_the_authorities_given_and_refused_otherwise(lane, tmp_path: Path):
     authority = Authority()
     with TlsServer(authority.leaf()) as server:
-        outgoing = Outgoing("https", "127.0.0.1", server.port, head(server.port), False)
+        outgoing = Outgoing("https", "127.0.0.1", server.port, head(server.port))
         trusted, untrusted = Calls(), Calls()
         trusted.send(lane(bundle=str(authority.bundle(tmp_path))), outgoing)
         untrusted.send(lane(), outgoing)  # certifi's authorities: the private CA is not among them
@@ -220,3 +223,60 @@ def test_a_requests_head_never_shows_in_a_repr_nor_a_bug_in_the_lanes_log(lane, 
     while "poll lane" not in caplog.text and time.monotonic() < deadline:
         time.sleep(0.01)
     assert "poll lane: RuntimeError in a callback" in caplog.text and "ghp_SECRET" not in caplog.text
+
+
+def test_a_header_line_that_never_ends_is_refused_at_the_heads_bound(lane):
+    calls, polls = Calls(), lane(timeout=30.0)
+    endless = [b"HTTP/1.1 200 OK\r\nX-Endless: "] + [b"a" * 16384] * 12  # 192 KiB, no line end
+    with WireServer(lambda request: [*endless, 5.0]) as server:
+        calls.send(polls, plain(server.port))
+        ((got, error),) = calls.wait(1)
+    assert got is None and isinstance(error, Unsent) and "a head of more than 65536 bytes" in str(error)
+
+
+def test_trailers_of_a_chunked_answer_are_not_headers(lane):
+    calls, polls = Calls(), lane()
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-RateLimit-Remaining: 10\r\n\r\n"
+        b"2\r\n[]\r\n0\r\nX-RateLimit-Remaining: 0\r\n\r\n"
+    )
+    with WireServer(lambda request: [chunked]) as server:
+        calls.send(polls, plain(server.port))
+        ((got, error),) = calls.wait(1)
+    assert error is None and got is not None and b"".join(got.chunks) == b"[]"
+    assert [value for name, value in got.headers if name == "X-RateLimit-Remaining"] == ["10"]
+
+
+def test_bytes_a_server_sends_while_the_connection_is_idle_are_nobodys_answer(lane):
+    calls, polls = Calls(), lane()
+    script = {1: [answer(304), 0.3, b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"]}
+    with WireServer(lambda request: script.get(request.number, [answer(304)])) as server:
+        calls.send(polls, plain(server.port))
+        calls.wait(1)
+        time.sleep(1.0)  # the 408 arrives on the idle connection meanwhile
+        calls.send(polls, plain(server.port))
+        (_, (second, error)) = calls.wait(2)
+        connections = [request.connection for request in server.requests]
+    assert error is None and second is not None and second.status == 304 and connections == [1, 2]
+
+
+def test_a_connection_opened_under_an_address_policy_a_reload_replaced_is_not_reused(lane):
+    calls, polls = Calls(), lane()
+    script = {1: [0.5, answer(304)]}
+    with WireServer(lambda request: script.get(request.number, [answer(304)])) as server:
+        calls.send(polls, plain(server.port))
+        time.sleep(0.2)  # in flight when the reload comes
+        polls.configure(10.0, 64 * 1024, Policy(True, frozenset({"api.github.test"})))
+        calls.wait(1)
+        calls.send(polls, plain(server.port))
+        calls.wait(2)
+        connections = [request.connection for request in server.requests]
+    assert connections == [1, 2]
+
+
+def test_a_request_sent_after_the_lane_closed_ends_at_once_for_the_sessions_path(lane):
+    calls, polls = Calls(), lane()
+    polls.close()
+    calls.send(polls, plain(9))
+    ((got, error),) = calls.wait(1)
+    assert got is None and isinstance(error, Unsent) and calls.released == 1
