@@ -107,3 +107,45 @@ def test_what_a_claim_ahead_brings_back_after_a_stop_is_given_back_unrun(wire_db
     assert ran and unrun and fake.stats()["requests"] == len(ran)
     assert all("leaseOwner" not in n and "leaseToken" not in n for n in networks)  # every lease given back
     assert all(n["scheduledTo"] <= utcnow() for n in unrun)  # due again at once, not held to a lease's end
+
+
+def test_a_pause_read_while_a_claim_ahead_was_out_holds_what_it_brings_back(wire_db, monkeypatch):
+    """The operator pauses the mode while a claim's round trips are out (the first half of the networks in flight,
+    slots free, the second half coming due): the networks it brings back are given back unrun, as a claim made
+    after the pause would not have taken them."""
+    fake = FakeGitHub(latency=1.0)
+    seed_normal(wire_db, fake, NETWORKS, utcnow())
+    later = [n["_id"] for n in wire_db.networks.find({}, {"_id": 1})][NETWORKS // 2 :]
+    wire_db.networks.update_many({"_id": {"$in": later}}, {"$set": {"scheduledTo": utcnow() + timedelta(seconds=0.5)}})
+    brought: list[object] = []
+    real_lease = claimahead.Claims.lease
+
+    def lease_then_pause(self, *args, **kwargs):
+        documents = real_lease(self, *args, **kwargs)
+        if threading.current_thread().name == "claim-ahead" and documents and not brought:
+            wire_db.control.insert_one({"_id": "pause:normal:*", "mode": "normal", "service": "*", "by": "test"})
+            self.pauses_read_at = 0.0  # read at the next look, not a heartbeat later
+            brought.extend(d["_id"] for d in documents)
+        return documents
+
+    monkeypatch.setattr(claimahead.Claims, "lease", lease_then_pause)
+    with FakeServer(fake) as url:
+        settings = settings_for_tests(
+            github_api_url=url, concurrency=64, service_concurrencies={"github": 64}, normal_interval=3600
+        )
+        collector = Collector(wire_db, settings)
+        deadline = time.monotonic() + 120
+
+        def done() -> bool:
+            if time.monotonic() > deadline:
+                return True
+            if not brought or collector.dispatcher.inflight:
+                return False
+            held = wire_db.networks.count_documents({"_id": {"$in": brought}, "leaseOwner": {"$exists": True}})
+            return held == 0 and wire_db.networks.count_documents({"lastExecution": {"$exists": True}}) >= len(later)
+
+        collector.serve("normal", done, wait=lambda s: time.sleep(min(s, 0.05)))
+        collector.close()
+    assert brought  # a claim went ahead and came back after the pause
+    ran = wire_db.networks.count_documents({"_id": {"$in": brought}, "lastExecution": {"$exists": True}})
+    assert len(brought) == NETWORKS // 2 and ran == 0 and fake.stats()["requests"] == NETWORKS // 2
