@@ -4,8 +4,8 @@ worker thread for it; an answer the connector must read (anything but the poll's
 worker with the answer already read (`Answer`), so the request is not sent twice.
 
 Why httptools: per 304 answer of GitHub's size, llhttp parses it in ~3 µs and h11 in ~46 µs (measured on the
-2-core development machine); aiohttp's client builds a request and response object tree of its own per exchange,
-more than the whole budget of a poll. The lane does only what a poll needs, and leaves every other case to the
+2-core development machine); aiohttp (not measured) builds a request and a response object tree per exchange by
+its design. The lane does only what a poll needs, and leaves every other case to the
 session's path (sdk/http.py), which behaves as it always did:
 
 - **Addresses.** A host the collector does not trust is resolved once, every address checked (addresses.py's
