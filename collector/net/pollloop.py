@@ -94,6 +94,7 @@ class Lane:
         self.generation = 0  # of the address policy: a connection opened under another is never reused
         self.closed = False
         self.idle: dict[tuple[str, str, int], list[Exchange]] = {}
+        self.idle_count = 0  # connections in `idle` (closed ones too, until the bound makes room)
         self.inbox: collections.deque[tuple[Outgoing, Done, Callable[[], None]]] = collections.deque()
         self.woken = False
         self.cpu_seconds = 0.0
@@ -230,20 +231,25 @@ class Lane:
     def _keep(self, origin: tuple[str, str, int], exchange: Exchange) -> None:
         if (
             exchange.generation != self.generation  # opened under an address policy a reload replaced
-            or self._idle_count() >= IDLE_TOTAL
             or len(self.idle.get(origin, ())) >= IDLE_PER_ORIGIN
+            or not self._idle_room()
         ):
             exchange.close()
         else:
             self.idle.setdefault(origin, []).append(exchange)
+            self.idle_count += 1
 
-    def _idle_count(self) -> int:
-        """Connections kept idle, those the servers closed meanwhile let go of first."""
+    def _idle_room(self) -> bool:
+        """Whether another connection may be kept idle; at the bound, those the servers closed meanwhile are let go
+        of first (counted until then: a look at every origin only when the bound is reached, not per poll)."""
+        if self.idle_count < IDLE_TOTAL:
+            return True
         for origin, kept in list(self.idle.items()):
             kept[:] = [one for one in kept if not one.broken]
             if not kept:
                 del self.idle[origin]
-        return sum(map(len, self.idle.values()))
+        self.idle_count = sum(map(len, self.idle.values()))
+        return self.idle_count < IDLE_TOTAL
 
     def _clamp(self) -> None:
         if self.cutoff is None:
@@ -265,6 +271,7 @@ class Lane:
             for exchange in exchanges:
                 exchange.close()
         self.idle.clear()
+        self.idle_count = 0
 
     def _close(self) -> None:
         self.cpu_seconds = time.thread_time()  # the lane thread's CPU over its life (the bench reads it)
@@ -279,6 +286,7 @@ class Lane:
         kept = self.idle.get(origin)
         while kept:
             exchange = kept.pop()
+            self.idle_count -= 1
             transport = exchange.transport
             if exchange.broken or transport is None or transport.is_closing():
                 continue
