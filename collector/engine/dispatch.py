@@ -72,7 +72,7 @@ class Dispatcher(Intake):
         # the networks running now (id, service, user, since), for the heartbeat: what this collector is doing
         self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
-        self.ahead = ClaimAhead(claims, lambda finished: None)  # claims while runs run; answers: `begin`
+        self.ahead = ClaimAhead(claims, lambda finished: self.completions.put(finished))  # claims while runs run
         self.begin("normal", Report("normal"), lambda: datetime.min, lambda: False)
 
     def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
@@ -81,7 +81,6 @@ class Dispatcher(Intake):
         self.pending: deque[Claimed] = deque()  # claimed, waiting to start
         self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
         self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they end; claims ahead
-        self.ahead.done = self.completions.put
         self.outbox = Outbox(self.saver, self.throttle, self.observers)
         self.per_service: Counter = Counter()
         self.leases = self.claims.leases(clock, lambda: [n["_id"] for n in self.held_networks()])
