@@ -40,7 +40,7 @@ from .quota import QuotaMemory
 from .rules import latest_wait
 from .run import Attempt, Claimed, Run, RunResult, execute, prepare
 from .saving import Saver
-from .sizing import claim_size, saturated_services, service_key
+from .sizing import Blocked, claim_size, saturated_services, service_key
 from .workers import Finished, drain
 
 log = logging.getLogger("collector.engine")
@@ -189,13 +189,16 @@ class Dispatcher(Intake):
             return []
         settled: list[RunResult] = []
         waiting: deque[Claimed] = deque()
-        full: set[str | None] = set()  # services whose polls found no request slot free
-        while self.pending and len(self.inflight) < self.capacity.seats:
+        blocked = Blocked(self.pending)  # services at their cap, or whose polls found no request slot free
+        seats = self.capacity.seats
+        while self.pending and len(self.inflight) < seats:
             claimed = self.pending.popleft()
-            if claimed.service in full or self.per_service[claimed.service] >= self.capacity.service_seats(
+            if claimed.service in blocked.services or self.per_service[claimed.service] >= self.capacity.service_seats(
                 claimed.service
             ):
                 waiting.append(claimed)
+                if blocked.add(claimed.service):  # every service still waiting is blocked: nothing more starts
+                    break
                 continue
             now, jitter = self.clock(), self.rng.random()
             try:
@@ -206,7 +209,8 @@ class Dispatcher(Intake):
             ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
             if ticket == WAIT and self.inflight:  # its service's slots taken: it waits for a run to end, others go on
                 waiting.append(claimed)
-                full.add(claimed.service)
+                if blocked.add(claimed.service):
+                    break
                 continue
             if ticket is None or ticket == WAIT:  # (nothing in flight to end: it waits for a slot on a worker)
                 ticket = self.capacity.pool.submit(execute, (run,), self.completions.put)

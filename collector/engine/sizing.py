@@ -5,7 +5,8 @@ what the dispatcher holds (networks claimed and waiting, runs in flight per serv
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from operator import attrgetter
 from typing import Any, Protocol
 
 
@@ -67,3 +68,22 @@ def saturated_services(
         return set()
     waiting = Counter(n.service for n in pending)
     return {s for s in full if waiting[s] >= cap(s)}
+
+
+class Blocked:
+    """The services that can start nothing more in one dispatch (at their cap, or their polls' request slots
+    taken), and whether that is every service still waiting: the dispatch then stops at once rather than move each
+    waiting network aside one by one (with one service, the whole hold of up to HOLD_LIMIT concurrencies at every
+    dispatch)."""
+
+    def __init__(self, pending: Iterable[Waiting]):
+        self.pending = pending
+        self.services: set[str | None] = set()
+        self.waiting: set[str | None] | None = None  # the services of what waited when the first was blocked
+
+    def add(self, service: str | None) -> bool:
+        """`service` is blocked; True when every service of the networks waiting is."""
+        self.services.add(service)
+        if self.waiting is None:
+            self.waiting = set(map(attrgetter("service"), self.pending))
+        return self.waiting <= self.services

@@ -288,3 +288,19 @@ def test_runs_in_a_slots_second_seat_count_as_work_held_when_sizing_a_claim():
     # that a collector does not hold work another collector of the fleet could do now
     assert claim_size([], 8, 4, set()) == 0
     assert claim_size([], 5, 4, set()) == 7  # one run beyond the slots: two concurrencies less that one
+
+
+def test_a_dispatch_stops_when_every_service_still_waiting_is_blocked_and_not_before():
+    from types import SimpleNamespace
+
+    from collector.engine.sizing import Blocked
+
+    def waiting(*services):
+        return [SimpleNamespace(service=s) for s in services]
+
+    blocked = Blocked(waiting("a", "b", None, "a"))
+    assert not blocked.add("a")  # "b" and a garbage service still wait: they may start
+    assert not blocked.add("b")
+    assert blocked.add(None)
+    assert Blocked(waiting("a", "a")).add("a")  # one service, blocked: nothing more starts in this dispatch
+    assert Blocked([]).add("a")  # the last one waiting was the one blocked
