@@ -12,8 +12,9 @@ Histories can be explicit lists or generated on the fly (any number of users and
 stars themselves are stars.py's); `prerender_per_page` has every page of that size rendered and gzipped before
 serving (`collector bench`: the server's CPU is then not spent on the cores the collector is measured on, as a
 remote server's never is). Each response is written in one piece (see the design notes on delayed ACKs).
-`GET /_fake/stats` returns the counters as JSON. `FakeServer` serves in a thread; `FakeProcess` in a separate
-process, so that a benchmark's fake does not compete with the collector for the interpreter.
+`GET /_fake/stats` returns the counters as JSON. `FakeServer` serves in a thread (a thread per connection; a test
+can set `released`); `FakeProcess` in a separate process, so that a benchmark's fake does not compete with the
+collector for the interpreter, from one event loop (fakeloop.py: the same answers at a fraction of the CPU).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import multiprocessing
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from email.utils import formatdate
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -235,54 +238,67 @@ def _links(base_url: str, page: int, last: int, per_page: int) -> str:
     return ", ".join(rels)
 
 
+def answer_request(fake: FakeGitHub, base_url: str, target: str, header: Callable[[str], str | None]) -> Answer:
+    """The answer to `GET target` (`header(name)` reads the request's headers), and when it leaves: the fake's
+    one place that turns a request into bytes, for both servers (the thread's and the event loop's)."""
+    parts = urlsplit(target)
+    if parts.path == "/_fake/stats":
+        return Answer(render(200, {}, fake.stats()), None)
+    if parts.path != "/user/starred":
+        return Answer(render(404, {}, {"message": "Not Found"}), None)
+    delay = fake.delay()  # the answer leaves `latency` after the request came, the server's work inside it
+    auth = header("Authorization") or ""
+    token = auth.split(" ", 1)[1] if " " in auth else None
+    status, headers, body = fake.handle(token, parse_qs(parts.query), base_url, time.time(), header("If-None-Match"))
+    return Answer(render(status, headers, body, gzip_ok="gzip" in (header("Accept-Encoding") or "")), delay)
+
+
+@dataclass(frozen=True)
+class Answer:
+    data: bytes
+    delay: float | None  # seconds after its request came that it leaves; None: at once, and not counted in busy_s
+
+
+def render(status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> bytes:
+    """A whole HTTP/1.1 response, head and body, in one piece."""
+    encoding = []
+    if isinstance(body, Gzipped):
+        payload = bytes(body) if gzip_ok else gzip.decompress(body)
+        encoding = ["Content-Encoding: gzip"] if gzip_ok else []
+    else:
+        payload = b"" if body is None else body if isinstance(body, Raw) else json.dumps(body).encode()
+    if gzip_ok and not encoding and len(payload) > GZIP_OVER:  # as GitHub does when asked
+        payload = gzip.compress(payload, compresslevel=1)
+        encoding = ["Content-Encoding: gzip"]
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        f"Date: {formatdate(usegmt=True)}",
+        "Content-Type: application/json; charset=utf-8",
+        f"Content-Length: {len(payload)}",
+        *encoding,
+    ]
+    lines += [f"{k}: {v}" for k, v in headers.items() if v]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         fake = self.server.fake
-        parts = urlsplit(self.path)
-        if parts.path == "/_fake/stats":
-            return self._send(200, {}, fake.stats())
-        if parts.path != "/user/starred":
-            return self._send(404, {}, {"message": "Not Found"})
         arrived = time.perf_counter()
-        due = arrived + fake.delay()  # the answer leaves `latency` after the request came, the server's work inside it
-        auth = self.headers.get("Authorization", "")
-        token = auth.split(" ", 1)[1] if " " in auth else None
-        status, headers, body = fake.handle(
-            token, parse_qs(parts.query), self.server.base_url, time.time(), self.headers.get("If-None-Match")
-        )
-        reply = self._reply(status, headers, body, gzip_ok="gzip" in self.headers.get("Accept-Encoding", ""))
+        answer = answer_request(fake, self.server.base_url, self.path, self.headers.get)
+        if answer.delay is None:
+            self.wfile.write(answer.data)
+            return
+        due = arrived + answer.delay
         wait = due - time.perf_counter()
         if wait > 0 and not fake.released.is_set():
             fake.released.wait(wait)
-        self.wfile.write(reply)
+        self.wfile.write(answer.data)
         with fake.lock:
             fake.busy_s += time.perf_counter() - due  # the answer's writing, and how late past its latency it left
-
-    def _send(self, status: int, headers: dict[str, str], body: object) -> None:
-        self.wfile.write(self._reply(status, headers, body))
-
-    def _reply(self, status: int, headers: dict[str, str], body: object, gzip_ok: bool = False) -> bytes:
-        encoding = []
-        if isinstance(body, Gzipped):
-            payload = bytes(body) if gzip_ok else gzip.decompress(body)
-            encoding = ["Content-Encoding: gzip"] if gzip_ok else []
-        else:
-            payload = b"" if body is None else body if isinstance(body, Raw) else json.dumps(body).encode()
-        if gzip_ok and not encoding and len(payload) > GZIP_OVER:  # as GitHub does when asked
-            payload = gzip.compress(payload, compresslevel=1)
-            encoding = ["Content-Encoding: gzip"]
-        lines = [
-            f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
-            f"Date: {formatdate(usegmt=True)}",
-            "Content-Type: application/json; charset=utf-8",
-            f"Content-Length: {len(payload)}",
-            *encoding,
-        ]
-        lines += [f"{k}: {v}" for k, v in headers.items() if v]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
     def log_message(self, format: str, *args) -> None:  # keep the demo's output clean
         pass
@@ -328,9 +344,11 @@ def fetch_stats(url: str) -> dict:
 
 
 def _serve_in_child(conn, fake: FakeGitHub) -> None:
-    server = FakeServer(fake)
-    conn.send(server.url)
-    server.httpd.serve_forever()
+    from .fakeloop import serve
+
+    if fake.prerender_per_page:
+        fake.prerender()
+    serve(fake, conn.send)
 
 
 class FakeProcess:

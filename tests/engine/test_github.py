@@ -400,3 +400,100 @@ def test_a_fake_whose_process_dies_before_serving_is_an_error_not_a_wait_for_eve
     with pytest.raises(RuntimeError, match="ended before serving"):
         with FakeProcess(broken):
             pass
+
+
+def fake_exchanges(serving, fake) -> list[tuple[int, dict, bytes]]:
+    """Requests of every kind the fake answers, on one kept-alive connection: status, headers (but the date, and
+    the length of a gzipped body), the body's bytes as sent (a gzipped one decompressed)."""
+    import gzip
+
+    fake.add_user("t", generated=250, seed=3)
+    asked = [
+        ("/user/starred", {"per_page": 100, "page": 1}, {"Accept-Encoding": "gzip"}),
+        ("/user/starred", {"per_page": 100, "page": 3}, {"Accept-Encoding": "identity"}),
+        ("/user/starred", {"per_page": 100, "page": 1}, {"If-None-Match": 'W/"0-1-100"'}),
+        ("/user/starred", {}, {"Authorization": "Bearer nobody"}),
+        ("/elsewhere", {}, {}),
+    ]
+    got = []
+    with serving(fake) as url, requests.Session() as session:
+        for path, params, headers in asked:
+            response = session.get(
+                f"{url}{path}", params=params, headers={"Authorization": "Bearer t", **headers}, stream=True
+            )
+            raw = response.raw.read(decode_content=False)
+            if response.headers.get("Content-Encoding") == "gzip":
+                raw = gzip.decompress(raw)  # (the gzip header holds the time it was made)
+            heads = {
+                k: v.replace(url, "URL") for k, v in response.headers.items() if k not in ("Date", "Content-Length")
+            }
+            got.append((response.status_code, heads, raw))
+        stats = session.get(f"{url}/_fake/stats").json()
+    assert stats["requests"] == 4 and stats["not_modified"] == 1  # the three answered, the unknown token
+    return got
+
+
+@pytest.mark.system
+def test_the_fakes_event_loop_answers_what_its_threaded_server_answers():
+    """The bench's fake (FakeProcess) serves from one event loop (fakeloop.py), the tests' in a thread: the same
+    statuses, headers and bytes, on a connection kept alive, with its latency."""
+    from collector.devtools.fakeapi import FakeGitHub, FakeProcess, FakeServer
+
+    on_loop = fake_exchanges(FakeProcess, FakeGitHub(latency=0.01))
+    assert [status for status, _, _ in on_loop] == [200, 200, 304, 401, 404]
+    assert on_loop[0][1]["Content-Encoding"] == "gzip" and "Content-Encoding" not in on_loop[1][1]
+    assert on_loop == fake_exchanges(FakeServer, FakeGitHub(latency=0.01))
+
+
+@pytest.mark.system
+def test_the_fakes_event_loop_answers_requests_sent_together_in_their_order():
+    """Three requests in one write, their latencies drawn at random: the answers leave in the requests' order."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from collector.devtools.fakeapi import FakeGitHub, FakeProcess
+
+    fake = FakeGitHub(latency=0.02, latency_sigma=1.0, seed=11)
+    fake.add_user("t", generated=250, seed=3)
+    with FakeProcess(fake) as url:
+        address = urlsplit(url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as conn:
+            conn.sendall(
+                b"".join(
+                    f"GET /user/starred?per_page=100&page={page} HTTP/1.1\r\nHost: x\r\n"
+                    f"Authorization: Bearer t\r\n\r\n".encode()
+                    for page in (3, 1, 2)
+                )
+            )
+            reader = Answers(conn)
+            answers = [reader.next_head() for _ in range(3)]
+    assert [page_of(head) for head in answers] == [3, 1, 2]
+
+
+class Answers:
+    """Whole answers' heads read off a socket one at a time (each body read past by its length)."""
+
+    def __init__(self, conn):
+        self.conn, self.buffered = conn, b""
+
+    def fill(self, enough) -> None:
+        while not enough():
+            chunk = self.conn.recv(65536)
+            assert chunk, "the fake closed the connection"
+            self.buffered += chunk
+
+    def next_head(self) -> bytes:
+        self.fill(lambda: b"\r\n\r\n" in self.buffered)
+        head, self.buffered = self.buffered.split(b"\r\n\r\n", 1)
+        length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+        self.fill(lambda: len(self.buffered) >= length)
+        self.buffered = self.buffered[length:]
+        return head
+
+
+def page_of(head: bytes) -> int:
+    """The page an answer of a 250-star history at 100 a page is, by its links: the last has no next."""
+    links = head.split(b"Link: ", 1)[1].split(b"\r\n", 1)[0].decode()
+    if 'rel="next"' not in links:
+        return 3
+    return 2 if 'rel="prev"' in links else 1
