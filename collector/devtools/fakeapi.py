@@ -348,7 +348,15 @@ def _serve_in_child(conn, fake: FakeGitHub) -> None:
 
     if fake.prerender_per_page:
         fake.prerender()
-    serve(fake, conn.send)
+
+    def respond(base_url: str, target: str, header: Callable[[str], str | None]) -> tuple[bytes, float | None]:
+        answer = answer_request(fake, base_url, target, header)
+        return answer.data, answer.delay
+
+    def late(seconds: float) -> None:
+        fake.busy_s += seconds
+
+    serve(respond, late, conn.send)
 
 
 class FakeProcess:

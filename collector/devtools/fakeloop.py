@@ -2,8 +2,8 @@
 latency is a timer, not a sleeping thread. The threaded server spent 0.25-0.3 ms of CPU per 304 at 256 requests
 in flight, a whole core of the bench's two at 900 polls a second, taken from the collector it measures; a remote
 server's CPU is never on the client's machine. Requests are parsed by httptools (the collector's own dependency,
-its poll lane's parser); each answer is made by `answer_request`, the same bytes as the threaded server's, and
-the answers on one connection leave in the order of their requests.
+its poll lane's parser); each answer is made by fakeapi's `answer_request`, the same bytes as the threaded
+server's, and the answers on one connection leave in the order of their requests.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 import httptools
 
-from .fakeapi import Answer, FakeGitHub, answer_request
+Respond = Callable[[str, str, Callable[[str], str | None]], tuple[bytes, float | None]]
+# (base URL, request target, a header by name) -> the answer's bytes and its delay (None: at once, not counted)
 
 BACKLOG = 1024  # connections waiting to be accepted (a bench opens hundreds at once)
 
@@ -23,13 +24,13 @@ BACKLOG = 1024  # connections waiting to be accepted (a bench opens hundreds at 
 class _Connection(asyncio.Protocol):
     """One client's connection: its requests parsed as they come, their answers sent when due, in order."""
 
-    def __init__(self, fake: FakeGitHub, base_url: str):
-        self.fake, self.base_url = fake, base_url
+    def __init__(self, respond: Respond, late: Callable[[float], object], base_url: str):
+        self.respond, self.late, self.base_url = respond, late, base_url
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: Any = None
         self.url, self.headers = b"", {}  # type: tuple[bytes, dict[str, str]]
-        self.queue: deque[tuple[float, Answer, bool]] = deque()  # due, answer, keep the connection open after
+        self.queue: deque[tuple[float, bytes, bool, bool]] = deque()  # due, answer, counted, keep open after
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
@@ -55,11 +56,11 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         arrived = self.loop.time()
-        answer = answer_request(self.fake, self.base_url, self.url.decode("latin-1"), self.header)
-        due = arrived + (answer.delay or 0.0)
+        data, delay = self.respond(self.base_url, self.url.decode("latin-1"), self.header)
+        due = arrived + (delay or 0.0)
         if self.queue:  # never before the answer to the request before it
             due = max(due, self.queue[-1][0])
-        self.queue.append((due, answer, self.parser.should_keep_alive()))
+        self.queue.append((due, data, delay is not None, self.parser.should_keep_alive()))
         if self.timer is None:
             self.timer = self.loop.call_at(due, self.flush)
 
@@ -67,10 +68,10 @@ class _Connection(asyncio.Protocol):
         """Send every answer due now, in order; wait for the next."""
         self.timer = None
         while self.queue and self.queue[0][0] <= self.loop.time():
-            due, answer, keep = self.queue.popleft()
-            self.transport.write(answer.data)
-            if answer.delay is not None:
-                self.fake.busy_s += self.loop.time() - due  # its writing, and how late past its latency it left
+            due, data, counted, keep = self.queue.popleft()
+            self.transport.write(data)
+            if counted:
+                self.late(self.loop.time() - due)  # its writing, and how late past its latency it left
             if not keep:
                 self.transport.close()
                 self.queue.clear()
@@ -84,17 +85,18 @@ class _Connection(asyncio.Protocol):
         self.queue.clear()
 
 
-async def _serve(fake: FakeGitHub, started: Callable[[str], object]) -> None:
+async def _serve(respond: Respond, late: Callable[[float], object], started: Callable[[str], object]) -> None:
     loop = asyncio.get_running_loop()
     base = {"url": ""}
     server = await loop.create_server(
-        lambda: _Connection(fake, base["url"]), "127.0.0.1", 0, backlog=BACKLOG, reuse_address=True
+        lambda: _Connection(respond, late, base["url"]), "127.0.0.1", 0, backlog=BACKLOG, reuse_address=True
     )
     base["url"] = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     started(base["url"])
     await server.serve_forever()
 
 
-def serve(fake: FakeGitHub, started: Callable[[str], object]) -> None:
-    """Serve `fake` on 127.0.0.1 (a free port) until the process ends; `started(url)` once it listens."""
-    asyncio.run(_serve(fake, started))
+def serve(respond: Respond, late: Callable[[float], object], started: Callable[[str], object]) -> None:
+    """Serve `respond`'s answers on 127.0.0.1 (a free port) until the process ends; `started(url)` once it
+    listens, `late(seconds)` as each counted answer leaves, how late past its delay."""
+    asyncio.run(_serve(respond, late, started))

@@ -77,7 +77,7 @@ class Blocked:
     dispatch)."""
 
     def __init__(self, pending: Iterable[Waiting]):
-        self.pending = pending
+        self.held = pending
         self.services: set[str | None] = set()
         self.waiting: set[str | None] | None = None  # the services of what waited when the first was blocked
 
@@ -85,5 +85,5 @@ class Blocked:
         """`service` is blocked; True when every service of the networks waiting is."""
         self.services.add(service)
         if self.waiting is None:
-            self.waiting = set(map(attrgetter("service"), self.pending))
+            self.waiting = set(map(attrgetter("service"), self.held))
         return self.waiting <= self.services
