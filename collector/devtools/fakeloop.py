@@ -56,7 +56,10 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         arrived = self.loop.time()
-        data, delay = self.respond(self.base_url, self.url.decode("latin-1"), self.header)
+        if self.parser.get_method() == b"GET":
+            data, delay = self.respond(self.base_url, self.url.decode("latin-1"), self.header)
+        else:  # as the threaded server answers what it has no handler for
+            data, delay = b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\n\r\n", None
         due = arrived + (delay or 0.0)
         if self.queue:  # never before the answer to the request before it
             due = max(due, self.queue[-1][0])

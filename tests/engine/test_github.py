@@ -447,7 +447,8 @@ def test_the_fakes_event_loop_answers_what_its_threaded_server_answers():
 
 @pytest.mark.system
 def test_the_fakes_event_loop_answers_requests_sent_together_in_their_order():
-    """Three requests in one write, their latencies drawn at random: the answers leave in the requests' order."""
+    """Three requests in one write, their latencies drawn at random: the answers leave in the requests' order; a
+    method other than GET is not served."""
     import socket
     from urllib.parse import urlsplit
 
@@ -467,6 +468,8 @@ def test_the_fakes_event_loop_answers_requests_sent_together_in_their_order():
             )
             reader = Answers(conn)
             answers = [reader.next_head() for _ in range(3)]
+            conn.sendall(b"POST /user/starred HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            assert reader.next_head().startswith(b"HTTP/1.1 501 ")  # as the threaded server: GET only
     assert [page_of(head) for head in answers] == [3, 1, 2]
 
 
