@@ -160,16 +160,19 @@ class SecretSet:
             levels = list(self._levels)
             if self._pruned:
                 levels = self._refreshed(levels)
-                self._pruned = False
             if self._pending:
                 levels.append(build(self._pending))
-                self._pending = set()
             while (full := crowded(levels)) is not None:
                 merged_words = frozenset().union(*(level.words for level in full))
                 taken = {id(level) for level in full}
                 levels = [level for level in levels if id(level) not in taken]
                 levels.append(build(word for word in merged_words if self._live(word)))
+            # the new automata first, then the words they hold leave `_pending`: a text scanned meanwhile, without
+            # the lock, that finds nothing pending goes through automata that hold them (the other order left a
+            # window in which a value just added was in neither)
             self._levels = tuple(level for level in levels if level.words)
+            self._pending = set()
+            self._pruned = False
 
     def _refreshed(self, levels: list[Level]) -> list[Level]:
         """Each automaton whose live words are fewer than half of its own rebuilt from those (none: dropped)."""

@@ -179,3 +179,38 @@ def test_values_claimed_and_let_go_of_by_many_threads_never_reach_a_log_line():
     assert len(lines) == 8 * 300
     text = "\n".join(lines)
     assert not [value for value in held_values if value in text]
+
+
+def test_a_value_added_is_found_by_a_text_scanned_while_another_thread_merges_the_automata(monkeypatch):
+    """A thread settles the set (the value just added built into an automaton, then FANIN merged into one) while
+    another scans a text holding that value: the scan finds it, however the two interleave. Held here at the worst
+    moment: the merge under way, the new automaton not yet published."""
+    from collector.sdk import secretset
+
+    values = secretset.SecretSet()
+    for n in range(FANIN - 1):  # FANIN - 1 automata of the smallest class: the next settle merges
+        values.add([f"earlier-value-{n}"])
+        values.spans("settled")
+    inside, go, builds = threading.Event(), threading.Event(), []
+    real_build = secretset.build
+
+    def build(words):
+        builds.append(1)
+        if len(builds) == 2:  # the merge, after the new value's own automaton was built
+            inside.set()
+            go.wait(10)
+        return real_build(words)
+
+    monkeypatch.setattr(secretset, "build", build)
+    values.add(["value-just-added"])
+    settling = threading.Thread(target=values.spans, args=("a text",))
+    settling.start()
+    assert inside.wait(10)
+    found: list = []
+    scanning = threading.Thread(target=lambda: found.extend(values.spans("token=value-just-added")))
+    scanning.start()
+    scanning.join(0.5)  # (it waits for the settle to end, or has scanned already)
+    go.set()
+    settling.join(10)
+    scanning.join(10)
+    assert found == [(6, 22)]
