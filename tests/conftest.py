@@ -22,7 +22,7 @@ from collector.settings import settings_for_tests
 from helpers import API, scheduling
 
 # what the header says the whole run takes (README, CONTRIBUTING): measured with `-n auto` on two cores
-SUITE_SIZE = "about 3,100 tests, about 2¾ minutes with -n auto on two cores"
+SUITE_SIZE = "about 3,100 tests, about 3¼ minutes with -n auto on two cores"
 
 # the "fast" profile: max_examples a tenth of hypothesis's usual 100, which helpers.examples(n) scales every test by
 hypothesis_settings.register_profile("fast", parent=hypothesis_settings.default, max_examples=10)
