@@ -69,7 +69,7 @@ class Intake:
         wanted = self.wanted(saturated)
         if not wanted:
             return
-        if self.ahead.busy:
+        if self.ahead.busy or len(self.outbox) >= self.capacity.concurrency:  # (saves behind: they catch up first)
             return
         if self.inflight and self.claims.ahead_ok:  # runs go on while the claim's round trips are out
             self.ahead.start(self.mode, wanted, self.clock(), saturated)
