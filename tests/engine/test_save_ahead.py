@@ -184,3 +184,30 @@ def test_with_mongomock_in_the_process_saves_stay_on_the_dispatchers_thread(db, 
         collector.close()
     assert starts == []
     settled(db, watch, fake)
+
+
+def test_while_a_save_hangs_claims_stop_once_the_outbox_holds_a_concurrency(wire_db, monkeypatch):
+    """Runs that finish while a save is out wait for the next batch; once they are a concurrency's worth, no more
+    networks are claimed: a database slow to save does not make the collector hold the whole collection."""
+    fake = FakeGitHub(latency=0.01)
+    seed_normal(wire_db, fake, NETWORKS, utcnow())
+    during: list[int] = []
+    real = Store.save_states
+
+    def hangs_once(self, writes):
+        if threading.current_thread().name == "save-ahead" and not during:
+            time.sleep(1.5)  # at 4 in flight and 10 ms a poll, time for every network to run twice over
+            during.append(fake.stats()["requests"])
+        return real(self, writes)
+
+    monkeypatch.setattr(Store, "save_states", hangs_once)
+    with FakeServer(fake) as url:
+        settings = settings_for_tests(github_api_url=url, concurrency=4, normal_interval=3600)
+        collector = Collector(wire_db, settings)
+        watch = Watch()
+        collector.observe(watch)
+        serve(collector, lambda: ran_all(wire_db) and not collector.dispatcher.holding())
+        collector.close()
+    # held at most: the batch out, a concurrency in the outbox, what was claimed (three concurrencies), in flight
+    assert during and during[0] <= 6 * 4
+    settled(wire_db, watch, fake)
