@@ -41,6 +41,7 @@ def test_processes_for_10m_follow_from_the_cpu_per_poll_and_the_share_of_a_core(
         "engine_cpu_ms_per_poll_apart_observed": engine,
         "all_in_cpu_ms_per_poll_observed": all_in,
         "core_share_observed": share,
+        "polls_per_s_observed_whole": share / all_in * 1000 * 0.9,  # the start and the stop in the whole run
     }
     figures = goal.goal_figures(observed, floor)
     assert figures["engine_vs_floor_poll_observed"] == round(engine / floor, 2)
@@ -48,6 +49,7 @@ def test_processes_for_10m_follow_from_the_cpu_per_poll_and_the_share_of_a_core(
     assert figures["polls_per_s_per_process_goal"] == round(share / all_in * 1000, 1)
     assert figures["processes_for_10M"] == processes
     assert figures["processes_for_10M_full_core"] == full_core
+    assert figures["processes_for_10M_whole"] == math.ceil(10_000_000 / 900 / observed["polls_per_s_observed_whole"])
 
 
 @pytest.mark.parametrize(("total", "window"), [(10, 4), (25, 8), (7, 16)])
@@ -79,6 +81,7 @@ def test_the_goal_figures_are_all_reported_consistently_on_a_tiny_workload():
     assert result["secrets_held_observed"] == goal.HELD and result["goal_concurrency"] == 4
     engine, all_in = result["engine_cpu_ms_per_poll_apart_observed"], result["all_in_cpu_ms_per_poll_observed"]
     assert engine > 0 and all_in > 0 and 0 < result["core_share_observed"]
+    assert result["polls_per_s_observed_whole"] > 0 and result["all_in_cpu_ms_per_poll_observed_whole"] > 0
     assert abs(result["engine_vs_floor_poll_observed"] - engine / 0.4) < 0.01
     per_process = result["polls_per_s_per_process_goal"]  # rounded to 0.1: the figure lies between the two bounds
     needed = 10_000_000 / 900
@@ -91,3 +94,22 @@ def test_the_goal_figures_are_all_reported_consistently_on_a_tiny_workload():
     low, high = result["engine_cpu_ms_per_network_30"], result["engine_cpu_ms_per_network_90"]
     assert low > 0 and high > 0 and result["scale_wall_s_90"] > 0
     assert abs(result["engine_cpu_per_network_largest_vs_smallest"] - high / low) < 0.01 * high / low + 0.001
+
+
+def test_the_meter_times_the_steady_part_from_its_warm_mark_to_its_target():
+    from collector.devtools.meter import Meter
+
+    meter = Meter(10, warm=2)
+    for _ in range(5):
+        meter.count()
+    with pytest.raises(RuntimeError, match="not timed"):
+        meter.steady()  # the target not reached yet
+    for _ in range(6):
+        meter.count()  # past the target: no third mark
+    steady = meter.steady()
+    assert steady["steady_polls"] == 8 and steady["steady_wall_s"] >= 0 and steady["steady_cpu_s"] >= 0
+    assert meter.done.is_set() and len(meter.marks) == 2
+    plain = Meter(3)
+    for _ in range(3):
+        plain.count()
+    assert plain.marks == [] and plain.done.is_set()
