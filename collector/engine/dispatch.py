@@ -76,7 +76,7 @@ class Dispatcher(Intake):
         self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
         self.ahead = ClaimAhead(claims, lambda finished: self.completions.put(finished))  # claims while runs run
-        self.saving_ahead = SaveAhead(saver, lambda finished: self.completions.put(finished))  # saves, likewise
+        self.saving_ahead = SaveAhead(saver)  # saves, likewise
         self.begin("normal", Report("normal"), lambda: datetime.min, lambda: False)
 
     def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
@@ -85,7 +85,7 @@ class Dispatcher(Intake):
         self.pending: deque[Claimed] = deque()  # claimed, waiting to start
         self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
         self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they end; claims ahead
-        self.outbox = Outbox(self.saver, self.throttle, self.observers, self.saving_ahead)
+        self.outbox = Outbox(self.saver, self.throttle, self.observers, self.saving_ahead, self.completions.put)
         self.per_service: Counter = Counter()
         self.leases = self.claims.leases(clock, lambda: [n["_id"] for n in self.held_networks()])
         self.stop_seen: float | None = None
@@ -151,7 +151,7 @@ class Dispatcher(Intake):
             self.throttle.trouble("claim", CLAIM_HANGS, self.mode, OVERDUE + self.ahead.overdue(), level=logging.ERROR)
         elif self.outbox.overdue():  # a save, likewise
             late = SAVE_OVERDUE + self.outbox.overdue()
-            self.throttle.trouble("save", SAVE_HANGS, len(self.outbox.out), late, level=logging.ERROR)
+            self.throttle.trouble("save-hangs", SAVE_HANGS, len(self.outbox.out), late, level=logging.ERROR)
         else:
             self.observers.notify("on_tick", len(self.inflight))
         self.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.outbox))
@@ -170,7 +170,7 @@ class Dispatcher(Intake):
         save_in = self.outbox.wait_in(now)
         if save_in is not None:
             until = min(until, save_in)
-        if self.claims_open and self.stop_seen is None and not self.ahead.busy and self.wanted(self.saturated()):
+        if self.claims_open and self.stop_seen is None and not self.claim_held() and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -90,8 +90,15 @@ def due_by(values: Mapping[str, Any], now: datetime) -> bool:
 
 
 class Outbox:
-    def __init__(self, saver: Saver, throttle: Throttle, observers: Observers, ahead: SaveAhead | None = None):
-        self.saver = saver
+    def __init__(
+        self,
+        saver: Saver,
+        throttle: Throttle,
+        observers: Observers,
+        ahead: SaveAhead | None = None,
+        done: Callable[[Finished], object] | None = None,
+    ):
+        self.saver, self.done = saver, done  # `done`: where a save ahead's answer goes (the loop's completions)
         self.backlog = Backlog(saver, throttle)  # finished runs the database has not taken
         self.observers = observers
         self.ahead = ahead  # saves a batch on a thread of its own while runs are in flight (saveahead.py)
@@ -150,9 +157,9 @@ class Outbox:
         saving = self.backlog.take(taken)
         if not saving:
             return False
-        if ahead and not alone and self.ahead is not None:
+        if ahead and not alone and self.ahead is not None and self.done is not None:
             self.out = saving
-            self.ahead.start(saving, dict(self.users))
+            self.ahead.start(saving, dict(self.users), self.done)
             return False
         started, error = time.perf_counter(), None
         try:

@@ -39,21 +39,21 @@ class Persisted:
 
 
 class SaveAhead:
-    def __init__(self, saver: Saver, done: Callable[[Finished], object]):
-        self.saver, self.done = saver, done
+    def __init__(self, saver: Saver):
+        self.saver = saver
         self.tasks: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.since = 0.0  # monotonic time the save out was started
 
-    def start(self, batch: list[Saving], users: dict) -> None:
+    def start(self, batch: list[Saving], users: dict, done: Callable[[Finished], object]) -> None:
         """Save `batch` on the thread, looking users up in `users` (the thread's own copy); the answer comes to
-        `done`."""
+        `done` (the completion queue of the loop that started it, not of one begun since)."""
         self.since = time.monotonic()
         if self.thread is None or not self.thread.is_alive():
             self.tasks = queue.SimpleQueue()  # a thread's own: a closed one's end-mark is never another's
             self.thread = threading.Thread(target=self._work, args=(self.tasks,), name="save-ahead", daemon=True)
             self.thread.start()
-        self.tasks.put((batch, users))
+        self.tasks.put((batch, users, done))
 
     def overdue(self) -> float:
         """Seconds the save out has been out past OVERDUE (the outbox asks only while one is out)."""
@@ -64,16 +64,16 @@ class SaveAhead:
             task = tasks.get()
             if task is None:
                 return
-            batch, users = task
+            batch, users, done = task
             error: BaseException | None = None
             started = time.perf_counter()
             with self.saver.store.deferred() as reports:
                 try:
-                    self.saver.persist(batch, users)
+                    self.saver.persist(batch, users, share=False)  # the quota memory is the dispatcher's
                 except Exception as exc:  # the dispatcher handles it as it would its own save's
                     error = exc
             persisted = Persisted(batch, users, time.perf_counter() - started, reports)
-            self.done(Finished(TICKET, persisted, error))
+            done(Finished(TICKET, persisted, error))
 
     def close(self) -> None:
         if self.thread is not None:

@@ -3,7 +3,8 @@ batch, the users they belong to, every state in one batch of fenced writes, the 
 place a result is amended after the database spoke (items it refused, a state it could not keep).
 
 Runs on the dispatch loop's thread, or a batch at a time on the save-ahead thread (saveahead.py) with a thread-safe
-database client; it touches only the batch's Savings and the users given, never the dispatcher's state. A document
+database client; it touches only the batch's Savings and the users given, never the dispatcher's state (the quota
+facts are shared by the dispatcher: `share=False`), and writes its log lines from that thread. A document
 the database refuses is that network's problem alone; a database that cannot be reached raises DatabaseDown with
 the progress kept on each Saving, for a retry.
 """

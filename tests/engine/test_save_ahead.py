@@ -18,7 +18,9 @@ from collector.devtools.fakeapi import FakeGitHub, FakeServer
 from collector.devtools.mongowire import WireServer as MongoWire
 from collector.devtools.workloads import seed_normal
 from collector.engine import Collector, saveahead
+from collector.engine.dispatch import Dispatcher
 from collector.engine.events import Observer
+from collector.engine.quota import QuotaSharing
 from collector.engine.store import Store
 from collector.sdk import utcnow
 from collector.settings import settings_for_tests
@@ -41,9 +43,9 @@ def starts(monkeypatch):
     seen: list[int] = []
     real = saveahead.SaveAhead.start
 
-    def counted(self, batch, users):
+    def counted(self, batch, users, done):
         seen.append(len(batch))
-        return real(self, batch, users)
+        return real(self, batch, users, done)
 
     monkeypatch.setattr(saveahead.SaveAhead, "start", counted)
     return seen
@@ -86,7 +88,15 @@ def settled(db, watch: Watch, fake: FakeGitHub) -> None:
     assert watch.threads == {threading.main_thread().name}  # the observers hear from the dispatcher's thread only
 
 
-def test_saves_go_ahead_while_runs_are_in_flight_and_every_run_is_saved_once(wire_db, starts):
+def test_saves_go_ahead_while_runs_are_in_flight_and_every_run_is_saved_once(wire_db, starts, monkeypatch):
+    sharing: set[str] = set()  # the threads the quota facts were shared from: the quota memory is the dispatcher's
+    real_share = QuotaSharing.share
+
+    def share(self):
+        sharing.add(threading.current_thread().name)
+        return real_share(self)
+
+    monkeypatch.setattr(QuotaSharing, "share", share)
     fake = FakeGitHub(latency=0.05, change_share=0.5, seed=3)
     seed_normal(wire_db, fake, NETWORKS, utcnow())
     with FakeServer(fake) as url:
@@ -101,6 +111,7 @@ def test_saves_go_ahead_while_runs_are_in_flight_and_every_run_is_saved_once(wir
     items = list(wire_db.items.find({}))
     assert items  # changed pages: their items stored, with their users' data looked up on the thread
     assert all(item["userData"]["email"] == item["user"] for item in items)
+    assert sharing == {threading.main_thread().name}
 
 
 def test_a_save_ahead_the_database_did_not_take_is_kept_and_retried(wire_db, monkeypatch):
@@ -192,15 +203,22 @@ def test_while_a_save_hangs_claims_stop_once_the_outbox_holds_a_concurrency(wire
     fake = FakeGitHub(latency=0.01)
     seed_normal(wire_db, fake, NETWORKS, utcnow())
     during: list[int] = []
-    real = Store.save_states
+    steps = [0]  # the loop's rounds: while the save hangs, it waits for answers, it does not spin
+    real, real_step = Store.save_states, Dispatcher.step
+
+    def step(self):
+        steps[0] += 1
+        return real_step(self)
 
     def hangs_once(self, writes):
         if threading.current_thread().name == "save-ahead" and not during:
+            before = steps[0]
             time.sleep(1.5)  # at 4 in flight and 10 ms a poll, time for every network to run twice over
-            during.append(fake.stats()["requests"])
+            during.extend([fake.stats()["requests"], steps[0] - before])
         return real(self, writes)
 
     monkeypatch.setattr(Store, "save_states", hangs_once)
+    monkeypatch.setattr(Dispatcher, "step", step)
     with FakeServer(fake) as url:
         settings = settings_for_tests(github_api_url=url, concurrency=4, normal_interval=3600)
         collector = Collector(wire_db, settings)
@@ -210,4 +228,5 @@ def test_while_a_save_hangs_claims_stop_once_the_outbox_holds_a_concurrency(wire
         collector.close()
     # held at most: the batch out, a concurrency in the outbox, what was claimed (three concurrencies), in flight
     assert during and during[0] <= 6 * 4
+    assert during[1] < 100  # a round per answer, per timer (6 here); spinning made over a thousand in 1.5 s
     settled(wire_db, watch, fake)
