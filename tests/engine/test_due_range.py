@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from pymongo import MongoClient
 
 from collector import run_once
 from collector.devtools.fakeapi import make_stars
+from collector.devtools.mongowire import WireServer as MongoWire
 from collector.engine import Collector
 from collector.engine.rules import on_failure
 from collector.engine.store import PARK_SECONDS, Store, due_range
@@ -47,6 +49,30 @@ def test_a_claim_moves_scheduled_to_with_its_lease_and_returns_the_time_it_was_d
     state = network(db, doc)
     assert state["scheduledTo"] == T0 - late and "leaseOwner" not in state
     assert store.count_due("normal", T0) == 1
+
+
+@pytest.mark.system
+def test_leases_given_back_go_in_one_round_trip_each_fenced_by_its_epoch():
+    """On a real driver (pymongo, on the mongowire stand-in's socket) a stop's give-back is one command, however
+    many networks: each update still fenced by its lease epoch and putting back the date it was due at."""
+    with MongoWire() as wire:
+        client = MongoClient(wire.uri, tz_aware=True)
+        db = client.get_default_database()
+        docs = [
+            add_network(db, user=f"u{k}@x.test", mode="normal", scheduledTo=T0 - timedelta(minutes=k)) for k in range(6)
+        ]
+        store = Store(db)
+        won = store.claim("normal", T0, 10, "a", T0 + LEASE)
+        taken = db.networks.update_one({"_id": docs[0]["_id"]}, {"$inc": {"leaseEpoch": 1}})  # another's lease now
+        before = wire.commands
+        store.release([(w["_id"], w["leaseEpoch"], w["scheduledTo"]) for w in won])
+        assert wire.commands - before == 1
+        states = {d["_id"]: d for d in db.networks.find({})}
+        client.close()
+    assert len(won) == 6 and taken.modified_count == 1
+    assert states[docs[0]["_id"]]["leaseOwner"] == "a"  # fenced: its epoch moved on, left as the other holds it
+    for k, doc in enumerate(docs[1:], start=1):
+        assert "leaseOwner" not in states[doc["_id"]] and states[doc["_id"]]["scheduledTo"] == T0 - timedelta(minutes=k)
 
 
 def test_a_network_given_back_by_a_stop_is_due_again_at_once(db, settings):

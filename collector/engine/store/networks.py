@@ -120,6 +120,12 @@ class Steering:
         return self.networks.update_one(fence, {"$set": dict(after)}).matched_count == 1
 
 
+def released(due_at: Any) -> dict[str, Any]:
+    """The update that gives a lease back: its fields unset, `scheduledTo` back at the date it was due at."""
+    unset = {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
+    return {**unset, "$set": {"scheduledTo": due_at}} if isinstance(due_at, datetime) else unset
+
+
 class NetworkStore(Repairs, Steering):
     """The `networks` part of the Store (a mixin: `self.networks` and `self.mongomock` come from Store)."""
 
@@ -243,12 +249,16 @@ class NetworkStore(Repairs, Steering):
 
     def release(self, leases: list[tuple[Any, Any, Any]]) -> None:
         """Give back leases of networks that were claimed but not run (e.g. on shutdown): (id, epoch, the
-        `scheduledTo` it was due at, back in the due range; one that was no date is due `now` of the claim)."""
-        for network_id, epoch, due_at in leases:
-            update: dict[str, Any] = {"$unset": dict.fromkeys(LEASE_FIELDS, "")}
-            if isinstance(due_at, datetime):
-                update["$set"] = {"scheduledTo": due_at}
-            self.networks.update_one({"_id": network_id, "leaseEpoch": epoch}, update)
+        `scheduledTo` it was due at, back in the due range; one that was no date is due `now` of the claim), in
+        one round trip: a `bulk_write` of fenced `UpdateOne`s, unordered."""
+        writes = [({"_id": network_id, "leaseEpoch": epoch}, released(due_at)) for network_id, epoch, due_at in leases]
+        if not writes:
+            return
+        if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
+            for query, update in writes:
+                self.networks.update_one(query, update)
+            return
+        self.networks.bulk_write([UpdateOne(query, update) for query, update in writes], ordered=False)
 
     def clear_lapsed_leases(
         self, before: datetime, limit: int = 1000, beyond: datetime | None = None
