@@ -39,8 +39,6 @@ from .polls import WAIT, returned_by, sent
 from .quota import QuotaMemory
 from .rules import latest_wait
 from .run import Attempt, Claimed, Run, RunResult, execute, prepare
-from .saveahead import OVERDUE as SAVE_OVERDUE
-from .saveahead import Persisted, SaveAhead
 from .saving import Saver
 from .sizing import Blocked, claim_size, saturated_services, service_key
 from .workers import Finished, drain
@@ -51,7 +49,6 @@ REPORT_EVERY = 60.0  # seconds between the continuous loop's reports to the obse
 DESCRIPTOR_PAUSE = 5.0  # seconds without claims after the process ran out of file descriptors
 Stop = Callable[[], bool]  # whether a stop was requested
 CLAIM_HANGS = "claiming %s networks has not come back from the database for %.0fs; the watchdog is not told we go on"
-SAVE_HANGS = "saving %d networks has not come back from the database for %.0fs; the watchdog is not told we go on"
 
 
 class Dispatcher(Intake):
@@ -76,7 +73,6 @@ class Dispatcher(Intake):
         self.running: dict[int, tuple[Any, Any, Any, datetime]] = {}
         self.exhausted_at: float | None = None  # Unix time the process last ran out of file descriptors
         self.ahead = ClaimAhead(claims, lambda finished: self.completions.put(finished))  # claims while runs run
-        self.saving_ahead = SaveAhead(saver)  # saves, likewise
         self.begin("normal", Report("normal"), lambda: datetime.min, lambda: False)
 
     def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
@@ -85,7 +81,7 @@ class Dispatcher(Intake):
         self.pending: deque[Claimed] = deque()  # claimed, waiting to start
         self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
         self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they end; claims ahead
-        self.outbox = Outbox(self.saver, self.throttle, self.observers, self.saving_ahead, self.completions.put)
+        self.outbox = Outbox(self.saver, self.throttle, self.observers)
         self.per_service: Counter = Counter()
         self.leases = self.claims.leases(clock, lambda: [n["_id"] for n in self.held_networks()])
         self.stop_seen: float | None = None
@@ -130,7 +126,7 @@ class Dispatcher(Intake):
             self.stopping()
         self.claim()
         self.save(self.dispatch())
-        if self.inflight or self.ahead.busy or self.outbox.out:
+        if self.inflight or self.ahead.busy:
             finished = [self.finish(one) for one in drain(self.completions, self.wait_time())]
             results = [result for result in finished if result is not None]
             results += self.dispatch()  # refill the free slots from what waits, then claim, then save
@@ -149,9 +145,6 @@ class Dispatcher(Intake):
         self.leases.release()
         if self.ahead.overdue():  # a claim hangs in the database: no "it goes round" for the watchdog meanwhile
             self.throttle.trouble("claim", CLAIM_HANGS, self.mode, OVERDUE + self.ahead.overdue(), level=logging.ERROR)
-        elif self.outbox.overdue():  # a save, likewise
-            late = SAVE_OVERDUE + self.outbox.overdue()
-            self.throttle.trouble("save-hangs", SAVE_HANGS, len(self.outbox.out), late, level=logging.ERROR)
         else:
             self.observers.notify("on_tick", len(self.inflight))
         self.observers.notify("on_leases", len(self.pending) + len(self.inflight) + len(self.outbox))
@@ -170,7 +163,7 @@ class Dispatcher(Intake):
         save_in = self.outbox.wait_in(now)
         if save_in is not None:
             until = min(until, save_in)
-        if self.claims_open and self.stop_seen is None and not self.claim_held() and self.wanted(self.saturated()):
+        if self.claims_open and self.stop_seen is None and not self.ahead.busy and self.wanted(self.saturated()):
             until = min(until, self.next_claim - now)  # networks may come due while others run
         return max(until, 0.0)
 
@@ -229,14 +222,10 @@ class Dispatcher(Intake):
         return settled
 
     def finish(self, finished: Finished) -> RunResult | None:
-        """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py), for
-        a claim made ahead (taken in: `leased`), or for a save made ahead (settled: `Outbox.persisted`)."""
+        """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py), or for
+        a claim made ahead (taken in: `leased`)."""
         if isinstance(finished.result, Leased):
             self.leased(finished)
-            return None
-        if isinstance(finished.result, Persisted):  # a save ahead came back: settled here
-            if self.outbox.persisted(finished, self.report, self.clock()):
-                self.next_claim = 0.0  # a saved state made its network due already
             return None
         run = self.inflight.pop(finished.ticket)
         returned = returned_by(run, finished, self.http, self.capacity.pool, self.completions.put)
@@ -256,8 +245,7 @@ class Dispatcher(Intake):
         """Save finished runs in batches (outbox.py). True when a saved state made its network due already."""
         alone = not self.inflight or self.stop_seen is not None
         batch = max(self.capacity.concurrency // 8, 1)
-        ahead = self.claims.ahead_ok  # a thread-safe client: the batch's database work overlaps the runs in flight
-        return self.outbox.save(results, batch, alone, self.report, self.clock(), ahead)
+        return self.outbox.save(results, batch, alone, self.report, self.clock())
 
     def held_networks(self) -> list[Mapping[str, Any]]:
         return [
@@ -279,7 +267,6 @@ class Dispatcher(Intake):
         """Wait for the runs in flight to end and let the worker threads go."""
         self.capacity.pool.shutdown(wait=True)
         self.ahead.close()
-        self.saving_ahead.close()
 
 
 def out_of_descriptors(throttle: Throttle) -> float:

@@ -69,7 +69,7 @@ class Intake:
         wanted = self.wanted(saturated)
         if not wanted:
             return
-        if self.claim_held():
+        if self.ahead.busy:
             return
         if self.inflight and self.claims.ahead_ok:  # runs go on while the claim's round trips are out
             self.ahead.start(self.mode, wanted, self.clock(), saturated)
@@ -80,12 +80,6 @@ class Intake:
             self.claim_failed(exc)
             return
         self.took(claimed)
-
-    def claim_held(self) -> bool:
-        """No claim now: one is out already, or the finished runs not yet saved are a concurrency's worth (saves
-        behind catch up first: a database slow to save holds the intake, not the collector's memory). The loop
-        waits for an answer meanwhile, not for the next claim."""
-        return self.ahead.busy or len(self.outbox) >= self.capacity.concurrency
 
     def leased(self, finished: Finished) -> None:
         """A claim made ahead came back: taken in here, or given back when a stop came meanwhile."""

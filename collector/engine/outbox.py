@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from .events import Observers, Report, Saved
 from .loglimit import Throttle
 from .run import RunResult, forget
-from .saveahead import Persisted, SaveAhead
 from .saving import Saver, Saving
 from .store import DatabaseDown
-from .workers import Finished
 
 log = logging.getLogger("collector.engine")
 SAVE_WINDOW = 0.02  # seconds a finished run may wait for others to be saved with it
@@ -50,32 +48,28 @@ class Backlog:
         if delay > 0:
             time.sleep(min(delay, 0.25))
 
-    def take(self, results: list[RunResult]) -> list[Saving]:
-        """The next batch: these results and what waits (when its retry is due); empty when nothing is to save."""
+    def save(self, results: list[RunResult], users: dict, report: Report) -> list[Saving]:
+        """Save these results and what waits (when its retry is due); returns the Savings whose state is written."""
         if not results and (not self.waiting or time.monotonic() < self.retry_at):
             return []
-        batch, self.waiting = self.waiting + [Saving(result) for result in results], []
-        return batch
-
-    def landed(self, batch: list[Saving], error: BaseException | None, report: Report) -> list[Saving]:
-        """A batch's save ended: the Savings whose state is written. Those the database did not take (it was
-        away) wait for a retry; any other error is the engine's own, raised as it would have been in place."""
-        if error is None:
-            self.retries = 0
-        elif isinstance(error, DatabaseDown):
-            self.waiting = [s for s in batch if not s.state_saved] + self.waiting
+        batch = self.waiting + [Saving(result) for result in results]
+        started = time.perf_counter()
+        try:
+            self.saver.persist(batch, users)
+            self.waiting, self.retries = [], 0
+        except DatabaseDown as exc:
+            self.waiting = [s for s in batch if not s.state_saved]
             report.save_failures += 1
             self.retries += 1
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.retries - 1), 5.0) * (self.retries > 1)
             self.throttle.trouble(
                 "save",
                 "database unavailable while saving (%s): %d finished networks kept, retrying",
-                error,
+                exc,
                 len(self.waiting),
                 level=logging.ERROR,
             )
-        else:
-            raise error
+        report.db_seconds += time.perf_counter() - started
         return [s for s in batch if s.state_saved]
 
     def take_all(self) -> list[Saving]:
@@ -90,42 +84,25 @@ def due_by(values: Mapping[str, Any], now: datetime) -> bool:
 
 
 class Outbox:
-    def __init__(
-        self,
-        saver: Saver,
-        throttle: Throttle,
-        observers: Observers,
-        ahead: SaveAhead | None = None,
-        done: Callable[[Finished], object] | None = None,
-    ):
-        self.saver, self.done = saver, done  # `done`: where a save ahead's answer goes (the loop's completions)
+    def __init__(self, saver: Saver, throttle: Throttle, observers: Observers):
         self.backlog = Backlog(saver, throttle)  # finished runs the database has not taken
         self.observers = observers
-        self.ahead = ahead  # saves a batch on a thread of its own while runs are in flight (saveahead.py)
         self.unsaved: list[RunResult] = []  # finished, gathered for the next save batch
         self.unsaved_since = 0.0
-        self.out: list[Saving] = []  # the batch a save ahead holds (one at a time)
         self.users: dict = {}  # users looked up for the runs held (saving.py), kept while their networks are
 
     def __len__(self) -> int:
-        return len(self.unsaved) + len(self.backlog) + len(self.out)
+        return len(self.unsaved) + len(self.backlog)
 
     def kept(self) -> bool:
         """Whether saves the database refused wait for a retry."""
         return bool(self.backlog)
 
     def networks(self) -> list[Mapping[str, Any]]:
-        return [*(r.network for r in self.unsaved), *self.backlog.networks(), *(s.network for s in self.out)]
-
-    def overdue(self) -> float:
-        """Seconds the save out has been out past its OVERDUE (0: none out, or not overdue)."""
-        return self.ahead.overdue() if self.out and self.ahead is not None else 0.0
+        return [*(r.network for r in self.unsaved), *self.backlog.networks()]
 
     def wait_in(self, now: float) -> float | None:
-        """Seconds until a save is due (a backlog's retry, a batch's window), None when nothing waits or the save
-        out is to come back first."""
-        if self.out:
-            return None
+        """Seconds until a save is due (a backlog's retry, a batch's window), None when nothing waits."""
         until = [self.backlog.retry_in()] if self.backlog else []
         if self.unsaved:
             until.append(self.unsaved_since + SAVE_WINDOW - now)
@@ -139,53 +116,20 @@ class Outbox:
         """Forget the users looked up for networks no longer held."""
         self.users = {email: data for email, data in self.users.items() if email in held}
 
-    def save(
-        self, results: list[RunResult], batch: int, alone: bool, report: Report, now: datetime, ahead: bool = False
-    ) -> bool:
+    def save(self, results: list[RunResult], batch: int, alone: bool, report: Report, now: datetime) -> bool:
         """Gather finished runs and save them in one batch once `batch` of them wait, the first has waited
-        SAVE_WINDOW, or the loop is `alone` (nothing runs any more, or a stop was asked) — on the save-ahead
-        thread when `ahead` (runs are in flight, the client is thread-safe), else here. True when a saved state
-        made its network due already (its next run may be claimed now). While a save is out, what finishes
-        waits for the next batch."""
+        SAVE_WINDOW, or the loop is `alone` (nothing runs any more, or a stop was asked). True when a saved state
+        made its network due already (its next run may be claimed now)."""
         if results and not self.unsaved:
             self.unsaved_since = time.monotonic()
         self.unsaved.extend(results)
-        ready = len(self.unsaved) >= batch or time.monotonic() - self.unsaved_since >= SAVE_WINDOW or alone
-        if self.out or (self.unsaved and not ready):
+        if self.unsaved and not (
+            len(self.unsaved) >= batch or time.monotonic() - self.unsaved_since >= SAVE_WINDOW or alone
+        ):
             return False
         taken, self.unsaved = self.unsaved, []
-        saving = self.backlog.take(taken)
-        if not saving:
-            return False
-        if ahead and not alone and self.ahead is not None and self.done is not None:
-            self.out = saving
-            self.ahead.start(saving, dict(self.users), self.done)
-            return False
-        started, error = time.perf_counter(), None
-        try:
-            self.saver.persist(saving, self.users)
-        except DatabaseDown as exc:
-            error = exc
-        report.db_seconds += time.perf_counter() - started
-        return self.settled(saving, error, report, now)
-
-    def persisted(self, finished: Finished, report: Report, now: datetime) -> bool:
-        """The save out came back (on the dispatcher's thread): settle it as a save made here. True when a saved
-        state made its network due already."""
-        persisted = finished.result
-        assert isinstance(persisted, Persisted)
-        self.out = []
-        self.saver.store.replay(persisted.reports)
-        self.users = persisted.users
-        report.db_seconds += persisted.seconds
-        due_again = self.settled(persisted.batch, finished.error, report, now)
-        if finished.error is None:
-            self.saver.sharing.share()  # the quota facts learnt: the quota memory is this thread's
-        return due_again
-
-    def settled(self, batch: list[Saving], error: BaseException | None, report: Report, now: datetime) -> bool:
         due_again = False
-        for saving in self.backlog.landed(batch, error, report):
+        for saving in self.backlog.save(taken, self.users, report):
             self.settle(saving, saving.outcome(), report)
             due_again = due_again or (saving.accepted and due_by(saving.result.update.values, now))
         return due_again

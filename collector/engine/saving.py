@@ -2,11 +2,9 @@
 batch, the users they belong to, every state in one batch of fenced writes, the quota facts learnt — and the only
 place a result is amended after the database spoke (items it refused, a state it could not keep).
 
-Runs on the dispatch loop's thread, or a batch at a time on the save-ahead thread (saveahead.py) with a thread-safe
-database client; it touches only the batch's Savings and the users given, never the dispatcher's state (the quota
-facts are shared by the dispatcher: `share=False`), and writes its log lines from that thread. A document
-the database refuses is that network's problem alone; a database that cannot be reached raises DatabaseDown with
-the progress kept on each Saving, for a retry.
+Runs on the dispatch loop's thread only: the database is used from one thread, whatever the driver's thread
+safety. A document the database refuses is that network's problem alone; a database that cannot be reached
+raises DatabaseDown with the progress kept on each Saving, for a retry.
 """
 
 from __future__ import annotations
@@ -61,12 +59,10 @@ class Saver:
     def __init__(self, store: Store, settings: Settings, rng: random.Random, sharing: QuotaSharing, throttle: Throttle):
         self.store, self.settings, self.rng, self.sharing, self.throttle = store, settings, rng, sharing, throttle
 
-    def persist(self, batch: list[Saving], users: dict, share: bool = True) -> None:
+    def persist(self, batch: list[Saving], users: dict) -> None:
         """Save what `batch` still needs, in this order: tokens a refresh obtained (on their own, so a failure
         below cannot lose them), the items of every run in one batch, then every state in one batch of fenced
-        updates. Items before state: a crash in between re-collects (harmlessly) rather than loses. Then the
-        quota facts learnt are shared, unless `share` is False (a save ahead: the dispatcher shares them, as the
-        quota memory is its thread's).
+        updates. Items before state: a crash in between re-collects (harmlessly) rather than loses.
 
         A document the database refuses is that network's problem alone (reported on it); a database that
         cannot be reached raises DatabaseDown with the progress kept on each Saving, for a retry."""
@@ -88,8 +84,7 @@ class Saver:
             else:
                 saving.accepted = outcome
             self.state_written(saving)
-        if share:
-            self.sharing.share()
+        self.sharing.share()
 
     def look_up_users(self, batch: list[Saving], users: dict[Any, dict | None]) -> None:
         """Add to `users` (a cache: None for a user not found) the users of the runs in `batch` that have items
