@@ -186,7 +186,7 @@ def observed_polls(opts: Options, dbs: Any, change_share: float, count: int, con
     db = dbs.new()
     seed_normal(db, fake, max(opts.poll_networks, 4 * concurrency), utcnow())
     with FakeProcess(fake) as url:
-        meter = Meter(count, warm=count // WARM_SHARE)
+        meter = Meter(count, warm=max(count // WARM_SHARE, 1))
         settings = bench_settings(url, concurrency, normal_interval=0)
         collector = Collector(db, settings, observers=daemon_observers(meter))
         dbs.relax(db)

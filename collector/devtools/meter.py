@@ -38,7 +38,9 @@ class Meter(Observer):
 
     def count(self) -> None:
         self.runs += 1
-        if self.warm and self.runs in (self.warm, self.target):
+        if self.warm and self.runs == self.warm:
+            self.marks.append((time.perf_counter(), time.process_time(), self.runs))
+        if self.warm and self.runs == self.target:
             self.marks.append((time.perf_counter(), time.process_time(), self.runs))
         if self.runs >= self.target:
             self.done.set()
@@ -48,4 +50,6 @@ class Meter(Observer):
         if len(self.marks) != 2:
             raise RuntimeError("the meter's steady part was not timed: no warm mark, or the target not reached")
         (wall0, cpu0, runs0), (wall1, cpu1, runs1) = self.marks
+        if runs1 <= runs0:
+            raise RuntimeError(f"a target of {self.target} runs leaves no steady part after the {self.warm}th")
         return {"steady_wall_s": wall1 - wall0, "steady_cpu_s": cpu1 - cpu0, "steady_polls": runs1 - runs0}

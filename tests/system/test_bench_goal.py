@@ -109,6 +109,10 @@ def test_the_meter_times_the_steady_part_from_its_warm_mark_to_its_target():
     steady = meter.steady()
     assert steady["steady_polls"] == 8 and steady["steady_wall_s"] >= 0 and steady["steady_cpu_s"] >= 0
     assert meter.done.is_set() and len(meter.marks) == 2
+    single = Meter(1, warm=1)
+    single.count()
+    with pytest.raises(RuntimeError, match="no steady part"):
+        single.steady()  # a one-run workload: said, not divided by nothing
     plain = Meter(3)
     for _ in range(3):
         plain.count()
