@@ -48,14 +48,18 @@ def test_the_demo_fleet_stopped_once_it_is_up_leaves_the_temporary_folder_empty(
     temp, work, env = fresh_tmpdir(tmp_path)
     port = free_port()
     demo = serve(port, work, env)
+    during: list[str] = []
     try:
         wait_until(lambda: fleet_up(port), timeout=90)
         during = left_in(temp)
-        assert {name.split("/")[0] for name in during} == {during[0].split("/")[0]}  # one folder of logs, meanwhile
-        assert {"initial.log", "normal.log", "monitor.log"} <= {Path(name).name for name in during}
+    except AssertionError:
+        during = [f"not up: {left_in(temp)}"]  # what the demo said, below
     finally:
         demo.send_signal(signum)
         out, _ = demo.communicate(timeout=90)
+    assert not during[0].startswith("not up"), f"{during[0]}; the demo said: {out[-3000:]}"
+    assert {name.split("/")[0] for name in during} == {during[0].split("/")[0]}  # one folder of logs, meanwhile
+    assert {"initial.log", "normal.log", "monitor.log"} <= {Path(name).name for name in during}
     assert demo.returncode == 0, out
     assert "stopped (exit codes [0, 0, 0])" in out and "logs kept" not in out
     assert left_in(temp) == []
