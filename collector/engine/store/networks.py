@@ -251,7 +251,7 @@ class NetworkStore(Repairs, Steering):
         """Give back leases of networks that were claimed but not run (e.g. on shutdown): (id, epoch, the
         `scheduledTo` it was due at, back in the due range; one that was no date is due `now` of the claim), in
         one round trip: a `bulk_write` of fenced `UpdateOne`s, unordered."""
-        writes = [({"_id": network_id, "leaseEpoch": epoch}, released(due_at)) for network_id, epoch, due_at in leases]
+        writes = [({"_id": {"$eq": one}, "leaseEpoch": {"$eq": epoch}}, released(due)) for one, epoch, due in leases]
         if not writes:
             return
         if self.mongomock:  # mongomock 4.3 cannot bulk_write UpdateOne under pymongo >= 4.11 (TypeError)
