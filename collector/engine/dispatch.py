@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..modes import Mode
 from ..sdk.errors import OutOfDescriptors
 from ..sdk.http import Http
 from ..settings import Settings
@@ -193,8 +194,10 @@ class Dispatcher(Intake):
         seats = self.capacity.seats
         while self.pending and len(self.inflight) < seats:
             claimed = self.pending.popleft()
-            if claimed.service in blocked.services or self.per_service[claimed.service] >= self.capacity.service_seats(
-                claimed.service
+            if (
+                claimed.service in blocked.services
+                or self.per_service[claimed.service] >= self.capacity.service_seats(claimed.service)
+                or self.no_slot(claimed)
             ):
                 waiting.append(claimed)
                 if blocked.add(claimed.service):  # every service still waiting is blocked: nothing more starts
@@ -220,6 +223,15 @@ class Dispatcher(Intake):
             self.per_service[claimed.service] += 1
         self.pending.extendleft(reversed(waiting))
         return settled
+
+    def no_slot(self, claimed: Claimed) -> bool:
+        """A normal-mode network while every request slot of its service (or of the whole) is taken by runs in
+        flight: it waits for one of them to end rather than be prepared for a poll that could not go out (at 64
+        in flight on the lane, one such attempt for each of the loop's looks: 2.3 prepares per poll)."""
+        slots = self.http.slots
+        if claimed.mode != Mode.NORMAL or not self.inflight or slots is None:
+            return False
+        return not slots.free(claimed.service)
 
     def finish(self, finished: Finished) -> RunResult | None:
         """The result of a run that ended; None for a poll that landed and goes on on a worker (polls.py), or for

@@ -87,6 +87,10 @@ class Tokens:
     def release(self) -> None:
         self.queue.put(None)
 
+    def free(self) -> bool:
+        """Whether a slot looks free now (a hint: another thread may take or give one back the next moment)."""
+        return not self.queue.empty()
+
 
 class Held:
     """The slots one exchange holds; `release()` gives them back (once)."""
@@ -135,6 +139,13 @@ class Slots:
         if slots is not None:
             slots.release()
         return None
+
+    def free(self, service: object) -> bool:
+        """Whether `try_take(service)` looks likely to find its slots free now, without taking any: a look, not a
+        promise (the dispatcher skips preparing a poll that could not go out)."""
+        if not self.total.free():
+            return False
+        return not isinstance(service, str) or self._of(service).free()
 
     def service_slots(self) -> Tokens | None:
         service = getattr(_SERVING, "service", None)

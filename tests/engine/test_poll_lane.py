@@ -193,8 +193,16 @@ def test_with_a_stand_in_for_requests_transport_every_request_takes_the_sessions
     assert report.by_status == {"ok": 1} and len(http_mock.calls) == 1 and not network(db, doc).get("lastError")
 
 
-def test_requests_out_at_once_on_the_lane_stay_within_the_concurrency(db, on_workers):
+def test_requests_out_at_once_on_the_lane_stay_within_the_concurrency(db, on_workers, monkeypatch):
     lock, inside, most = threading.Lock(), [0], [0]
+    prepared: list[object] = []
+    real_prepare = dispatch.prepare
+
+    def counted_prepare(claimed, *rest):
+        prepared.append(claimed.network["_id"])
+        return real_prepare(claimed, *rest)
+
+    monkeypatch.setattr(dispatch, "prepare", counted_prepare)
 
     def enter():
         with lock:
@@ -211,6 +219,8 @@ def test_requests_out_at_once_on_the_lane_stay_within_the_concurrency(db, on_wor
         sent = len(server.requests)
     assert report.by_status == {"ok": 12} and sent == 12 and on_workers == []
     assert 1 <= most[0] <= 3  # the lane's polls take the request slots the workers' requests take
+    # a network waits for a slot unprepared: each is prepared once, not again at each look while slots are taken
+    assert sorted(prepared) == sorted(doc["_id"] for doc in docs)
     assert all(not network(db, doc).get("lastError") for doc in docs)
 
 
@@ -308,3 +318,4 @@ def test_a_claim_ahead_that_hangs_stops_the_loop_telling_the_watchdog_it_goes_ro
     dispatcher.step()
     assert ticks == [0, 0]
     collector.close()
+

@@ -62,6 +62,19 @@ def test_a_run_waiting_for_its_service_holds_no_slot_of_the_whole():
     got[0].release()
 
 
+def test_free_says_whether_a_poll_would_find_its_slots_without_taking_one():
+    slots = Slots(2, lambda service: 1)
+    assert slots.free("github") and slots.free(None)
+    held = slots.try_take("github")
+    assert held is not None
+    assert not slots.free("github") and slots.free("gist") and slots.free(None)  # the service's one slot taken
+    other = slots.try_take("gist")
+    assert other is not None and not slots.free("mastodon") and not slots.free(None)  # the whole's two taken
+    held.release()
+    assert slots.free("github") and slots.free(None)
+    assert slots.try_take("github") is not None  # a look took nothing
+
+
 def test_the_stop_ends_a_wait_for_a_slot():
     slots = Slots(1, lambda service: 1)
     held = slots.take(lambda: None)
