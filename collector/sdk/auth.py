@@ -14,6 +14,8 @@ import requests
 from requests.auth import AuthBase
 from requests_oauthlib import OAuth1
 
+from ._bearer import BearerAuth
+
 if TYPE_CHECKING:  # pragma: no cover
     from .job import ConnectorAPI as Connector
     from .job import Job
@@ -21,17 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class Authentication(Protocol):
     def __call__(self, connector: Connector, job: Job) -> AuthBase: ...
-
-
-class BearerAuth(AuthBase):
-    """`Authorization: <scheme> <token>`."""
-
-    def __init__(self, token: str, scheme: str = "Bearer"):
-        self.token, self.scheme = token, scheme
-
-    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = f"{self.scheme} {self.token}"
-        return request
 
 
 class QueryParamAuth(AuthBase):

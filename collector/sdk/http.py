@@ -45,8 +45,8 @@ from ..net.errors import AddressRefused, BodyTooLarge, Stopping, wire_error
 from ..net.pollloop import Answer, Expired, Lane, Outgoing, TooLarge, Unsent, tls_context
 from ..net.urls import prepared_url, where
 from ..settings import Settings
-from ._polls import Asked, as_response, unsendable
-from ._session import Adapter, RedirectRefused, make_session, merged_headers, send
+from ._polls import Asked, as_response, request_head
+from ._session import Adapter, RedirectRefused, make_session, send
 from ._session import Session as _Session  # noqa: F401  # the name tests/sdk/test_hostile_http.py imports
 from .decoding import bounded_decompress, decode_body
 from .errors import BadResponse, Interrupted, OutOfDescriptors, Transient, exhausted
@@ -134,25 +134,8 @@ class Http:
         if not self.lane_speaks() or self.cutoff is not None:
             return None
         asked = Asked(prepared_url(poll.url, poll.params), {**headers, **(poll.headers or {})})
-        prepared = requests.PreparedRequest()
-        prepared.method, prepared.url = "GET", asked.url
-        prepared.headers = merged_headers(self.session, asked.headers)
-        prepared.prepare_auth(auth, asked.url)
-        parts = urlsplit(prepared.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return None
-        lines = [f"GET {prepared.path_url} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}"]
-        for name, value in prepared.headers.items():
-            if not isinstance(value, str) or not isinstance(name, str) or unsendable(name) or unsendable(value):
-                return None  # (a token with a line break: the session's path refuses it, in its words)
-            if name.lower() != "host":
-                lines.append(f"{name}: {value}")
-        try:
-            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        except UnicodeEncodeError:
-            return None
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return Outgoing(parts.scheme, parts.hostname, port, head), asked
+        outgoing = request_head(self.session, asked, auth)
+        return None if outgoing is None else (outgoing, asked)
 
     def lane_speaks(self) -> bool:
         """Whether requests this session sends may go on the lane: requests' own transport (not a stand-in that

@@ -1,0 +1,79 @@
+"""The head the lane writes for a poll with a bearer token (`request_head`'s own path) is the one requests'
+PreparedRequest gives for the same GET (its general path, taken by any other authentication), byte for byte."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from requests.exceptions import InvalidHeader
+
+from collector.sdk._polls import Asked, request_head
+from collector.sdk._session import make_session
+from collector.sdk.auth import BearerAuth, QueryParamAuth
+
+
+class SameBearer(BearerAuth):
+    """Adds the header as BearerAuth does; not BearerAuth itself, so it takes the PreparedRequest path."""
+
+
+def both(headers: dict[str, Any], url: str = "https://api.github.com/user/starred?per_page=10", **session: Any):
+    http = make_session("likeastore-collector/test")
+    http.headers.update(session)
+    asked = Asked(url, headers)
+    return request_head(http, asked, BearerAuth("tok-1234", "token")), request_head(
+        http, asked, SameBearer("tok-1234", "token")
+    )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Accept": "application/vnd.github.star+json", "If-None-Match": 'W/"0-1-10"'},
+        {"user-agent": "another/1.0"},  # another case: takes the session header's place, in the call's spelling
+        {"Accept-Encoding": None},  # None takes the session's header out
+        {b"X-Bytes-Name": "v"},  # a bytes name, as requests turns it into text
+        {"Authorization": "Basic xyz"},  # the token's header wins over the call's
+        {"X-Latin": "café"},
+    ],
+)
+def test_a_bearer_polls_head_is_the_one_requests_prepares(headers: dict[str, Any]) -> None:
+    fast, general = both(headers)
+    assert fast is not None and general is not None
+    assert fast == general
+    assert b"\r\nAuthorization: token tok-1234\r\n" in fast.head
+
+
+@pytest.mark.parametrize(
+    ("url", "first", "port"),
+    [
+        ("https://api.example.com", b"GET / HTTP/1.1\r\nHost: api.example.com\r\n", 443),
+        ("http://user:pw@api.example.com:8080/a?b=c", b"GET /a?b=c HTTP/1.1\r\nHost: api.example.com:8080\r\n", 8080),
+        ("https://api.example.com/?q=%20", b"GET /?q=%20 HTTP/1.1\r\nHost: api.example.com\r\n", 443),
+    ],
+)
+def test_the_request_line_host_and_port_are_the_ones_requests_prepares(url: str, first: bytes, port: int) -> None:
+    fast, general = both({"Accept": "*/*"}, url)
+    assert fast == general and fast is not None
+    assert fast.head.startswith(first) and fast.port == port  # the Host line leaves the URL's user out
+
+
+def test_a_request_the_lane_does_not_speak_is_refused_on_both_paths() -> None:
+    assert both({}, "ftp://api.example.com/x") == (None, None)
+    assert both({"X-Value": "naïve ✓"}) == (None, None)  # not Latin-1
+    with pytest.raises(InvalidHeader):
+        both({"X-Injected": "a\r\nX-Other: 1"})
+    with pytest.raises(InvalidHeader):
+        request_head(make_session("t"), Asked("https://a.example/", {"X-Injected": "a\r\nX-Other: 1"}), SameBearer("t"))
+
+
+def test_a_token_with_a_line_break_is_not_sent_on_the_lane() -> None:
+    asked = Asked("https://api.example.com/x", {})
+    assert request_head(make_session("t"), asked, BearerAuth("bad\r\nX-Injected: 1")) is None
+
+
+def test_an_authentication_that_moves_the_url_is_followed_to_its_request_line() -> None:
+    outgoing = request_head(make_session("t"), Asked("https://api.example.com/x?a=1", {}), QueryParamAuth("key", "k1"))
+    assert outgoing is not None
+    assert outgoing.head.startswith(b"GET /x?a=1&key=k1 HTTP/1.1\r\nHost: api.example.com\r\n")
