@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -88,13 +89,16 @@ class Workers:
                 thread.join()
 
 
-def drain(completions: queue.SimpleQueue[Finished], timeout: float) -> list[Finished]:
-    """The runs that finished: waits up to `timeout` for the first, then takes every other one that finished
-    meanwhile (one wake-up for a burst; no lock taken per run in flight, as `concurrent.futures.wait` does)."""
+def drain(completions: queue.SimpleQueue[Finished], timeout: float, gather: float = 0.0) -> list[Finished]:
+    """The runs that finished: waits up to `timeout` for the first, then `gather` seconds more, then takes every
+    other one that finished meanwhile (one wake-up for a burst; no lock taken per run in flight, as
+    `concurrent.futures.wait` does)."""
     try:
         done = [completions.get(timeout=timeout) if timeout > 0 else completions.get_nowait()]
     except queue.Empty:
         return []
+    if gather > 0:
+        time.sleep(gather)
     while True:
         try:
             done.append(completions.get_nowait())

@@ -307,7 +307,7 @@ def test_a_claim_ahead_that_hangs_stops_the_loop_telling_the_watchdog_it_goes_ro
     collector = Collector(db, settings)
     collector.observe(Ticks())
     dispatcher = collector.dispatcher
-    monkeypatch.setattr(dispatching, "drain", lambda completions, timeout: [])
+    monkeypatch.setattr(dispatching, "drain", lambda completions, timeout, gather=0.0: [])
     dispatcher.ahead.busy, dispatcher.ahead.since = True, time.monotonic()
     dispatcher.step()
     assert ticks == [0]  # out, not overdue: the loop goes round
@@ -318,4 +318,34 @@ def test_a_claim_ahead_that_hangs_stops_the_loop_telling_the_watchdog_it_goes_ro
     dispatcher.step()
     assert ticks == [0, 0]
     collector.close()
+
+
+def test_polls_ending_one_by_one_are_gathered_and_a_historys_pages_are_not(db, monkeypatch):
+    """In normal mode, with GATHER_FROM or more polls on the lane and few ended at the last look, the dispatcher
+    lets GATHER_S pass after the first end; a history's pages (initial mode, on workers) are taken in at once."""
+    from collector.engine import dispatch as dispatching
+
+    gathers: dict[str, list[float]] = {"normal": [], "initial": []}
+    real = dispatching.drain
+
+    def recorded(completions, timeout, gather=0.0):
+        gathers[mode].append(gather)
+        return real(completions, timeout, gather)
+
+    monkeypatch.setattr(dispatching, "drain", recorded)
+    mode, count = "normal", dispatching.GATHER_FROM + 4
+    with WireServer(lambda request: [0.05, answer(304, headers={"ETag": ETAG})]) as server:
+        for k in range(count):
+            add_network(db, **MARKED, user=f"u{k}@x", accessToken=f"token-{k}")
+        report = run_once(db, "normal", poll_settings(server.url), now=T0, concurrency=count)
+    assert report.by_status == {"ok": count}
+    assert gathers["normal"][0] == dispatching.GATHER_S  # all in flight, none ended yet: the first look gathers
+    fake, mode = FakeGitHub(), "initial"
+    for k in range(count):
+        fake.add_user(f"walk-{k}", make_stars(3, seed=k))
+    with FakeServer(fake) as url:
+        for k in range(count):
+            add_network(db, user=f"w{k}@x", accessToken=f"walk-{k}")
+        report = run_once(db, "initial", poll_settings(url), now=T0, concurrency=count)
+    assert report.runs == count and set(gathers["initial"]) == {0.0}
 

@@ -67,3 +67,22 @@ def test_shutdown_waits_for_the_tasks_given_and_refuses_new_ones():
     assert not any(thread.is_alive() for thread in workers.threads)
     with pytest.raises(RuntimeError, match="shut down"):
         workers.submit(abs, (1,), done.put)
+
+
+def test_drain_takes_in_the_ends_that_arrive_while_it_gathers(monkeypatch):
+    from collector.engine import workers
+
+    completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+    completions.put(Finished(1, "first", None))
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # two more runs end while it gathers
+        slept.append(seconds)
+        completions.put(Finished(2, "second", None))
+        completions.put(Finished(3, "third", None))
+
+    monkeypatch.setattr(workers.time, "sleep", sleep)
+    assert [f.ticket for f in workers.drain(completions, 1.0, 0.005)] == [1, 2, 3] and slept == [0.005]
+    completions.put(Finished(4, "fourth", None))
+    assert [f.ticket for f in workers.drain(completions, 1.0)] == [4] and slept == [0.005]  # no gathering asked
+    assert workers.drain(completions, 0.0, 0.005) == [] and slept == [0.005]  # nothing ended: no wait either
