@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..sdk.redaction import clip
+from ..sdk.redaction import shown
 from .events import Observer, Report, Saved
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,8 +24,8 @@ class RunLog(Observer):
         level = logging.WARNING if error is not None and error.counts_as_error else logging.INFO
         message = "run service=%s user=%s mode=%s new_items=%d items=%d skipped=%d duration_ms=%.0f status=%s"
         args: list[Any] = [
-            clip(network.get("service"), 40),
-            clip(network.get("user"), 80),
+            shown(network.get("service"), 40),
+            shown(network.get("user"), 80),
             result.mode,
             saved.new_items,
             len(result.items),

@@ -18,6 +18,7 @@ import functools
 import logging
 import re
 import threading
+from collections.abc import Callable
 
 from .secretset import MIN_LENGTH as MIN_LENGTH
 from .secretset import RELEASED_KEPT as RELEASED_KEPT
@@ -283,3 +284,16 @@ def install() -> None:
 
         logging.setLogRecordFactory(factory)
         _installed = True
+        _factory.append(factory)
+
+
+_factory: list[Callable[..., logging.LogRecord]] = []  # install()'s, once installed
+
+
+def shown(text: object, limit: int) -> str:
+    """A value for a log line's arguments, at most `limit` characters: a string within the limit as it is while
+    every record is redacted whole when made (`install()`'s factory still the one making records: the line is
+    masked in one pass, not each value again), else `clip`ped (masked, then cut)."""
+    if type(text) is str and len(text) <= limit and _factory and logging.getLogRecordFactory() is _factory[0]:
+        return text
+    return clip(text, limit)

@@ -132,3 +132,26 @@ def test_clip_leaves_no_piece_where_masking_shortened_what_came_before_the_windo
 def test_a_list_or_document_under_a_secret_name_is_masked_to_its_own_closing_bracket(text):
     out = SECRETS.redact(text)
     assert "Hidden-value" not in out and "***" in out
+
+
+def test_a_value_for_a_log_line_is_masked_once_with_the_whole_line_or_clipped_when_records_are_not(caplog):
+    import logging
+
+    from collector.sdk.redaction import install, shown
+
+    held = "held-token-0123456789abcdef"
+    install()
+    SECRETS.add([held])
+    try:
+        assert shown(f"user {held}", 80) == f"user {held}"  # left to the line's own redaction
+        logging.getLogger("collector.run").warning("run user=%s", shown(f"user {held}", 80))
+        assert held not in caplog.text and "run user=user " in caplog.text
+        assert shown("a" * 81, 80) == "a" * 80 and held not in shown(f"{'a' * 70}{held}", 80)  # cut: masked first
+        previous = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(logging.LogRecord)  # records made by another factory: not redacted when made
+        try:
+            assert held not in shown(f"user {held}", 80) and shown("user@x", 80) == "user@x"
+        finally:
+            logging.setLogRecordFactory(previous)
+    finally:
+        SECRETS.remove([held])
