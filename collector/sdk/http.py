@@ -261,8 +261,12 @@ class Http:
             raise BadResponse(f"body{told} exceeds the {exc.cap}-byte cap: {what}", response.status_code) from None
 
     def decoded(self, response: requests.Response) -> requests.Response:
-        """An answer read on the lane (`as_response`) with its body decoded, as a request here decodes it."""
-        self._decode(response, f"GET {where(response.url)}")
+        """An answer read on the lane (`as_response`) with its body decoded, as a request here decodes it (no body
+        and no encoding, a 304's case: nothing to undo)."""
+        if not response._content and "Content-Encoding" not in response.headers:
+            response._content = b""
+        else:
+            self._decode(response, f"GET {where(response.url)}")
         return response
 
     def _decode(self, response: requests.Response, what: str) -> None:

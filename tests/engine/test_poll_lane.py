@@ -349,3 +349,16 @@ def test_polls_ending_one_by_one_are_gathered_and_a_historys_pages_are_not(db, m
         report = run_once(db, "initial", poll_settings(url), now=T0, concurrency=count)
     assert report.runs == count and set(gathers["initial"]) == {0.0}
 
+
+def test_a_304_on_the_lane_is_decoded_as_the_sessions_path_decodes_it(db):
+    """No body and no encoding: nothing to undo, the run ends ok; an encoding never asked for, even on an empty
+    body, is the network's bad answer, as a request sent by the session gets it."""
+    with WireServer(lambda request: [answer(304, headers={"ETag": ETAG})]) as server:
+        plain = add_network(db, **MARKED, user="plain@x", accessToken="token-plain")
+        report = run_once(db, "normal", poll_settings(server.url), now=T0)
+    assert report.by_status == {"ok": 1} and not network(db, plain).get("lastError")
+    with WireServer(lambda request: [answer(304, headers={"ETag": ETAG, "Content-Encoding": "br"})]) as server:
+        odd = add_network(db, **MARKED, user="odd@x", accessToken="token-odd")
+        report = run_once(db, "normal", poll_settings(server.url), now=T0)  # the first one is due later
+    assert report.by_status == {"badResponse": 1}
+    assert "encoding not asked for" in network(db, odd)["lastError"]["message"]
