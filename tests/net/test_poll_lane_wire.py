@@ -70,6 +70,22 @@ def lane():
         assert not one.thread.is_alive()
 
 
+@pytest.mark.parametrize("uvloop_there", [True, False])
+def test_the_lane_runs_on_uvloop_and_on_asyncios_own_loop_where_uvloop_is_missing(lane, monkeypatch, uvloop_there):
+    import asyncio
+    import sys
+
+    if not uvloop_there:
+        monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
+    calls, polls = Calls(), lane()
+    assert type(polls.loop).__module__.startswith("uvloop") == uvloop_there
+    assert isinstance(polls.loop, asyncio.AbstractEventLoop)
+    with WireServer(lambda request: [answer(304, headers={"ETag": '"e"'})]) as server:
+        calls.send(polls, plain(server.port))
+        ((answered, error),) = calls.wait(1)
+    assert error is None and answered is not None and answered.status == 304 and calls.released == 1
+
+
 def test_a_304_comes_back_whole_and_its_connection_serves_the_next_poll(lane):
     calls, polls = Calls(), lane()
     with WireServer(lambda request: [answer(304, headers={"ETag": '"e"', "X-RateLimit-Remaining": "4999"})]) as server:
