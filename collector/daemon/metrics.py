@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, make_wsgi_app
 
@@ -74,6 +74,7 @@ class Metrics(Observer):
         self.registry = CollectorRegistry()
         self.instruments = declare(self.registry, version, mode, instance)  # the metrics (daemon/instruments.py)
         self.paused_scopes: set[tuple[str, str]] = set()
+        self.children: dict[tuple[int, tuple[str, ...]], Any] = {}  # `child`
         self.instruments.database_up.set(1)
         self.zero(jobs)
         self.last = self.alive = self.clock()
@@ -142,18 +143,28 @@ class Metrics(Observer):
     def on_run(self, result: RunResult, saved: Saved) -> None:
         service = self.service(result.network.get("service"))
         status = str(result.status)
-        self.instruments.runs.labels(service, status).inc()
-        self.instruments.items.labels(service).inc(saved.new_items)
+        instruments, child = self.instruments, self.child
+        child(instruments.runs, service, status).inc()
+        child(instruments.items, service).inc(saved.new_items)
         for code, n in result.codes:
-            self.instruments.requests.labels(service, code).inc(n)
+            child(instruments.requests, service, code).inc(n)
         if status == "rateLimit" and not result.called:
-            self.instruments.quota_skips.labels(service).inc()
+            instruments.quota_skips.labels(service).inc()
         if result.update.values.get("disabled") is True and saved.state_saved and not saved.dropped:
-            self.instruments.disabled.labels(service).inc()
+            instruments.disabled.labels(service).inc()
         if result.called:
-            self.instruments.duration.labels(service).observe(result.duration)
+            child(instruments.duration, service).observe(result.duration)
         if not saved.dropped:
             self.progress()
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered for the run's own series (every run looks them up again; no series
+        of theirs is ever removed, and their labels are bounded: services, statuses, HTTP status codes)."""
+        key = (id(metric), labels)
+        found = self.children.get(key)
+        if found is None:
+            found = self.children[key] = metric.labels(*labels)
+        return found
 
     def on_idle(self, mode: str) -> None:
         self.progress()  # the engine says idle only after the database answered "nothing due"
