@@ -8,6 +8,7 @@ always one line.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 SAFE = frozenset(" ")  # the one space character kept as it is
@@ -31,6 +32,20 @@ class EscapingFormatter(logging.Formatter):
     """A text log formatter whose records are one line each: the message escaped (`printable`), and a
     traceback's lines (which may quote text from outside in their last line) escaped too and indented, so no
     continuation line can pass for a record of its own."""
+
+    second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """As logging's, the text of a second made once for all the records of that second (`time.strftime` for
+        each record was a tenth of a run line's formatting)."""
+        if datefmt or self.converter is not time.localtime:
+            return super().formatTime(record, datefmt)
+        whole = int(record.created)
+        second, text = self.second
+        if second != whole:
+            text = time.strftime(self.default_time_format, time.localtime(whole))
+            self.second = (whole, text)
+        return self.default_msec_format % (text, record.msecs) if self.default_msec_format else text
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return printable(super().formatMessage(record))

@@ -146,6 +146,17 @@ def test_a_text_log_record_is_one_line_whatever_it_quotes(user, message):
     assert all(line.startswith("  ") for line in lines[1:]) and not TERMINAL_HOSTILE.search("".join(lines))
 
 
+def test_a_text_log_lines_time_is_loggings_own_within_a_second_and_across_seconds():
+    from collector.textout import EscapingFormatter
+
+    ours, loggings = (f("%(asctime)s %(message)s") for f in (EscapingFormatter, logging.Formatter))
+    for created in (1765000000.004, 1765000000.999, 1765000001.0, 1765000001.5, 1764999999.25, 1765000000.004):
+        record = logging.LogRecord("collector.run", logging.INFO, __file__, 1, "run", None, None)
+        record.created, record.msecs = created, int((created - int(created)) * 1000)
+        assert ours.format(record) == loggings.format(record)
+        assert ours.formatTime(record, "%H:%M") == loggings.formatTime(record, "%H:%M")
+
+
 def test_a_json_log_line_is_strict_ascii_json(capsys):
     logs.setup_logging("INFO", "json")
     try:
