@@ -30,7 +30,7 @@ def decide(attempt: Attempt, returned: Returned, settings: Settings) -> RunResul
     error, result = returned.error, returned.result
     if error is None and result is not None:
         try:
-            return _with_costs(_succeeded(attempt, returned, result, settings), returned)
+            return _succeeded(attempt, returned, result, settings)
         except Exception as exc:
             error = exc
     if error is None:
@@ -55,6 +55,7 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
     skipped = returned.skipped + len(refused)
     reason = returned.skip_reason or (refused[0][1] if refused else None)
     update = schedule.with_skips(update, network, skipped, reason, refused, attempt.now)
+    called = returned.called  # what the run cost, as `_with_costs` adds it to a failure (one object made, not two)
     return RunResult(
         network,
         attempt.mode,
@@ -67,6 +68,11 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
         skipped=skipped,
         skip_reason=reason,
         refused=refused,
+        called=called,
+        requests=returned.requests if called else 0,
+        codes=returned.codes if called else (),
+        quota_scope=returned.quota_scope if called else None,
+        duration=returned.duration if called else 0.0,
     )
 
 
