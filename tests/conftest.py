@@ -109,12 +109,15 @@ def secret_values_of_this_test_only():
 def logging_left_as_found():
     """A test that runs a process's start-up in this process (daemon/logs.py's setup_logging) leaves its handler on
     the root logger, writing to that test's captured standard error, which is closed when the test ends, and the
-    root's level changed: taken away after each test, so that no later test of this worker process finds
-    "--- Logging error ---" in its own output (pytest's own capturing handlers are left to pytest)."""
+    root's level and what records collect changed: taken away after each test, so that no later test of this worker
+    process finds "--- Logging error ---" in its own output (pytest's own capturing handlers are left to pytest)."""
     root = logging.getLogger()
     before, level = set(root.handlers), root.level
     levels = {name: logging.getLogger(name).level for name in ("apscheduler", "pymongo", "collector")}
+    flags = {name: getattr(logging, name) for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")}
     yield
+    for name, was in flags.items():
+        setattr(logging, name, was)
     for handler in root.handlers[:]:
         if handler not in before and not type(handler).__module__.startswith("_pytest"):
             root.removeHandler(handler)

@@ -157,6 +157,22 @@ def test_a_text_log_lines_time_is_loggings_own_within_a_second_and_across_second
         assert ours.formatTime(record, "%H:%M") == loggings.formatTime(record, "%H:%M")
 
 
+def test_the_daemons_records_collect_no_caller_thread_or_process_and_its_lines_are_the_same(capsys):
+    made: list[logging.LogRecord] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            made.append(record)
+
+    logs.setup_logging("INFO")
+    logging.getLogger().addHandler(Kept())
+    logging.getLogger("collector.run").info("run service=%s user=%s", "github", "u@x")
+    line = capsys.readouterr().err.strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO collector.run: run service=github user=u@x", line)
+    (record,) = made
+    assert record.funcName == "(unknown function)" and record.thread is None and record.process is None
+
+
 def test_a_json_log_line_is_strict_ascii_json(capsys):
     logs.setup_logging("INFO", "json")
     try:
