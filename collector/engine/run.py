@@ -142,9 +142,8 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
     database holds them, sealed ones too (no secret, but not shown whole either)."""
     top = [network[name] for name in SECRET_FIELDS if isinstance(network.get(name), str)]
     top += getattr(network, "stored", {}).values()
-    document = dict(network)
-    document.pop("leaseToken", None)  # the claim's own token: no credential, and the same for a whole batch
-    return top + secret_values(document)
+    # the claim's own leaseToken: no credential, and the same for a whole batch
+    return top + secret_values(network if isinstance(network, dict) else dict(network), leave="leaseToken")
 
 
 def forget(network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:

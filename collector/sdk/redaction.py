@@ -14,7 +14,6 @@ Two nets:
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
@@ -202,12 +201,23 @@ NESTED_KEPT = 100  # secret values taken from one document at most (a document i
 NESTED_MIN = 8  # shorter ones under secret names are settings, not secrets (`tokenType: "bearer"`)
 
 
-def secret_values(document: object) -> list[str]:
+def secret_values(document: object, leave: str | None = None) -> list[str]:
     """Every string held under a secret-looking name in a document, at any depth (a token in a list, a nested
     `oauth.secret`): hidden by value from every log line while the collector holds the document. At most
-    NESTED_KEPT of them, each of NESTED_MIN to SPAN characters."""
+    NESTED_KEPT of them, each of NESTED_MIN to SPAN characters. `leave`: a top-level field not looked into."""
     found: list[str] = []
-    _collect(document, False, 0, found)
+    if not isinstance(document, dict):
+        _collect(document, False, 0, found)
+        return found
+    names = _NAMES
+    for key, inner in document.items():  # the top level inline: a network document's dozen fields, each claim
+        if key == leave:
+            continue
+        secret = names.get(key) if type(key) is str else None
+        if secret is None:
+            secret = _secret_field(key)
+        if secret or isinstance(inner, (dict, list, tuple)):
+            _collect(inner, secret, 1, found)
     return found
 
 
@@ -217,9 +227,7 @@ def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
         return
     if isinstance(value, dict):
         for key, inner in value.items():
-            secret = inside or _secret_field(key)
-            if secret or isinstance(inner, (dict, list, tuple)):
-                _collect(inner, secret, depth + 1, found)
+            _inner(key, inner, inside, depth, found)
     elif isinstance(value, (list, tuple)):
         for inner in value:
             if inside or isinstance(inner, (dict, list, tuple)):
@@ -228,14 +236,27 @@ def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
         found.append(value)
 
 
-@functools.lru_cache(maxsize=1024)
-def _short_secret_name(name: str) -> bool:
-    return secret_name(name)
+def _inner(key: object, inner: object, inside: bool, depth: int, found: list[str]) -> None:
+    """A document's field: looked into when under a secret name, or when it holds more."""
+    secret = inside or _secret_field(key)
+    if secret or isinstance(inner, (dict, list, tuple)):
+        _collect(inner, secret, depth + 1, found)
+
+
+_NAMES: dict[str, bool] = {}  # `secret_name` of the short names every network document repeats (`accessToken`)
+NAMES_KEPT = 1024
 
 
 def _secret_field(name: object) -> bool:
-    """`secret_name`, remembered for the short names every network document repeats (`accessToken`, `seenIds`)."""
-    return _short_secret_name(name) if isinstance(name, str) and len(name) <= 64 else secret_name(name)
+    """`secret_name`, remembered for short names (a plain dict: its look-up is a fraction of a function call's)."""
+    if type(name) is not str or len(name) > 64:
+        return secret_name(name)
+    known = _NAMES.get(name)
+    if known is None:
+        known = secret_name(name)
+        if len(_NAMES) < NAMES_KEPT:
+            _NAMES[name] = known
+    return known
 
 
 def redact_record(record: logging.LogRecord) -> None:

@@ -155,3 +155,23 @@ def test_a_value_for_a_log_line_is_masked_once_with_the_whole_line_or_clipped_wh
             logging.setLogRecordFactory(previous)
     finally:
         SECRETS.remove([held])
+
+
+def test_a_networks_secrets_are_its_credentials_and_what_lies_under_secret_names_not_its_lease_token():
+    from collector.engine.run import secrets_of
+    from collector.sdk.redaction import secret_values
+
+    network = {
+        "_id": 1,
+        "accessToken": "token-value-0001",
+        "leaseToken": "lease-token-0001",  # the claim's own: the same for a whole batch, no credential
+        "oauth": {"secret": "nested-secret-01", "kind": "plain-text-value"},
+        "seenIds": ["not-a-secret-01"],
+        "apiKeys": ["listed-secret-01", "short"],
+        7: "a key that is no string",
+    }
+    assert sorted(set(secrets_of(network))) == ["listed-secret-01", "nested-secret-01", "token-value-0001"]
+    assert "lease-token-0001" in secret_values(network)  # left out by secrets_of only
+    assert secret_values(network, leave="leaseToken") == secret_values(
+        {k: v for k, v in network.items() if k != "leaseToken"}
+    )
