@@ -110,9 +110,10 @@ def after_landing(
 def settle(run: Run, landed: Landed, http: Http) -> Returned | Answer | None:
     """What a landing means for its run: its `Returned` when the run ends here; the `Answer` to hand a worker with;
     None when the run takes a worker as if the lane had not been tried."""
-    error, what = landed.error, f"GET {where(landed.url)}"
+    error = landed.error
     if isinstance(error, Unsent):
         return None
+    what = f"GET {where(landed.url)}" if error is not None else ""  # named in the errors only
     if isinstance(error, Expired):
         failed = Interrupted(f"collector stopping: {what} cut short") if error.cutoff else None
         return ended(run, landed, failed or Transient(f"deadline of {http.timeout:g}s exceeded: {what}"))
