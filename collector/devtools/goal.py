@@ -38,7 +38,9 @@ RUN_LINE_HELD = (0, 4096, 16384)
 RUN_LINES = 5000  # per round (three rounds, the median): --run-lines
 CLAIM_BATCH = 128  # networks whose tokens a claim takes up at once (the run line's churn)
 SCALE_WINDOW = 512  # networks the stand-in holds at once in the scaling cycle (at least 4 x --concurrency)
-SHORT, SHORT_REPEATS = 10_000, 3  # a scaling cycle this short moved by ±10% alone: the median of three
+# a scaling cycle this short (~3 s at 3,000) moved by ±10% alone, and the largest over the smallest divides by it:
+# the median of five (of three, the 3,000 figure still spread 0.171-0.210 ms over three bench runs, 6 December)
+SHORT, SHORT_REPEATS = 10_000, 5
 INTERVAL_S = 86_400.0  # a network polled is not due again within the scaling cycle
 WARM_SHARE = 5  # the observed polls' steady part starts at the 1/WARM_SHARE-th poll (meter.py)
 
