@@ -11,13 +11,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from requests._internal_utils import to_native_string
 from requests.structures import CaseInsensitiveDict
-from requests.utils import check_header_validity, get_encoding_from_headers
+from requests.utils import get_encoding_from_headers
 
 from ..net.pollloop import Answer, Outgoing
 from ._bearer import BearerAuth
-from ._session import NoCookies, merged_headers
+from ._session import NoCookies, header_pairs, merged_headers
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def request_head(session: requests.Session, asked: Asked, auth: Any) -> Outgoing
     if target is None:
         return None
     if type(auth) is BearerAuth:
-        headers = _merged(_base(tuple(session.headers.items())), asked.headers)
+        headers = header_pairs(_base(tuple(session.headers.items())), asked.headers)
         headers["authorization"] = ("Authorization", f"{auth.scheme} {auth.token}")
         pairs: Iterable[tuple[str, Any]] = headers.values()
     else:
@@ -81,20 +80,6 @@ def _target(url: str | None) -> tuple[str, str, int, str] | None:
 def _base(items: tuple[tuple[str, Any], ...]) -> dict[str, tuple[str, Any]]:
     """The session's headers by lower-case name (as CaseInsensitiveDict keeps them), remembered while they last."""
     return {name.lower(): (name, value) for name, value in items}
-
-
-def _merged(base: dict[str, tuple[str, Any]], call: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
-    """`merged_headers` on plain dicts: the call's headers over the session's (None removes one), checked as
-    requests checks them, a name given again in another case taking its place."""
-    merged = dict(base)
-    for name, value in call.items():
-        if value is None:
-            merged.pop(name.lower(), None)
-            continue
-        check_header_validity((name, value))
-        native = to_native_string(name)
-        merged[native.lower()] = (native, value)
-    return merged
 
 
 def unsendable(text: str) -> bool:

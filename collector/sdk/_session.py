@@ -198,11 +198,20 @@ def send(session: requests.Session, timeout: float, method: str, url: str, **kwa
 def merged_headers(session: requests.Session, headers: Mapping[str, Any] | None) -> CaseInsensitiveDict:
     """The session's headers and the call's (None removes one), each checked as requests checks them (no CR,
     LF or leading space: a value from a document cannot add a header)."""
-    merged = CaseInsensitiveDict(session.headers)
-    for name, value in (headers or {}).items():
+    own = {name.lower(): (name, value) for name, value in session.headers.items()}
+    return CaseInsensitiveDict(list(header_pairs(own, headers or {}).values()))
+
+
+def header_pairs(base: Mapping[str, tuple[str, Any]], call: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """`base` (headers by lower-case name: their spelling and value, as CaseInsensitiveDict keeps them) with the
+    call's over them: None removes one, a name given again in another case takes its place and its spelling, each
+    checked as requests checks them."""
+    merged = dict(base)
+    for name, value in call.items():
         if value is None:
-            merged.pop(name, None)
+            merged.pop(name.lower(), None)
             continue
         check_header_validity((name, value))
-        merged[to_native_string(name)] = value
+        native = to_native_string(name)
+        merged[native.lower()] = (native, value)
     return merged
