@@ -227,20 +227,15 @@ def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
         return
     if isinstance(value, dict):
         for key, inner in value.items():
-            _inner(key, inner, inside, depth, found)
+            secret = inside or _secret_field(key)
+            if secret or isinstance(inner, (dict, list, tuple)):
+                _collect(inner, secret, depth + 1, found)
     elif isinstance(value, (list, tuple)):
         for inner in value:
             if inside or isinstance(inner, (dict, list, tuple)):
                 _collect(inner, inside, depth + 1, found)
     elif inside and isinstance(value, str) and NESTED_MIN <= len(value) <= SPAN:
         found.append(value)
-
-
-def _inner(key: object, inner: object, inside: bool, depth: int, found: list[str]) -> None:
-    """A document's field: looked into when under a secret name, or when it holds more."""
-    secret = inside or _secret_field(key)
-    if secret or isinstance(inner, (dict, list, tuple)):
-        _collect(inner, secret, depth + 1, found)
 
 
 _NAMES: dict[str, bool] = {}  # `secret_name` of the short names every network document repeats (`accessToken`)
