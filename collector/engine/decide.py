@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import traceback
 from dataclasses import replace
+from typing import Any
 
 from ..sdk.connector import Result
 from ..sdk.errors import BadResponse, NetworkError, OutOfDescriptors, RateLimited, exhausted, redact
@@ -55,7 +56,6 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
     skipped = returned.skipped + len(refused)
     reason = returned.skip_reason or (refused[0][1] if refused else None)
     update = schedule.with_skips(update, network, skipped, reason, refused, attempt.now)
-    called = returned.called  # what the run cost, as `_with_costs` adds it to a failure (one object made, not two)
     return RunResult(
         network,
         attempt.mode,
@@ -68,11 +68,7 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
         skipped=skipped,
         skip_reason=reason,
         refused=refused,
-        called=called,
-        requests=returned.requests if called else 0,
-        codes=returned.codes if called else (),
-        quota_scope=returned.quota_scope if called else None,
-        duration=returned.duration if called else 0.0,
+        **_costs(returned),
     )
 
 
@@ -84,14 +80,24 @@ def _with_costs(outcome: RunResult, returned: Returned) -> RunResult:
     failed = outcome.error is not None
     return replace(
         outcome,
-        called=True,
-        requests=returned.requests,
-        codes=returned.codes,
-        quota_scope=returned.quota_scope,
-        duration=returned.duration,
+        **_costs(returned),
         skipped=returned.skipped if failed else outcome.skipped,
         skip_reason=returned.skip_reason if failed else outcome.skip_reason,
     )
+
+
+def _costs(returned: Returned) -> dict[str, Any]:
+    """What a run that called its connector cost (requests, answers, time), as RunResult's fields; nothing for one
+    that did not (a success gets them when made, a failure with `_with_costs`)."""
+    if not returned.called:
+        return {}
+    return {
+        "called": True,
+        "requests": returned.requests,
+        "codes": returned.codes,
+        "quota_scope": returned.quota_scope,
+        "duration": returned.duration,
+    }
 
 
 def _failed(attempt: Attempt, exc: BaseException, settings: Settings) -> RunResult:
