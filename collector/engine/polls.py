@@ -67,7 +67,7 @@ def sent(run: Run, http: Http, done: Callable[[Finished], object]) -> int | None
         return WAIT
     try:
         request = http.outgoing(poll, connector.headers, connector.authentication(connector, run.job))
-        lane = http.lane_started() if request is not None else None
+        lane = http.lane_started(request[0].scheme) if request is not None else None
     except Exception:  # its authentication failed, or the lane cannot start (its TLS authorities unreadable)
         request = lane = None
     if request is None or lane is None:

@@ -88,10 +88,10 @@ class Lane:
     callbacks only (no task): written, its answer parsed as it comes, ended by its answer or its timer."""
 
     def __init__(
-        self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext, cutoff: float | None = None
+        self, timeout: float, max_bytes: int, policy: Policy, tls: ssl.SSLContext | None, cutoff: float | None = None
     ):
         self.timeout, self.max_bytes, self.policy = timeout, max_bytes, policy
-        self.tls = tls
+        self.tls = tls  # None until an https request needs it (a context costs 20-40 ms of CPU: the CA bundle read)
         self.cutoff = cutoff  # monotonic: the stop's
         self.generation = 0  # of the address policy: a connection opened under another is never reused
         self.closed = False
@@ -299,6 +299,8 @@ class Lane:
 
     async def _connect(self, outgoing: Outgoing) -> Exchange:
         tls = self.tls if outgoing.scheme == "https" else None
+        if tls is None and outgoing.scheme == "https":  # never a plain connection for an https request
+            raise Unsent("no TLS context")
         name = outgoing.host if tls is not None else None
         targets = [outgoing.host]
         generation = self.generation

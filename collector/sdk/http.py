@@ -149,10 +149,12 @@ class Http:
             and all(isinstance(session.adapters.get(p), Adapter) for p in ("http://", "https://"))
         )
 
-    def lane_started(self) -> Lane:
+    def lane_started(self, scheme: str) -> Lane:
+        """The lane, started at the first poll; its TLS authorities read at the first https one."""
         if self.lane is None:
-            tls = tls_context(self.ca_bundle, requests.utils.DEFAULT_CA_BUNDLE_PATH)  # certifi's, as `verify=True`
-            self.lane = Lane(self.timeout, self.max_bytes, self.policy, tls, self.cutoff)
+            self.lane = Lane(self.timeout, self.max_bytes, self.policy, None, self.cutoff)
+        if scheme == "https" and self.lane.tls is None:
+            self.lane.tls = tls_context(self.ca_bundle, requests.utils.DEFAULT_CA_BUNDLE_PATH)  # certifi's
         return self.lane
 
     @contextmanager

@@ -195,6 +195,22 @@ def test_tls_is_verified_against_the_authorities_given_and_refused_otherwise(lan
     assert answered == 1
 
 
+def test_an_https_request_on_a_lane_without_tls_authorities_is_never_sent_in_the_clear():
+    """The lane reads its authorities at the first https poll (Http.lane_started): one that reaches a lane without
+    them goes to the session's path, and no byte of it goes out."""
+    polls, calls = Lane(10.0, 64 * 1024, PRIVATE_ALLOWED, None), Calls()
+    try:
+        with WireServer(lambda request: [answer(200)]) as server:
+            calls.send(polls, Outgoing("https", "127.0.0.1", server.port, head(server.port)))
+            ((got, error),) = calls.wait(1)
+            time.sleep(0.3)  # (a connection would have been accepted by now)
+            connections = server.connections
+    finally:
+        polls.close()
+    assert got is None and isinstance(error, Unsent) and "TLS" in str(error)
+    assert connections == 0 and calls.released == 1
+
+
 def test_closing_the_lane_ends_what_runs_and_its_thread(lane):
     calls, polls = Calls(), lane(timeout=30.0)
     with WireServer(lambda request: [3.0]) as server:

@@ -77,3 +77,23 @@ def test_an_authentication_that_moves_the_url_is_followed_to_its_request_line() 
     outgoing = request_head(make_session("t"), Asked("https://api.example.com/x?a=1", {}), QueryParamAuth("key", "k1"))
     assert outgoing is not None
     assert outgoing.head.startswith(b"GET /x?a=1&key=k1 HTTP/1.1\r\nHost: api.example.com\r\n")
+
+
+def test_the_lane_reads_its_tls_authorities_at_its_first_https_poll_and_only_then(monkeypatch):
+    """Reading the CA bundle costs 20-40 ms of CPU: a lane that only polls over http never pays it, one that polls
+    over https pays it once."""
+    import ssl
+
+    from collector.sdk import http as http_module
+    from collector.settings import settings_for_tests
+
+    read: list[tuple] = []
+    monkeypatch.setattr(http_module, "tls_context", lambda *given: read.append(given) or ssl.create_default_context())
+    http = http_module.Http(settings_for_tests())
+    try:
+        lane = http.lane_started("http")
+        assert lane.tls is None and read == []
+        assert http.lane_started("https") is lane and isinstance(lane.tls, ssl.SSLContext) and len(read) == 1
+        assert http.lane_started("https") is lane and len(read) == 1
+    finally:
+        http.close()
