@@ -32,7 +32,11 @@ BENCH_FLAGS = (
     ("soak-runs", int, "network runs in the memory soak"),
     ("soak-networks", int, "networks in the memory soak"),
     ("floor-pages", int, "pages per round of the floor measure (urllib3, gzip, orjson, dicts; again with zlib-ng)"),
-    ("floor-polls", int, "304 polls made by the floor measure (urllib3; a raw socket), per round"),
+    (
+        "floor-polls",
+        int,
+        "304 polls per round of the floor measure (urllib3; a raw socket), and of the one beside each observed run",
+    ),
     (
         "sink",
         str,

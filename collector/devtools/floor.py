@@ -121,7 +121,6 @@ def measure(pages: int = 150, polls: int = 1500, threads: int = 64) -> dict[str,
         pool = urllib3.PoolManager(maxsize=threads)  # one kept-alive connection per thread
         auth = {"Authorization": f"Bearer {TOKEN}", "Accept": ACCEPT}
         page_headers = {**auth, "Accept-Encoding": "gzip"}
-        poll_headers = {**auth, "If-None-Match": ETAG}
 
         def body(i: int, by_urllib3: bool) -> bytes:
             """A page's JSON, gzip undone by urllib3 or (`by_urllib3` False) by zlib-ng in one call."""
@@ -141,11 +140,7 @@ def measure(pages: int = 150, polls: int = 1500, threads: int = 64) -> dict[str,
         def page_zlib_ng(i: int) -> list[dict]:
             return items_of(body(i, False))
 
-        def poll(_: int) -> None:
-            response = pool.request("GET", f"{url}/user/starred?per_page=10&page=1", headers=poll_headers)
-            if response.status != 304:
-                raise RuntimeError(f"floor: the fake answered {response.status} to a conditional poll")
-
+        poll = poller(pool, url)
         exchange = raw_exchange(url)
         if b" 304 " not in exchange(0).split(b"\r\n", 1)[0]:
             raise RuntimeError("floor: the raw exchange was not answered 304")
@@ -158,3 +153,27 @@ def measure(pages: int = 150, polls: int = 1500, threads: int = 64) -> dict[str,
         }
         pool.clear()
     return {name: round(value, 3) for name, value in result.items()}
+
+
+def poller(pool: urllib3.PoolManager, url: str) -> Callable[[int], None]:
+    """One conditional poll of the floor's account through `pool`, which must be answered 304."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": ACCEPT, "If-None-Match": ETAG}
+
+    def poll(_: int) -> None:
+        response = pool.request("GET", f"{url}/user/starred?per_page=10&page=1", headers=headers)
+        if response.status != 304:
+            raise RuntimeError(f"floor: the fake answered {response.status} to a conditional poll")
+
+    return poll
+
+
+def poll_floor(polls: int = 1500) -> dict[str, float]:
+    """`floor_ms_per_poll` alone: urllib3's pool in series, the median of three rounds of `polls` 304s (goal.py
+    measures it beside each run it compares with it)."""
+    fake = FakeGitHub()
+    fake.add_user(TOKEN, generated=400, seed=1)
+    with FakeProcess(fake) as url:
+        pool = urllib3.PoolManager(maxsize=1)
+        spent = cpu_ms(poller(pool, url), polls)
+        pool.clear()
+    return {"floor_ms_per_poll": round(spent, 3)}

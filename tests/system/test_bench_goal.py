@@ -23,6 +23,7 @@ TINY = Options(
     scale_networks="30,90",
     scale_latency=0.0,
     run_lines=50,
+    floor_polls=20,
 )
 
 
@@ -44,12 +45,21 @@ def test_processes_for_10m_follow_from_the_cpu_per_poll_and_the_share_of_a_core(
         "polls_per_s_observed_whole": share / all_in * 1000 * 0.9,  # the start and the stop in the whole run
     }
     figures = goal.goal_figures(observed, floor)
-    assert figures["engine_vs_floor_poll_observed"] == round(engine / floor, 2)
+    assert figures["engine_vs_bench_floor_poll_observed"] == round(engine / floor, 2)
     assert figures["goal_polls_per_s"] == round(10_000_000 / 900, 1)
     assert figures["polls_per_s_per_process_goal"] == round(share / all_in * 1000, 1)
     assert figures["processes_for_10M"] == processes
     assert figures["processes_for_10M_full_core"] == full_core
     assert figures["processes_for_10M_whole"] == math.ceil(10_000_000 / 900 / observed["polls_per_s_observed_whole"])
+
+
+def test_each_run_is_compared_with_the_floor_measured_beside_it():
+    """A run on a slow minute over that minute's floor: the median of the ratios (1.5, 0.8, 1.1: 1.1), not the
+    median engine over the median floor (0.30 / 0.25 = 1.2)."""
+    assert goal.paired([0.20, 0.30, 0.45], [0.20, 0.30, 0.45]) == 1.0
+    assert goal.paired([0.30, 0.20, 0.33], [0.20, 0.25, 0.30]) == 1.1  # 1.5, 0.8, 1.1
+    with pytest.raises(ValueError):
+        goal.paired([0.3, 0.2], [0.2])
 
 
 @pytest.mark.parametrize(("total", "window"), [(10, 4), (25, 8), (7, 16)])
@@ -82,7 +92,8 @@ def test_the_goal_figures_are_all_reported_consistently_on_a_tiny_workload():
     engine, all_in = result["engine_cpu_ms_per_poll_apart_observed"], result["all_in_cpu_ms_per_poll_observed"]
     assert engine > 0 and all_in > 0 and 0 < result["core_share_observed"]
     assert result["polls_per_s_observed_whole"] > 0 and result["all_in_cpu_ms_per_poll_observed_whole"] > 0
-    assert abs(result["engine_vs_floor_poll_observed"] - engine / 0.4) < 0.01
+    assert abs(result["engine_vs_bench_floor_poll_observed"] - engine / 0.4) < 0.01
+    assert result["floor_ms_per_poll_observed"] > 0 and result["engine_vs_floor_poll_observed"] > 0
     per_process = result["polls_per_s_per_process_goal"]  # rounded to 0.1: the figure lies between the two bounds
     needed = 10_000_000 / 900
     assert (
