@@ -41,7 +41,7 @@ from .quota import QuotaMemory
 from .rules import latest_wait
 from .run import Attempt, Claimed, Run, RunResult, execute, prepare
 from .saving import Saver
-from .sizing import Blocked, claim_size, saturated_services, service_key
+from .sizing import Blocked, Pending, claim_size, saturated_services, service_key
 from .workers import Finished, drain
 
 log = logging.getLogger("collector.engine")
@@ -86,7 +86,7 @@ class Dispatcher(Intake):
     def begin(self, mode: str, report: Report, clock: Callable[[], datetime], should_stop: Stop) -> None:
         """An empty hand for a new pass or loop."""
         self.mode, self.report, self.clock, self.should_stop = mode, report, clock, should_stop
-        self.pending: deque[Claimed] = deque()  # claimed, waiting to start
+        self.pending: Pending = Pending()  # claimed, waiting to start
         self.inflight: dict[int, Run] = {}  # by the workers' ticket of its run
         self.completions: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # runs as they end; claims ahead
         self.outbox = Outbox(self.saver, self.throttle, self.observers)

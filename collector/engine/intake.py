@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -21,6 +20,7 @@ from .leases import Leases
 from .loglimit import Throttle
 from .outbox import Outbox
 from .run import Claimed, Run, forget
+from .sizing import Pending
 from .workers import Finished
 
 CLAIM_FAILED = "claiming %s networks failed (%s); next try in %.0fs"
@@ -35,7 +35,7 @@ class Intake:
     throttle: Throttle
     settings: Settings
     report: Report
-    pending: deque[Claimed]
+    pending: Pending
     inflight: dict[int, Run]
     mode: str
     clock: Callable[[], datetime]
@@ -125,7 +125,7 @@ class Intake:
         held = [c for c in self.pending if whole or c.service in services]
         if held:
             self.leases.give_back(c.network for c in held)
-            self.pending = deque(c for c in self.pending if not (whole or c.service in services))
+            self.pending = Pending(c for c in self.pending if not (whole or c.service in services))
             for one in held:
                 forget(one.network, {})
         return len(held)

@@ -4,7 +4,7 @@ what the dispatcher holds (networks claimed and waiting, runs in flight per serv
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from operator import attrgetter
 from typing import Any, Protocol
@@ -82,8 +82,42 @@ class Blocked:
         self.waiting: set[str | None] | None = None  # the services of what waited when the first was blocked
 
     def add(self, service: str | None) -> bool:
-        """`service` is blocked; True when every service of the networks waiting is."""
+        """`service` is blocked; True when every service of the networks waiting is (`Pending.services` when the
+        networks are held in one: no look at each of them)."""
         self.services.add(service)
         if self.waiting is None:
-            self.waiting = set(map(attrgetter("service"), self.held))
+            known = getattr(self.held, "services", None)
+            self.waiting = known if known is not None else set(map(attrgetter("service"), self.held))
         return self.waiting <= self.services
+
+
+class Pending(deque):
+    """Claimed networks waiting to start (a deque), and `services`: every service among them, and perhaps some no
+    longer (a network that joins adds its own; one that leaves takes none away until the deque is empty). As
+    many as there are or more, never fewer: a dispatch that stops when all of them are blocked (`Blocked`) stops
+    no sooner than it should, without looking at each network waiting (up to HOLD_LIMIT concurrencies of them)
+    at every dispatch."""
+
+    def __init__(self, claimed: Iterable[Waiting] = ()):
+        super().__init__(claimed)
+        self.services: set[str | None] = {one.service for one in self}
+
+    def extend(self, claimed: Iterable[Waiting]) -> None:
+        if not self:
+            self.services = set()
+        claimed = list(claimed)
+        super().extend(claimed)
+        self.services.update(one.service for one in claimed)
+
+    def extendleft(self, claimed: Iterable[Waiting]) -> None:
+        if not self:
+            self.services = set()
+        claimed = list(claimed)
+        super().extendleft(claimed)
+        self.services.update(one.service for one in claimed)
+
+    def append(self, one: Waiting) -> None:
+        self.extend((one,))
+
+    def appendleft(self, one: Waiting) -> None:
+        self.extendleft((one,))

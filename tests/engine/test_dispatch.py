@@ -304,3 +304,34 @@ def test_a_dispatch_stops_when_every_service_still_waiting_is_blocked_and_not_be
     assert blocked.add(None)
     assert Blocked(waiting("a", "a")).add("a")  # one service, blocked: nothing more starts in this dispatch
     assert Blocked([]).add("a")  # the last one waiting was the one blocked
+
+
+def test_the_services_waiting_are_known_without_a_look_at_each_network_and_never_fewer_than_there_are():
+    from types import SimpleNamespace
+
+    from collector.engine.sizing import Blocked, Pending
+
+    def claimed(service):
+        return SimpleNamespace(service=service)
+
+    pending = Pending([claimed("a"), claimed("b")])
+    pending.extend([claimed(None)])
+    pending.appendleft(claimed("c"))
+    assert [one.service for one in pending] == ["c", "a", "b", None]
+    assert pending.services == {"a", "b", "c", None}
+    while pending:
+        pending.popleft()
+    assert pending.services == {"a", "b", "c", None}  # more than wait (none), never fewer
+    pending.extend([claimed("d")])  # the deque was empty: it starts over
+    assert pending.services == {"d"}
+    pending.extendleft([claimed("e")])
+    assert pending.services == {"d", "e"}
+
+    class Unread(Pending):
+        def __iter__(self):
+            raise AssertionError("a dispatch read every network waiting")
+
+    held = Pending([claimed("a"), claimed("a"), claimed("b")])
+    held.__class__ = Unread
+    blocked = Blocked(held)
+    assert not blocked.add("a") and blocked.add("b")
