@@ -258,8 +258,9 @@ class Window:
     """The networks of a scaling cycle, fed to the stand-in SCALE_WINDOW at a time: before each claim, those polled
     (due again only in INTERVAL_S) are taken out and new ones put in, until `total` were."""
 
-    def __init__(self, db: Any, total: int, now: Any, window: int = SCALE_WINDOW):
+    def __init__(self, db: Any, total: int, now: Any, window: int = SCALE_WINDOW, first: int = 0):
         self.db, self.total, self.fed, self.now, self.window = db, total, 0, now, window
+        self.first = first  # the number of the first network (and of its token)
         self.polled = {"scheduledTo": {"$gt": now + timedelta(seconds=INTERVAL_S / 2)}}
 
     def top_up(self) -> None:
@@ -269,7 +270,8 @@ class Window:
         count = min(self.window - self.db.networks.count_documents({}), self.total - self.fed)
         if count <= 0:
             return
-        insert_due_normal(self.db, range(self.fed, self.fed + count), self.now - timedelta(seconds=1))
+        start = self.first + self.fed
+        insert_due_normal(self.db, range(start, start + count), self.now - timedelta(seconds=1))
         self.fed += count
 
     def feed(self, collector: Any) -> None:
@@ -284,8 +286,10 @@ class Window:
         setattr(store, "claim", fed_claim)  # noqa: B010 - an attribute the store's class defines as a method
 
 
-def scaling_cycle(opts: Options, dbs: Any, networks: int) -> dict:
-    """One cycle of `networks` normal-mode networks, each polled once (304s): the engine's CPU per network."""
+def scaling_cycle(opts: Options, dbs: Any, networks: int, first: int = 0) -> dict:
+    """One cycle of `networks` normal-mode networks, each polled once (304s): the engine's CPU per network. Their
+    numbers (and tokens) start at `first`: a cycle after another in the same process brings tokens new to it, as
+    the claims of a fleet do, not tokens its secret set still masks from the cycle before."""
     from ..engine import Collector
     from ..sdk import utcnow
     from .fakeapi import FakeGitHub, FakeProcess, fetch_stats
@@ -293,10 +297,10 @@ def scaling_cycle(opts: Options, dbs: Any, networks: int) -> dict:
     from .workloads import bench_settings, serve_until
 
     fake = FakeGitHub(latency=opts.scale_latency, seed=7)
-    for i in range(networks):
+    for i in range(first, first + networks):
         fake.add_user(f"bench-token-{i}", generated=30, seed=i)
     db = dbs.new()
-    window = Window(db, networks, utcnow(), max(SCALE_WINDOW, 4 * opts.concurrency))
+    window = Window(db, networks, utcnow(), max(SCALE_WINDOW, 4 * opts.concurrency), first)
     window.top_up()
     with FakeProcess(fake) as url:
         meter = Meter(networks)
@@ -326,8 +330,12 @@ def scaling_apart(opts: Options) -> dict:
     with WireProcess() as uri:
         dbs = Databases(uri, standin=True)
         try:
+            first = 0  # every cycle's networks and tokens new to the process (scaling_cycle)
             for size in sizes:
-                cycles = [scaling_cycle(opts, dbs, size) for _ in range(SHORT_REPEATS if size < SHORT else 1)]
+                cycles = []
+                for _ in range(SHORT_REPEATS if size < SHORT else 1):
+                    cycles.append(scaling_cycle(opts, dbs, size, first))
+                    first += size
                 out.update({name: statistics.median(cycle[name] for cycle in cycles) for name in cycles[0]})
         finally:
             dbs.close()

@@ -62,11 +62,11 @@ def test_each_run_is_compared_with_the_floor_measured_beside_it():
         goal.paired([0.3, 0.2], [0.2])
 
 
-@pytest.mark.parametrize(("total", "window"), [(10, 4), (25, 8), (7, 16)])
-def test_the_window_feeds_every_network_once_and_takes_out_those_polled(total, window):
+@pytest.mark.parametrize(("total", "window", "start"), [(10, 4, 0), (25, 8, 0), (7, 16, 0), (10, 4, 30)])
+def test_the_window_feeds_every_network_once_and_takes_out_those_polled(total, window, start):
     db = mongomock.MongoClient(tz_aware=True)["goal_window"]
     now = utcnow()
-    feeder = goal.Window(db, total, now, window)
+    feeder = goal.Window(db, total, now, window, start)
     seen: set[str] = set()
     polled_at = now + timedelta(seconds=goal.INTERVAL_S)
     while True:
@@ -79,8 +79,28 @@ def test_the_window_feeds_every_network_once_and_takes_out_those_polled(total, w
         assert first["accessToken"] not in seen
         seen.add(first["accessToken"])
         db.networks.update_one({"_id": first["_id"]}, {"$set": {"scheduledTo": polled_at}})
-    assert seen == {f"bench-token-{i}" for i in range(total)} and feeder.fed == total
+    assert seen == {f"bench-token-{i}" for i in range(start, start + total)} and feeder.fed == total
     assert db.users.count_documents({}) == total
+
+
+def test_every_scaling_cycle_polls_networks_whose_tokens_are_new_to_the_process(monkeypatch):
+    """Five short cycles in one process: each brings tokens the secret set does not mask already, as a fleet's claims
+    do (with the same tokens again, every cycle after the first found them all known)."""
+    taken: list[tuple[int, int]] = []
+    cycle = goal.scaling_cycle
+
+    def noted(opts, dbs, networks, first=0):
+        measured = cycle(opts, dbs, networks, first)
+        taken.append((first, first + networks))
+        return measured
+
+    monkeypatch.setattr(goal, "scaling_cycle", noted)
+    result = goal.scaling_apart(TINY)
+    assert goal.SHORT_REPEATS == 5 and 90 < goal.SHORT  # five cycles of each size, one after the other
+    assert taken == [(first, first + 30) for first in range(0, 150, 30)] + [
+        (first, first + 90) for first in range(150, 600, 90)
+    ]
+    assert result["engine_cpu_ms_per_network_30"] > 0 and result["engine_cpu_ms_per_network_90"] > 0
 
 
 def test_the_goal_figures_are_all_reported_consistently_on_a_tiny_workload():
