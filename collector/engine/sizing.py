@@ -103,18 +103,18 @@ class Pending(deque):
         self.services: set[str | None] = {one.service for one in self}
 
     def extend(self, claimed: Iterable[Waiting]) -> None:
-        if not self:
-            self.services = set()
-        claimed = list(claimed)
-        super().extend(claimed)
-        self.services.update(one.service for one in claimed)
+        super().extend(self._joining(claimed))
 
     def extendleft(self, claimed: Iterable[Waiting]) -> None:
+        super().extendleft(self._joining(claimed))
+
+    def _joining(self, claimed: Iterable[Waiting]) -> list[Waiting]:
+        """`claimed` as a list, their services added (the set starts over when the deque is empty)."""
         if not self:
             self.services = set()
-        claimed = list(claimed)
-        super().extendleft(claimed)
-        self.services.update(one.service for one in claimed)
+        joining = list(claimed)
+        self.services.update(one.service for one in joining)
+        return joining
 
     def append(self, one: Waiting) -> None:
         self.extend((one,))
