@@ -115,9 +115,7 @@ def raw_exchange(url: str) -> Callable[[int], bytes]:
 def measure(pages: int = 150, polls: int = 1500, threads: int = 64) -> dict[str, float]:
     """The floor per page and per 304 poll (ms of CPU), against a fake account of 400 generated stars; a poll by
     `threads` threads at once too."""
-    fake = FakeGitHub()
-    fake.add_user(TOKEN, generated=400, seed=1)
-    with FakeProcess(fake) as url:
+    with FakeProcess(floor_account()) as url:
         pool = urllib3.PoolManager(maxsize=threads)  # one kept-alive connection per thread
         auth = {"Authorization": f"Bearer {TOKEN}", "Accept": ACCEPT}
         page_headers = {**auth, "Accept-Encoding": "gzip"}
@@ -170,10 +168,15 @@ def poller(pool: urllib3.PoolManager, url: str) -> Callable[[int], None]:
 def poll_floor(polls: int = 1500) -> dict[str, float]:
     """`floor_ms_per_poll` alone: urllib3's pool in series, the median of three rounds of `polls` 304s (goal.py
     measures it beside each run it compares with it)."""
-    fake = FakeGitHub()
-    fake.add_user(TOKEN, generated=400, seed=1)
-    with FakeProcess(fake) as url:
+    with FakeProcess(floor_account()) as url:
         pool = urllib3.PoolManager(maxsize=1)
         spent = cpu_ms(poller(pool, url), polls)
         pool.clear()
     return {"floor_ms_per_poll": round(spent, 3)}
+
+
+def floor_account() -> FakeGitHub:
+    """The fake the floor polls and pages: one account of 400 generated stars."""
+    fake = FakeGitHub()
+    fake.add_user(TOKEN, generated=400, seed=1)
+    return fake

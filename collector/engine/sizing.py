@@ -86,8 +86,8 @@ class Blocked:
         networks are held in one: no look at each of them)."""
         self.services.add(service)
         if self.waiting is None:
-            known = getattr(self.held, "services", None)
-            self.waiting = known if known is not None else set(map(attrgetter("service"), self.held))
+            held = self.held
+            self.waiting = held.services if isinstance(held, Pending) else set(map(attrgetter("service"), held))
         return self.waiting <= self.services
 
 

@@ -209,13 +209,10 @@ def secret_values(document: object, leave: str | None = None) -> list[str]:
     if not isinstance(document, dict):
         _collect(document, False, 0, found)
         return found
-    names = _NAMES
-    for key, inner in document.items():  # the top level inline: a network document's dozen fields, each claim
+    for key, inner in document.items():  # the top level inline, so that `leave` needs no copy of the document
         if key == leave:
             continue
-        secret = names.get(key) if type(key) is str else None
-        if secret is None:
-            secret = _secret_field(key)
+        secret = _secret_field(key)
         if secret or isinstance(inner, (dict, list, tuple)):
             _collect(inner, secret, 1, found)
     return found
