@@ -146,7 +146,8 @@ class Http:
             and not session.trust_env
             and not session.proxies
             and session.cert is None
-            and all(isinstance(session.adapters.get(p), Adapter) for p in ("http://", "https://"))
+            and isinstance(session.adapters.get("http://"), Adapter)
+            and isinstance(session.adapters.get("https://"), Adapter)
         )
 
     def lane_started(self, scheme: str) -> Lane:

@@ -10,7 +10,8 @@ UTC = UTC
 def to_ms(value: datetime) -> datetime:
     """The same instant, UTC and aware, cut to whole milliseconds (what MongoDB stores)."""
     value = as_utc(value)
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    extra = value.microsecond % 1000
+    return value.replace(microsecond=value.microsecond - extra) if extra else value
 
 
 def utcnow() -> datetime:
@@ -19,7 +20,10 @@ def utcnow() -> datetime:
 
 def as_utc(value: datetime) -> datetime:
     """Aware UTC datetime; a naive one (a client without tz_aware) is taken as UTC."""
-    if value.tzinfo is None:
+    zone = value.tzinfo
+    if zone is UTC:
+        return value
+    if zone is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
 

@@ -97,3 +97,21 @@ def test_the_lane_reads_its_tls_authorities_at_its_first_https_poll_and_only_the
         assert http.lane_started("https") is lane and len(read) == 1
     finally:
         http.close()
+
+
+def test_an_answer_read_on_the_lane_is_a_response_as_requests_makes_one_each_with_its_own_parts():
+    """`as_response` makes its Response without requests' __init__: the same attributes, the mutable ones its own."""
+    import requests
+
+    from collector.net.pollloop import Answer
+    from collector.sdk._polls import as_response
+
+    headers = [("ETag", '"a"'), ("etag", '"b"'), ("Content-Type", "application/json; charset=latin-1")]
+    first, second = (as_response(Answer(304, "Not Modified", headers, []), "https://x.test/s") for _ in range(2))
+    assert first.__dict__.keys() == requests.Response().__dict__.keys()
+    assert (first.status_code, first.reason, first.url, first.ok) == (304, "Not Modified", "https://x.test/s", True)
+    assert first.headers["ETAG"] == '"a", "b"' and first.encoding == "latin-1" and first.elapsed.total_seconds() == 0
+    assert first.history == [] and first.history is not second.history
+    assert first.headers is not second.headers and first.cookies is not second.cookies
+    first.history.append(first)
+    assert second.history == [] and requests.Response().history == []
