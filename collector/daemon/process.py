@@ -23,7 +23,7 @@ from ..engine.events import Observer
 from ..engine.sizing import seats
 from ..engine.store import IndexRefused
 from ..exitcodes import EXIT_DATABASE, EXIT_NO, EXIT_OK, EXIT_USAGE
-from ..lifecycle import Lifecycle, Notifier, StartupSignals, StopDuringStartup, restored_signals
+from ..lifecycle import Lifecycle, Notifier, StartupSignals, StopDuringStartup, gc_spaced, restored_signals
 from ..sdk.timeutil import utcnow
 from ..settings import Settings, SettingsError, load_settings
 from .systemd import Watchdog
@@ -305,8 +305,9 @@ def serve(
     env_file: str | None = None,
     services: tuple[str, ...] | None = None,
 ) -> int:
-    """The daemon for `mode` (exit code), its signal handlers restored when it returns."""
-    with restored_signals():
+    """The daemon for `mode` (exit code), its signal handlers and garbage-collection thresholds restored when it
+    returns."""
+    with restored_signals(), gc_spaced():
         return _serve(settings, mode, once, concurrency, instance_id, env_file, services)
 
 

@@ -33,6 +33,7 @@ import json
 import sys
 from typing import Any
 
+from ..lifecycle import gc_spaced
 from ..settings import load_settings
 from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
@@ -72,7 +73,8 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     idlookup.install()  # mongomock answers `_id` queries from an index, as MongoDB does (idlookup.py)
     dbs = Databases(opts.mongodb_uri)
     try:
-        result = measure(opts, dbs)
+        with gc_spaced():  # the daemon's garbage collection (daemon/process.py), as in every measuring child
+            result = measure(opts, dbs)
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))

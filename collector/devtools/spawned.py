@@ -35,8 +35,11 @@ def answer(pipe: Any, timeout: float | None = None) -> Any:
 
 
 def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
+    from ..lifecycle import gc_spaced
+
     try:
-        conn.send(("ok", call(*args)))
+        with gc_spaced():  # the daemon's (daemon/process.py), the floors' measures too
+            conn.send(("ok", call(*args)))
     except Exception as exc:  # the parent raises it: a bench that cannot measure says why
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 

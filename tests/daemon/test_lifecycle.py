@@ -360,3 +360,28 @@ def test_the_sink_service_loses_no_sighup_sent_once_its_metrics_serve(handlers, 
     with WireServer() as wire:
         settings = settings_for_tests(mongodb_uri=wire.uri, sinks=())
         assert sinkprocess.serve(settings, once=False, env_file=None, metrics_port=1, metrics_addr="127.0.0.1") == 0
+
+
+def test_the_collector_daemon_spaces_its_young_collections_and_gives_the_thresholds_back(settings, monkeypatch):
+    """The daemon runs with GC_YOUNG as the youngest generation's threshold; a daemon run inside a longer-lived
+    program (these tests) leaves the thresholds as it found them, also when it ends with an error."""
+    import gc
+
+    from collector.daemon import process
+
+    seen: list[tuple[int, ...]] = []
+
+    def served(*args):
+        seen.append(gc.get_threshold())
+        if len(seen) == 2:
+            raise RuntimeError("the daemon failed")
+        return 0
+
+    monkeypatch.setattr(process, "_serve", served)
+    found = gc.get_threshold()
+    assert found[0] != lifecycle.GC_YOUNG  # Python's own (700), as this test process has it
+    assert process.serve(settings, "normal", once=True) == 0
+    with pytest.raises(RuntimeError, match="failed"):
+        process.serve(settings, "normal", once=True)
+    assert seen == [(lifecycle.GC_YOUNG, *found[1:])] * 2
+    assert gc.get_threshold() == found

@@ -264,3 +264,12 @@ def test_a_measuring_process_that_dies_is_an_error_not_a_wait_for_ever():
 
     with pytest.raises(RuntimeError, match="ended without an answer"):
         bench.in_child(os._exit, 3)  # the child dies before it answers
+
+
+def test_every_measuring_process_collects_garbage_as_the_daemon_does():
+    """The engine's measures and the floors' run with the daemon's garbage-collection thresholds (lifecycle.py)."""
+    import gc
+
+    from collector.lifecycle import GC_YOUNG
+
+    assert tuple(bench.in_child(gc.get_threshold)) == (GC_YOUNG, *gc.get_threshold()[1:])
