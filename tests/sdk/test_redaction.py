@@ -175,3 +175,65 @@ def test_a_networks_secrets_are_its_credentials_and_what_lies_under_secret_names
     assert secret_values(network, leave="leaseToken") == secret_values(
         {k: v for k, v in network.items() if k != "leaseToken"}
     )
+
+
+def test_secret_values_of_documents_sharing_a_layout_look_into_what_each_holds():
+    """The fields with secret names are remembered by layout; what the other fields hold is each document's own:
+    a list or a document there (of any subclass) is looked into, whatever an earlier document of the layout held."""
+    from collections import OrderedDict
+
+    from collector.sdk.redaction import secret_values
+
+    flat = {"_id": 1, "user": "a@x.test", "accessToken": "token-a-0123456789", "extra": "plain text"}
+    nested = {"_id": 2, "user": "b@x.test", "accessToken": "token-b-0123456789", "extra": {"secret": "inner-012345"}}
+    subclass = {**nested, "extra": OrderedDict(oauth=[{"token": "deeper-0123456"}])}
+    assert secret_values(flat) == ["token-a-0123456789"]
+    assert sorted(secret_values(nested)) == ["inner-012345", "token-b-0123456789"]
+    assert sorted(secret_values(subclass)) == ["deeper-0123456", "token-b-0123456789"]
+    assert secret_values(nested, leave="extra") == ["token-b-0123456789"]  # the same layout, another field left
+    assert secret_values(nested, leave="accessToken") == ["inner-012345"]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {**{f"field{n}": n for n in range(100)}, "accessToken": "wide-token-0123456789"},  # too many fields
+        {"x" * 5000: 1, "accessToken": "wide-token-0123456789"},  # names too long to remember
+        {7: "seven", ("a", "b"): 2, "accessToken": "wide-token-0123456789"},  # names without a length
+    ],
+)
+def test_secret_values_of_a_document_too_wide_to_remember_asks_each_field(document):
+    from collector.sdk.redaction import _named, secret_values
+
+    before = _named.cache_info().currsize
+    assert secret_values(document) == ["wide-token-0123456789"]
+    assert _named.cache_info().currsize == before
+
+
+def _asked_field_by_field(document: dict, leave: str | None = None) -> list[str]:
+    """secret_values as it read a document before layouts were remembered: each top-level field asked."""
+    from collector.sdk.redaction import _collect, secret_name
+
+    found: list[str] = []
+    for key, inner in document.items():
+        if key != leave and (secret_name(key) or isinstance(inner, (dict, list, tuple))):
+            _collect(inner, secret_name(key), 1, found)
+    return found
+
+
+_values = st.recursive(
+    st.none() | st.integers() | st.text(min_size=0, max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "token", "x.secret"]), inner),
+    max_leaves=8,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["_id", "user", "accessToken", "oauth", "key", "note", "leaseToken"]), _values),
+    st.sampled_from([None, "leaseToken", "oauth"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_secret_values_finds_what_asking_each_field_finds(document, leave):
+    from collector.sdk.redaction import secret_values
+
+    assert sorted(secret_values(document, leave)) == sorted(_asked_field_by_field(document, leave))
