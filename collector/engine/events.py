@@ -54,8 +54,9 @@ class Report:
         self.runs += 1
         self.new_items += saved.new_items
         self.skipped += result.skipped
-        self.by_status[str(result.status)] = self.by_status.get(str(result.status), 0) + 1
-        if str(result.status) == "rateLimit" and not result.called:
+        status = str(result.status)
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+        if status == "rateLimit" and not result.called:
             self.requests_skipped += 1
         if not saved.state_saved:
             self.stale += 1

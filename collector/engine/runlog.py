@@ -21,6 +21,7 @@ class RunLog(Observer):
     def on_run(self, result: RunResult, saved: Saved) -> None:
         network = result.network
         error = result.error
+        status = str(result.status)
         level = logging.WARNING if error is not None and error.counts_as_error else logging.INFO
         message = "run service=%s user=%s mode=%s new_items=%d items=%d skipped=%d duration_ms=%.0f status=%s"
         args: list[Any] = [
@@ -31,7 +32,7 @@ class RunLog(Observer):
             len(result.items),
             result.skipped,
             result.duration * 1000,
-            result.status,
+            status,
         ]
         if result.skip_reason:
             message += " skip_reason=%r"
@@ -46,7 +47,7 @@ class RunLog(Observer):
             "network": str(network.get("_id")),
             "user": args[1],
             "mode": result.mode,
-            "status": str(result.status),
+            "status": status,
             "new_items": saved.new_items,
             "skipped": result.skipped,
             "duration_ms": round(result.duration * 1000),
