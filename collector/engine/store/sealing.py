@@ -182,7 +182,7 @@ def open_network(network: Mapping[str, Any], keys: Keys) -> tuple[dict, SealErro
     secret = {
         name: value
         for name, value in network.items()
-        if isinstance(value, str) and (name in SEALED_FIELDS or is_sealed(value))
+        if isinstance(value, str) and (name in SEALED_FIELDS or value.startswith(PREFIX))  # is_sealed, inline
     }
     if keys.current is None and not any(is_sealed(v) for v in secret.values()):
         return dict(network) if not isinstance(network, dict) else network, None
