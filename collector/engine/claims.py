@@ -21,7 +21,7 @@ from .loglimit import Throttle
 from .quota import QuotaSharing
 from .registry import Registry
 from .rules import latest_wait, schedule_lag
-from .run import Attempt, Claimed, admit, secrets_of
+from .run import Attempt, Claimed, admit
 from .store import Store, lease_held, runnable
 from .store.control import Pause, holding
 from .store.control import read as read_pause
@@ -146,7 +146,7 @@ class Claims:
         """Read each network once (its sealed tokens opened) and hide its secrets from the logs until it is let go
         of."""
         claimed = [admit(network, self.registry, self.store.keys) for network in networks]
-        SECRETS.add([value for one in claimed for value in secrets_of(one.network)])  # one update of the set
+        SECRETS.add([value for one in claimed for value in one.held])  # one update of the set
         return claimed
 
     def paused(self, mode: str, now: datetime) -> tuple[bool, set[str]]:

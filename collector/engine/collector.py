@@ -165,13 +165,13 @@ class Collector:
         if dry_run:  # except tokens a refresh obtained: a rotating refresh token is spent once used
             if result.tokens:
                 self.store.save_tokens(network["_id"], dict(result.tokens), stored_value(network, "refreshToken"))
-            forget(network, result.tokens)
+            forget(network, result.tokens, result.held)
             return result, None
         saving = Saving(result)
         self.saver.persist([saving], {})
         saved = saving.outcome()
         self.observers.notify("on_run", saving.result, saved)
-        forget(network, result.tokens)
+        forget(network, result.tokens, result.held)
         return saving.result, saved
 
     def read_one(self, network_id: Any, now: datetime) -> Claimed | None:

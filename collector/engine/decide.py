@@ -68,6 +68,7 @@ def _succeeded(attempt: Attempt, returned: Returned, result: Result, settings: S
         skipped=skipped,
         skip_reason=reason,
         refused=refused,
+        held=attempt.held,
         **_costs(returned),
     )
 
@@ -138,6 +139,7 @@ def _fail(attempt: Attempt, error: NetworkError, settings: Settings) -> RunResul
     update = schedule.on_failure(network, attempt.mode, error, settings, now, attempt.jitter, secrets)
     update = Update({**update.values, **error.refreshed}, update.unset)
     wait_until = error.reset if isinstance(error, RateLimited) else None
+    tokens = dict(error.refreshed)
     return RunResult(
-        network, attempt.mode, update, now, error=error, wait_until=wait_until, tokens=dict(error.refreshed)
+        network, attempt.mode, update, now, error=error, wait_until=wait_until, tokens=tokens, held=attempt.held
     )

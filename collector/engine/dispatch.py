@@ -225,7 +225,8 @@ class Dispatcher(Intake):
             try:
                 run = prepare(claimed, self.settings, self.http, now, jitter, self.quotas)
             except Exception as exc:  # bad input, a spent token, or our bug: shown on that network only
-                settled.append(failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, self.settings))
+                attempt = Attempt(claimed.network, claimed.mode, now, jitter, claimed.held)
+                settled.append(failure(attempt, exc, self.settings))
                 continue
             ticket = sent(run, self.http, self.completions.put)  # its poll on the event loop (polls.py), or a worker
             if ticket == WAIT and self.inflight:  # its service's slots taken: it waits for a run to end, others go on
@@ -339,5 +340,5 @@ def run_here(
     try:
         run = prepare(claimed, settings, http, now, jitter, quotas)
     except Exception as exc:
-        return failure(Attempt(claimed.network, claimed.mode, now, jitter), exc, settings)
+        return failure(Attempt(claimed.network, claimed.mode, now, jitter, claimed.held), exc, settings)
     return decide(run.attempt, execute(run), settings)

@@ -127,5 +127,5 @@ class Intake:
             self.leases.give_back(c.network for c in held)
             self.pending = Pending(c for c in self.pending if not (whole or c.service in services))
             for one in held:
-                forget(one.network, {})
+                forget(one.network, {}, one.held)
         return len(held)

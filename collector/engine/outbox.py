@@ -154,4 +154,4 @@ class Outbox:
         if not saved.dropped:
             report.count(saving.result, saved)
         self.observers.notify("on_run", saving.result, saved)
-        forget(saving.network, saving.result.tokens)
+        forget(saving.network, saving.result.tokens, saving.result.held)

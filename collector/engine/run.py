@@ -61,6 +61,7 @@ class Attempt:
     mode: str | None
     now: datetime
     jitter: float
+    held: tuple[str, ...] | None = field(default=None, repr=False)  # its secrets hidden since its claim (`admit`)
 
 
 @dataclass(frozen=True, eq=False)  # one claim is one object: compared by identity
@@ -74,6 +75,7 @@ class Claimed:
     connector: type[Connector] | None
     problem: Exception | None  # a NetworkError, or a bug of ours met reading it (an `internal` error there)
     service: str | None
+    held: tuple[str, ...] = field(default=(), repr=False)  # its secrets (`secrets_of`), read once: hidden until let go
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class RunResult:
     duration: float = 0.0
     requests: int = 0  # HTTP requests the run made
     codes: tuple[tuple[str, int], ...] = ()  # of those, how many ended with each HTTP status ("error": none)
+    held: tuple[str, ...] | None = field(default=None, repr=False)  # the network's secrets hidden since its claim
 
     @property
     def status(self) -> str:
@@ -146,9 +149,10 @@ def secrets_of(network: Mapping[str, Any]) -> list[str]:
     return top + secret_values(network if isinstance(network, dict) else dict(network), leave="leaseToken")
 
 
-def forget(network: Mapping[str, Any], tokens: Mapping[str, Any]) -> None:
-    """The engine lets go of a network: its secrets no longer need hiding from the logs."""
-    SECRETS.remove(secrets_of(network))
+def forget(network: Mapping[str, Any], tokens: Mapping[str, Any], held: tuple[str, ...] | None = None) -> None:
+    """The engine lets go of a network: its secrets no longer need hiding from the logs (`held`: those its claim
+    hid, read then; None: read again)."""
+    SECRETS.remove(held if held is not None else secrets_of(network))
     if tokens:
         SECRETS.remove(v for k, v in tokens.items() if k in SECRET_FIELDS)
 
@@ -168,8 +172,8 @@ def admit(network: dict, registry: Registry, keys: Keys = NO_KEYS) -> Claimed:
             raise Malformed(str(exc)) from None
         connector = registry.get(network.get("service"))
     except Exception as problem:  # decide.py judges it when the network's turn comes
-        return Claimed(network, mode, None, problem, service_key(network))
-    return Claimed(network, mode, connector, None, service_key(network))
+        return Claimed(network, mode, None, problem, service_key(network), tuple(secrets_of(network)))
+    return Claimed(network, mode, connector, None, service_key(network), tuple(secrets_of(network)))
 
 
 def prepare(
@@ -187,7 +191,7 @@ def prepare(
     until = quotas.blocked_until(connector.quota_scope, network["accessToken"], now) if quotas else None
     if until is not None:
         raise RateLimited("token out of quota (remembered); no call made", until)
-    attempt = Attempt(network, claimed.mode, now, jitter)
+    attempt = Attempt(network, claimed.mode, now, jitter, claimed.held)
     return Run(attempt, Job(network=network, mode=claimed.mode, now=now), connector)
 
 

@@ -148,7 +148,7 @@ class Saver:
         result, network = saving.result, saving.network
         reason = f"{type(exc).__name__}: {clip(exc, 200)}"
         log.error("network %s: state cannot be stored (%s); recording the error instead", network.get("_id"), reason)
-        attempt = Attempt(network, result.mode, result.at, self.rng.random())
+        attempt = Attempt(network, result.mode, result.at, self.rng.random(), result.held)
         failed = failure(attempt, BadResponse(f"state could not be stored: {reason}"), self.settings)
         saving.result = result = replace(
             result, error=failed.error, update=Update({**failed.update.values, **result.tokens})

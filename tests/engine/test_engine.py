@@ -298,6 +298,23 @@ def test_a_pass_lets_go_of_the_secrets_of_every_network_it_held(db, settings, ht
     assert "nested-secret" not in redact("nested-secret-0123456789")
 
 
+def test_a_network_is_let_go_of_with_the_secrets_its_claim_hid():
+    """The secrets a claim read from a network are the ones let go of with it, read once: not read again from a
+    document that may have changed meanwhile."""
+    from collector.engine.registry import Registry
+    from collector.engine.run import admit, forget
+    from collector.sdk.redaction import SECRETS
+
+    network = {"_id": 1, "user": "a@x.test", "service": "github", "accessToken": "tok-claimed-0123456789"}
+    claimed = admit(network, Registry())
+    assert set(claimed.held) == {"tok-claimed-0123456789"} and "held=" not in repr(claimed)
+    SECRETS.add(claimed.held)
+    network["accessToken"] = "tok-other-0123456789"
+    forget(network, {}, claimed.held)
+    held = SECRETS.snapshot()[0]
+    assert "tok-claimed-0123456789" not in held and "tok-other-0123456789" not in held
+
+
 def test_pass_limit_takes_the_most_overdue_first(db, settings, http_mock):
     GitHubStub(http_mock, stars=make_stars(1))
     old = add_network(db, user="old@example.com", scheduledTo=T0 - timedelta(hours=2))
