@@ -16,7 +16,7 @@ from requests.utils import get_encoding_from_headers
 
 from ..net.pollloop import Answer, Outgoing
 from ._bearer import BearerAuth
-from ._session import NoCookies, header_pairs, merged_headers
+from ._session import Headers, NoCookies, header_pairs, merged_headers
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,9 @@ def request_head(session: requests.Session, asked: Asked, auth: Any) -> Outgoing
     if target is None:
         return None
     if type(auth) is BearerAuth:
-        headers = header_pairs(_base(tuple(session.headers.items())), asked.headers)
+        own = session.headers
+        base = own.pairs() if type(own) is Headers else _base(tuple(own.items()))
+        headers = header_pairs(base, asked.headers)
         headers["authorization"] = ("Authorization", f"{auth.scheme} {auth.token}")
         pairs: Iterable[tuple[str, Any]] = headers.values()
     else:

@@ -3,6 +3,7 @@ PreparedRequest gives for the same GET (its general path, taken by any other aut
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -115,3 +116,52 @@ def test_an_answer_read_on_the_lane_is_a_response_as_requests_makes_one_each_wit
     assert first.headers is not second.headers and first.cookies is not second.cookies
     first.history.append(first)
     assert second.history == [] and requests.Response().history == []
+
+
+def test_the_headers_requests_would_refuse_are_refused_on_the_fast_path_as_requests_words_it():
+    """`header_pairs` asks requests' own check only of headers its patterns do not pass: the patterns are requests'
+    own (a release that changes them fails here), and every header requests refuses is refused, in its words."""
+    from requests import _internal_utils
+    from requests.utils import check_header_validity
+
+    from collector.sdk._session import _NAME, _VALUE, header_pairs
+
+    assert (_NAME.pattern, _VALUE.pattern) == (
+        _internal_utils._VALID_HEADER_NAME_RE_STR.pattern,
+        _internal_utils._VALID_HEADER_VALUE_RE_STR.pattern,
+    )
+    cases = [
+        ("X-A", "v\n"),
+        ("X-A", "v\r"),
+        ("X-A", " v"),
+        ("X-A", "a\nb"),
+        ("X-A:", "v"),
+        (" X-A", "v"),
+        ("X\nA", "v"),
+    ]
+    cases += [("X-A", ""), ("X-A", "v"), ("X-A", "café"), (b"X-B", "v"), ("X-A", b"v"), ("X-A", 5)]
+    for name, value in cases:
+        try:
+            check_header_validity((name, value))
+        except InvalidHeader as refused:
+            with pytest.raises(InvalidHeader, match=re.escape(str(refused))):
+                header_pairs({}, {name: value})
+        else:
+            assert list(header_pairs({}, {name: value}).values()) == [
+                (str(name, "ascii") if isinstance(name, bytes) else name, value)
+            ]
+
+
+def test_a_change_to_the_sessions_headers_reaches_the_next_poll_head():
+    http = make_session("likeastore-collector/test")
+    asked = Asked("https://api.github.com/user/starred", {})
+    first = request_head(http, asked, BearerAuth("tok-1234", "token"))
+    http.headers["X-Added"] = "one"
+    http.headers.update({"User-Agent": "another/2"})
+    second = request_head(http, asked, BearerAuth("tok-1234", "token"))
+    del http.headers["X-Added"]
+    third = request_head(http, asked, BearerAuth("tok-1234", "token"))
+    assert first is not None and second is not None and third is not None
+    assert b"X-Added: one" in second.head and b"User-Agent: another/2" in second.head
+    assert b"X-Added" not in third.head and b"User-Agent: another/2" in third.head
+    assert b"likeastore-collector/test" in first.head and b"likeastore-collector/test" not in second.head
