@@ -179,3 +179,26 @@ def test_bytes_after_a_whole_gzip_body_that_begin_no_member_are_ignored(inflater
     packed = b"".join(gzip.compress(page) for _ in range(members))
     junk = junk if junk.lstrip(b"\0") else junk + b"x"
     assert with_inflater(inflater, [packed + junk[:1], junk[1:]], "gzip", 4 * 2**20) == ("ok", page * members)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "gzip, gzip"])
+def test_a_decoded_body_is_let_go_of_when_decoding_ends_not_at_the_next_garbage_collection(encoding):
+    """Nothing decode_body makes is left in a reference cycle: a page's body is freed by its reference count when the
+    caller drops it (with the daemon's young collections every 5,000 allocations, bodies kept by cycles took the
+    history walk's peak memory from ~100 to ~220 MB)."""
+    import gc
+
+    body = orjson.dumps([generated_star(0, n) for n in range(300)])
+    data = body
+    for name in reversed([n.strip() for n in encoding.split(",")]):
+        data = gzip.compress(data) if name == "gzip" else zlib.compress(data)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        assert decode_body([data[:1000], data[1000:]], encoding, 10**7) == body
+        gc.collect()
+        left = [o for o in gc.garbage if "decode_body" in getattr(o, "__qualname__", "")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
