@@ -33,7 +33,6 @@ import json
 import sys
 from typing import Any
 
-from ..lifecycle import gc_spaced
 from ..settings import load_settings
 from .figures import APART, RUNS_APART, apart_figures, floor_ratios, point_figures, summary
 from .options import Options
@@ -73,8 +72,7 @@ def run(opts: Options, out: Any = sys.stdout) -> int:
     idlookup.install()  # mongomock answers `_id` queries from an index, as MongoDB does (idlookup.py)
     dbs = Databases(opts.mongodb_uri)
     try:
-        with gc_spaced():  # the daemon's garbage collection (daemon/process.py), as in every measuring child
-            result = measure(opts, dbs)
+        result = measure(opts, dbs)  # Python's own garbage collection: mongomock's cycles live here (spawned.py)
     finally:
         dbs.close()
     result.update(measure_apart(opts, result))

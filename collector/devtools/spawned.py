@@ -38,7 +38,7 @@ def _child(conn: Any, call: Callable[..., dict], args: tuple) -> None:
     from ..lifecycle import gc_spaced
 
     try:
-        with gc_spaced():  # the daemon's (daemon/process.py), the floors' measures too
+        with gc_spaced():  # the daemon's (daemon/process.py), the floors' measures too (not mongomock's process)
             conn.send(("ok", call(*args)))
     except Exception as exc:  # the parent raises it: a bench that cannot measure says why
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
