@@ -132,7 +132,8 @@ def _crashed(attempt: Attempt, exc: BaseException, settings: Settings) -> RunRes
 
 def _fail(attempt: Attempt, error: NetworkError, settings: Settings) -> RunResult:
     network, now = attempt.network, attempt.now
-    secrets = secrets_of(network) + secrets_of(error.refreshed)
+    held = list(attempt.held) if attempt.held is not None else secrets_of(network)  # read at its claim, if claimed
+    secrets = held + secrets_of(error.refreshed)
     # the network's own credentials, then every secret the process knows (app keys, client secrets) and every
     # value of a credential's shape, wherever a server echoed it
     error.message = mask_everywhere(redact(error.message, secrets))

@@ -213,11 +213,7 @@ def secret_values(document: object, leave: str | None = None) -> list[str]:
         return found
     layout = _layout(document)
     if layout is None:  # too wide to remember: each field asked
-        for key, inner in document.items():
-            if key != leave:
-                secret = _secret_field(key)
-                if secret or isinstance(inner, (dict, list, tuple)):
-                    _collect(inner, secret, 1, found)
+        _fields(((key, inner) for key, inner in document.items() if key != leave), False, 1, found)
         return found
     named = _named(layout, leave)
     for key in named:
@@ -229,10 +225,9 @@ def secret_values(document: object, leave: str | None = None) -> list[str]:
     return found
 
 
-# A network's top level is read at each claim and each release of it, and the documents of one collection share a
-# few layouts: the fields with secret names are remembered by layout (~1 µs a document, against ~3 asking each
-# field), for layouts of at most LAYOUT_FIELDS fields of LAYOUT_CHARS characters in all (a document is not ours to
-# trust), LAYOUTS_KEPT of them.
+# A network's top level is read at each claim of it, and the documents of one collection share a few layouts: the
+# fields with secret names are remembered by layout (~1 µs a document, against ~3 asking each field), for layouts of
+# at most LAYOUT_FIELDS fields of LAYOUT_CHARS characters in all (a document is not ours to trust), LAYOUTS_KEPT.
 LAYOUT_FIELDS, LAYOUT_CHARS, LAYOUTS_KEPT = 64, 2048, 256
 
 
@@ -275,16 +270,21 @@ def _collect(value: object, inside: bool, depth: int, found: list[str]) -> None:
     if depth > 100 or len(found) >= NESTED_KEPT:
         return
     if isinstance(value, dict):
-        for key, inner in value.items():
-            secret = inside or _secret_field(key)
-            if secret or isinstance(inner, (dict, list, tuple)):
-                _collect(inner, secret, depth + 1, found)
+        _fields(value.items(), inside, depth + 1, found)
     elif isinstance(value, (list, tuple)):
         for inner in value:
             if inside or isinstance(inner, (dict, list, tuple)):
                 _collect(inner, inside, depth + 1, found)
     elif inside and isinstance(value, str) and NESTED_MIN <= len(value) <= SPAN:
         found.append(value)
+
+
+def _fields(items: Iterable[tuple[object, object]], inside: bool, depth: int, found: list[str]) -> None:
+    """A document's fields: each looked into under a secret name (or inside one), or when a list or a document."""
+    for key, inner in items:
+        secret = inside or _secret_field(key)
+        if secret or isinstance(inner, (dict, list, tuple)):
+            _collect(inner, secret, depth, found)
 
 
 _NAMES: dict[str, bool] = {}  # `secret_name` of the short names every network document repeats (`accessToken`)
